@@ -1,0 +1,129 @@
+//! Every op's derivative, one `match` arm each. Shapes in comments use the forward names.
+
+use std::collections::HashMap;
+
+use tinygpt_tensor::{Backend, Tensor};
+
+use crate::gradients::Gradients;
+use crate::tape::{Node, Op, Tape, Var};
+
+impl<B: Backend> Tape<B> {
+    /// Gradients of `loss` (any shape; seeded with ones) with respect to every recorded var
+    /// that requires one. The tape can be dropped afterwards to free the activations.
+    pub fn backward(&self, loss: &Var<B>) -> Gradients<B> {
+        let ones = vec![1.0; loss.value.numel()];
+        let seed = Tensor::from_slice(loss.value.backend(), &ones, loss.value.shape().clone());
+        self.backward_from(loss, seed)
+    }
+
+    /// Backward with an explicit output gradient `seed` (same shape as `output`).
+    pub fn backward_from(&self, output: &Var<B>, seed: Tensor<B>) -> Gradients<B> {
+        assert!(self.is_recording(), "backward on a no_grad tape");
+        assert_eq!(seed.shape(), output.value.shape(), "backward seed shape");
+        let nodes = self.nodes.borrow();
+        let mut grads = Gradients { grads: HashMap::new() };
+        if !output.requires_grad {
+            return grads;
+        }
+        grads.grads.insert(output.id, seed);
+        for id in (0..=output.id).rev() {
+            let node = &nodes[id];
+            if !node.requires_grad {
+                continue;
+            }
+            let Some(dout) = grads.grads.get(&id).cloned() else { continue };
+            for (input, grad) in input_grads(&nodes, node, &dout) {
+                grads.accumulate(input, grad);
+            }
+            if !matches!(node.op, Op::Leaf) {
+                grads.grads.remove(&id);
+            }
+        }
+        grads
+    }
+}
+
+/// The gradients `node` sends to those of its inputs that require one.
+fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) -> Vec<(usize, Tensor<B>)> {
+    let wants = |id: usize| nodes[id].requires_grad;
+    let value = |id: usize| &nodes[id].value;
+    let mut out = Vec::new();
+    match &node.op {
+        Op::Leaf => {}
+        Op::Add { a, b } => {
+            for id in [*a, *b] {
+                if wants(id) {
+                    out.push((id, dout.clone()));
+                }
+            }
+        }
+        Op::Scale { x, alpha } => {
+            if wants(*x) {
+                out.push((*x, dout.scale(*alpha)));
+            }
+        }
+        Op::Reshape { x } => {
+            if wants(*x) {
+                out.push((*x, dout.reshape(value(*x).shape().clone())));
+            }
+        }
+        Op::Matmul { a, b, bias, trans_a, trans_b } => {
+            // C[m,n] = op(A)[m,k] · op(B)[k,n] + bias; A may carry leading dims (folded into m).
+            let (ta, tb) = (*trans_a, *trans_b);
+            let a_val = value(*a);
+            let a2 =
+                if ta { a_val.clone() } else { a_val.reshape([a_val.shape().rows(), a_val.shape().last()]) };
+            let dc = dout.reshape([dout.shape().rows(), dout.shape().last()]);
+            let b_val = value(*b);
+            if wants(*a) {
+                // dA = dC · op(B)ᵀ, or its transpose when A is stored transposed.
+                let da =
+                    if ta { b_val.matmul(&dc, None, tb, true) } else { dc.matmul(b_val, None, false, !tb) };
+                out.push((*a, da.reshape(a_val.shape().clone())));
+            }
+            if wants(*b) {
+                // dB = op(A)ᵀ · dC, or its transpose when B is stored transposed.
+                let db = if tb { dc.matmul(&a2, None, true, ta) } else { a2.matmul(&dc, None, !ta, false) };
+                out.push((*b, db));
+            }
+            if let Some(bias) = bias {
+                if wants(*bias) {
+                    out.push((*bias, dc.sum_rows()));
+                }
+            }
+        }
+        Op::Embedding { table, ids } => {
+            if wants(*table) {
+                let rows = value(*table).dims()[0];
+                out.push((*table, dout.embedding_backward(ids, rows)));
+            }
+        }
+        Op::LayerNorm { x, gamma, beta, saved } => {
+            let (dx, dgamma, dbeta) = dout.layer_norm_backward(value(*x), value(*gamma), saved);
+            for (id, g) in [(*x, dx), (*gamma, dgamma), (*beta, dbeta)] {
+                if wants(id) {
+                    out.push((id, g));
+                }
+            }
+        }
+        Op::Gelu { x } => {
+            if wants(*x) {
+                out.push((*x, dout.gelu_backward(value(*x))));
+            }
+        }
+        Op::Attention { q, k, v, probs, heads } => {
+            let (dq, dk, dv) = dout.attention_backward(value(*q), value(*k), value(*v), probs, *heads);
+            for (id, g) in [(*q, dq), (*k, dk), (*v, dv)] {
+                if wants(id) {
+                    out.push((id, g));
+                }
+            }
+        }
+        Op::CrossEntropy { logits, targets } => {
+            if wants(*logits) {
+                out.push((*logits, value(*logits).cross_entropy_backward(targets, dout)));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,80 @@
+//! Forward ops on the tape. Each computes its value with [`Tensor`] ops and records what
+//! its derivative (in `backward.rs`) will need.
+
+use tinygpt_tensor::{Backend, Indices, Tensor};
+
+use crate::tape::{Op, Tape, Var};
+
+impl<B: Backend> Tape<B> {
+    pub fn add(&self, a: &Var<B>, b: &Var<B>) -> Var<B> {
+        let value = a.value.add(&b.value);
+        self.record(Op::Add { a: a.id, b: b.id }, value, &[a, b])
+    }
+
+    pub fn scale(&self, x: &Var<B>, alpha: f32) -> Var<B> {
+        let value = x.value.scale(alpha);
+        self.record(Op::Scale { x: x.id, alpha }, value, &[x])
+    }
+
+    pub fn reshape(&self, x: &Var<B>, shape: &[usize]) -> Var<B> {
+        let value = x.value.reshape(shape);
+        self.record(Op::Reshape { x: x.id }, value, &[x])
+    }
+
+    /// `op(a) · op(b) (+ bias)`; see [`Tensor::matmul`].
+    pub fn matmul(
+        &self,
+        a: &Var<B>,
+        b: &Var<B>,
+        bias: Option<&Var<B>>,
+        trans_a: bool,
+        trans_b: bool,
+    ) -> Var<B> {
+        let value = a.value.matmul(&b.value, bias.map(|v| &v.value), trans_a, trans_b);
+        let op = Op::Matmul { a: a.id, b: b.id, bias: bias.map(|v| v.id), trans_a, trans_b };
+        match bias {
+            Some(bias) => self.record(op, value, &[a, b, bias]),
+            None => self.record(op, value, &[a, b]),
+        }
+    }
+
+    /// A linear layer with PyTorch's weight layout: `x · weightᵀ + bias`, `weight` `[out, in]`.
+    pub fn linear(&self, x: &Var<B>, weight: &Var<B>, bias: Option<&Var<B>>) -> Var<B> {
+        self.matmul(x, weight, bias, false, true)
+    }
+
+    /// Rows of `table` picked by `ids`.
+    pub fn embedding(&self, table: &Var<B>, ids: &Indices<B>) -> Var<B> {
+        let value = table.value.embedding(ids);
+        self.record(Op::Embedding { table: table.id, ids: ids.clone() }, value, &[table])
+    }
+
+    pub fn layer_norm(&self, x: &Var<B>, gamma: &Var<B>, beta: &Var<B>, eps: f32) -> Var<B> {
+        let (value, saved) = x.value.layer_norm(&gamma.value, &beta.value, eps);
+        let op = Op::LayerNorm { x: x.id, gamma: gamma.id, beta: beta.id, saved };
+        self.record(op, value, &[x, gamma, beta])
+    }
+
+    pub fn gelu(&self, x: &Var<B>) -> Var<B> {
+        let value = x.value.gelu();
+        self.record(Op::Gelu { x: x.id }, value, &[x])
+    }
+
+    /// Causal multi-head self-attention; `q`, `k`, `v` are `[batch, seq, channels]`.
+    pub fn attention(&self, q: &Var<B>, k: &Var<B>, v: &Var<B>, heads: usize) -> Var<B> {
+        let (value, probs) = q.value.attention(&k.value, &v.value, heads);
+        let op = Op::Attention { q: q.id, k: k.id, v: v.id, probs, heads };
+        self.record(op, value, &[q, k, v])
+    }
+
+    /// Mean softmax cross-entropy of `logits` against `targets` → `[1]`.
+    pub fn cross_entropy(&self, logits: &Var<B>, targets: &Indices<B>) -> Var<B> {
+        let value = logits.value.cross_entropy(targets);
+        self.record(Op::CrossEntropy { logits: logits.id, targets: targets.clone() }, value, &[logits])
+    }
+
+    /// A constant on the tape (no gradient), e.g. an input batch.
+    pub fn constant(&self, value: &Tensor<B>) -> Var<B> {
+        self.leaf(value, false)
+    }
+}

@@ -1,0 +1,226 @@
+//! `model_config.json`: the architecture contract that checkpoints, the web worker and
+//! outside tools rely on.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ModelError;
+
+/// The byte-level GPT's shape. Serialized as `model_config.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    pub model_name: String,
+    /// Always 256: one token per UTF-8 byte ("byte-v1").
+    pub vocab_size: usize,
+    pub context_length: usize,
+    pub n_layers: usize,
+    pub n_heads: usize,
+    pub d_model: usize,
+    pub d_mlp: usize,
+    /// Always 0.0: the model has no dropout.
+    pub dropout: f32,
+    /// Always true: logits use the token embedding transposed.
+    pub tie_embeddings: bool,
+    /// Always "float32".
+    pub dtype: String,
+}
+
+/// A named model size with the batch size it trains with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Preset {
+    pub name: &'static str,
+    pub model: ModelConfig,
+    pub batch_size: usize,
+}
+
+/// `(name, layers, d_model, heads, context, batch)`; `d_mlp` is `4 * d_model`.
+const PRESETS: [(&str, usize, usize, usize, usize, usize); 6] = [
+    ("tiny", 2, 48, 3, 32, 16),
+    ("small", 3, 96, 3, 64, 16),
+    ("medium", 4, 128, 4, 96, 16),
+    ("large", 6, 192, 6, 128, 12),
+    ("xl", 8, 256, 8, 128, 8),
+    ("huge", 12, 256, 8, 256, 8),
+];
+
+impl Preset {
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        PRESETS.iter().map(|p| p.0)
+    }
+
+    pub fn all() -> Vec<Preset> {
+        Self::names().map(|n| Self::by_name(n).expect("listed preset")).collect()
+    }
+
+    pub fn by_name(name: &str) -> Result<Preset, ModelError> {
+        let &(name, n_layers, d_model, n_heads, context_length, batch_size) =
+            PRESETS.iter().find(|p| p.0 == name).ok_or_else(|| ModelError::UnknownPreset {
+                name: name.to_string(),
+                known: Self::names().collect::<Vec<_>>().join(", "),
+            })?;
+        let model = ModelConfig {
+            model_name: format!("tinygpt-{name}"),
+            context_length,
+            n_layers,
+            n_heads,
+            d_model,
+            d_mlp: 4 * d_model,
+            ..ModelConfig::reference()
+        };
+        Ok(Preset { name, model, batch_size })
+    }
+}
+
+/// One parameter tensor of the canonical list: its name, shape and offset (in f32s)
+/// into the concatenation of all parameters (`weights.f32`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorSpec {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub offset: usize,
+}
+
+impl TensorSpec {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+impl ModelConfig {
+    /// The reference config: ctx 128, 4 layers, 4 heads, d 128, d_mlp 512 (842,496 parameters).
+    pub fn reference() -> Self {
+        ModelConfig {
+            model_name: "tinygpt-reference".to_string(),
+            vocab_size: 256,
+            context_length: 128,
+            n_layers: 4,
+            n_heads: 4,
+            d_model: 128,
+            d_mlp: 512,
+            dropout: 0.0,
+            tie_embeddings: true,
+            dtype: "float32".to_string(),
+        }
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.d_model / self.n_heads
+    }
+
+    /// Rejects configs this implementation cannot run, naming the field.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let bad = |field: &'static str, reason: String| Err(ModelError::InvalidConfig { field, reason });
+        if self.vocab_size != 256 {
+            return bad("vocab_size", format!("is {}, but the byte-v1 tokenizer needs 256", self.vocab_size));
+        }
+        for (field, v) in [
+            ("context_length", self.context_length),
+            ("n_layers", self.n_layers),
+            ("n_heads", self.n_heads),
+            ("d_model", self.d_model),
+            ("d_mlp", self.d_mlp),
+        ] {
+            if v == 0 {
+                return bad(field, "must be positive".into());
+            }
+            if v > 1 << 16 {
+                return bad(field, format!("is {v}, larger than this implementation supports (65536)"));
+            }
+        }
+        if self.d_model % self.n_heads != 0 {
+            return bad(
+                "d_model",
+                format!("{} is not divisible by n_heads = {}", self.d_model, self.n_heads),
+            );
+        }
+        if self.dropout != 0.0 {
+            return bad("dropout", format!("is {}, but this model has no dropout (0.0)", self.dropout));
+        }
+        if !self.tie_embeddings {
+            return bad("tie_embeddings", "must be true: logits use the token embedding".into());
+        }
+        if self.dtype != "float32" {
+            return bad("dtype", format!("is {:?}, only \"float32\" is supported", self.dtype));
+        }
+        if self.param_count() > 1 << 31 {
+            return bad("d_model", format!("gives {} parameters, over the 2^31 limit", self.param_count()));
+        }
+        Ok(())
+    }
+
+    /// Every parameter in canonical order with its shape and offset. Layouts: embeddings
+    /// are `[rows, d_model]`; linear weights are PyTorch's `[out_features, in_features]`
+    /// (`y = x · Wᵀ + b`); biases and LayerNorm gains/shifts are `[features]`.
+    pub fn tensor_specs(&self) -> Vec<TensorSpec> {
+        let (d, f) = (self.d_model, self.d_mlp);
+        let mut list: Vec<(String, Vec<usize>)> = vec![
+            ("token_embedding".into(), vec![self.vocab_size, d]),
+            ("position_embedding".into(), vec![self.context_length, d]),
+        ];
+        for i in 0..self.n_layers {
+            let p = format!("blocks.{i}");
+            list.push((format!("{p}.ln1.weight"), vec![d]));
+            list.push((format!("{p}.ln1.bias"), vec![d]));
+            for proj in ["q_proj", "k_proj", "v_proj", "o_proj"] {
+                list.push((format!("{p}.attn.{proj}.weight"), vec![d, d]));
+                list.push((format!("{p}.attn.{proj}.bias"), vec![d]));
+            }
+            list.push((format!("{p}.ln2.weight"), vec![d]));
+            list.push((format!("{p}.ln2.bias"), vec![d]));
+            list.push((format!("{p}.mlp.fc_in.weight"), vec![f, d]));
+            list.push((format!("{p}.mlp.fc_in.bias"), vec![f]));
+            list.push((format!("{p}.mlp.fc_out.weight"), vec![d, f]));
+            list.push((format!("{p}.mlp.fc_out.bias"), vec![d]));
+        }
+        list.push(("ln_final.weight".into(), vec![d]));
+        list.push(("ln_final.bias".into(), vec![d]));
+        let mut offset = 0;
+        list.into_iter()
+            .map(|(name, shape)| {
+                let spec = TensorSpec { name, offset, shape };
+                offset += spec.numel();
+                spec
+            })
+            .collect()
+    }
+
+    pub fn param_count(&self) -> usize {
+        let (v, c, d, f, l) = (self.vocab_size, self.context_length, self.d_model, self.d_mlp, self.n_layers);
+        v * d + c * d + l * (4 * d + 4 * (d * d + d) + 2 * d * f + f + d) + 2 * d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_config_has_842_496_parameters() {
+        let c = ModelConfig::reference();
+        assert_eq!(c.param_count(), 842_496);
+        let specs = c.tensor_specs();
+        let last = specs.last().unwrap();
+        assert_eq!(last.offset + last.numel(), 842_496);
+        assert_eq!(specs.len(), 2 + 16 * 4 + 2);
+    }
+
+    #[test]
+    fn presets_are_valid_and_match_the_table() {
+        for p in Preset::all() {
+            p.model.validate().unwrap();
+            let specs = p.model.tensor_specs();
+            assert_eq!(specs.iter().map(TensorSpec::numel).sum::<usize>(), p.model.param_count());
+        }
+        let tiny = Preset::by_name("tiny").unwrap();
+        assert_eq!((tiny.model.n_layers, tiny.model.d_model, tiny.model.n_heads), (2, 48, 3));
+        assert_eq!((tiny.model.context_length, tiny.batch_size), (32, 16));
+        assert!(Preset::by_name("gigantic").is_err());
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut c = ModelConfig::reference();
+        c.n_heads = 3;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("d_model") && err.contains("n_heads"), "{err}");
+    }
+}

@@ -1,0 +1,16 @@
+use thiserror::Error;
+
+/// Errors a user can cause through configs and data.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ModelError {
+    #[error("invalid model config: {field} {reason}")]
+    InvalidConfig { field: &'static str, reason: String },
+    #[error("unknown preset {name:?} (known: {known})")]
+    UnknownPreset { name: String, known: String },
+    #[error("the dataset is empty")]
+    EmptyDataset,
+    #[error("the dataset is too short: {bytes} bytes, but a context of {context} needs at least {needed} bytes in each of the train and validation splits")]
+    DatasetTooShort { bytes: usize, context: usize, needed: usize },
+    #[error("parameter {name}: expected {expected} values, got {got}")]
+    WeightsMismatch { name: String, expected: usize, got: usize },
+}

@@ -1,0 +1,16 @@
+//! The TinyGPT model: a byte-level, pre-LayerNorm GPT with tied embeddings.
+//!
+//! Architecture (the contract checkpoints and outside tools rely on):
+//! token embedding `[256, d]` + position embedding `[ctx, d]`; `n_layers` blocks of
+//! `x += o_proj(causal_mha(q_proj, k_proj, v_proj of ln1(x)))`,
+//! `x += fc_out(gelu_tanh(fc_in(ln2(x))))`; a final LayerNorm; logits `= x · token_embeddingᵀ`.
+//! Every linear has a bias; LayerNorm eps is 1e-5; attention is scaled by `1/sqrt(head_dim)`;
+//! no dropout. Parameter names, order and layouts: [`ModelConfig::tensor_specs`].
+
+mod config;
+pub mod data;
+mod error;
+
+pub use config::{ModelConfig, Preset, TensorSpec};
+pub use data::{Batch, Dataset, DatasetManifest, Split};
+pub use error::ModelError;

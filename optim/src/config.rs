@@ -1,0 +1,136 @@
+//! `training_config.json`: how a run trains. Defaults are the documented ones and are
+//! tested field by field, since a wrong default looks like a model that cannot learn.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::TrainError;
+
+/// Learning-rate schedule shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScheduleKind {
+    /// Linear warm-up to `learning_rate`, then constant.
+    Constant,
+    /// Linear warm-up to `learning_rate`, then cosine decay to `min_lr` at `max_steps`.
+    Cosine,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainingConfig {
+    pub batch_size: usize,
+    pub learning_rate: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    /// Decoupled weight decay, applied to tensors of rank ≥ 2 only (never biases or LayerNorm).
+    pub weight_decay: f32,
+    /// Global-norm gradient clipping threshold; 0 disables clipping.
+    pub grad_clip: f32,
+    pub schedule: ScheduleKind,
+    pub warmup_steps: usize,
+    pub min_lr: f32,
+    pub max_steps: usize,
+    /// Validation loss is measured every `eval_interval` steps (and at the last step).
+    pub eval_interval: usize,
+    /// Batches averaged for one validation (or training) loss estimate.
+    pub eval_batches: usize,
+    pub seed: u64,
+    /// A checkpoint is written every `checkpoint_interval` steps.
+    pub checkpoint_interval: usize,
+}
+
+impl Default for TrainingConfig {
+    fn default() -> Self {
+        TrainingConfig {
+            batch_size: 16,
+            learning_rate: 3e-4,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            grad_clip: 1.0,
+            schedule: ScheduleKind::Cosine,
+            warmup_steps: 100,
+            min_lr: 3e-5,
+            max_steps: 2000,
+            eval_interval: 100,
+            eval_batches: 20,
+            seed: 1337,
+            checkpoint_interval: 200,
+        }
+    }
+}
+
+impl TrainingConfig {
+    /// Rejects values that cannot train, naming the field.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let bad = |field: &'static str, reason: String| Err(TrainError::InvalidConfig { field, reason });
+        if self.batch_size == 0 {
+            return bad("batch_size", "must be positive".into());
+        }
+        if self.max_steps == 0 {
+            return bad("max_steps", "must be positive".into());
+        }
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
+            return bad("learning_rate", format!("must be positive, got {}", self.learning_rate));
+        }
+        if !(self.min_lr.is_finite() && self.min_lr >= 0.0 && self.min_lr <= self.learning_rate) {
+            return bad("min_lr", format!("must be in [0, learning_rate], got {}", self.min_lr));
+        }
+        for (field, b) in [("beta1", self.beta1), ("beta2", self.beta2)] {
+            if !(0.0..1.0).contains(&b) {
+                return bad(field, format!("must be in [0, 1), got {b}"));
+            }
+        }
+        if !(self.eps > 0.0) {
+            return bad("eps", format!("must be positive, got {}", self.eps));
+        }
+        if !(self.weight_decay >= 0.0) {
+            return bad("weight_decay", format!("must not be negative, got {}", self.weight_decay));
+        }
+        if !(self.grad_clip >= 0.0) {
+            return bad("grad_clip", format!("must not be negative (0 disables), got {}", self.grad_clip));
+        }
+        if self.eval_interval == 0 || self.eval_batches == 0 {
+            return bad("eval_interval", "eval_interval and eval_batches must be positive".into());
+        }
+        if self.checkpoint_interval == 0 {
+            return bad("checkpoint_interval", "must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = TrainingConfig::default();
+        assert_eq!(c.batch_size, 16);
+        assert_eq!(c.learning_rate, 3e-4);
+        assert_eq!((c.beta1, c.beta2), (0.9, 0.95));
+        assert_eq!(c.eps, 1e-8);
+        assert_eq!(c.weight_decay, 0.1);
+        assert_eq!(c.grad_clip, 1.0);
+        assert_eq!(c.checkpoint_interval, 200);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn missing_fields_take_defaults_and_unknown_fields_are_refused() {
+        let c: TrainingConfig = serde_json::from_str(r#"{"max_steps": 10}"#).unwrap();
+        assert_eq!(c, TrainingConfig { max_steps: 10, ..TrainingConfig::default() });
+        assert!(serde_json::from_str::<TrainingConfig>(r#"{"learning_rat": 1}"#).is_err());
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let c = TrainingConfig { learning_rate: -1.0, ..TrainingConfig::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("learning_rate"));
+        let c = TrainingConfig { batch_size: 0, ..TrainingConfig::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("batch_size"));
+    }
+}

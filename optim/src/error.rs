@@ -1,0 +1,15 @@
+use thiserror::Error;
+use tinygpt_model::ModelError;
+use tinygpt_tensor::TensorError;
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum TrainError {
+    #[error("invalid training config: {field} {reason}")]
+    InvalidConfig { field: &'static str, reason: String },
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
+    #[error("training diverged at step {step}: the loss is {loss}")]
+    Diverged { step: usize, loss: f32 },
+}

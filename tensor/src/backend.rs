@@ -1,0 +1,154 @@
+use std::fmt::Debug;
+use std::future::Future;
+
+use crate::dims::{
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, LayerNormGrads, LayerNormOut, MatmulDims,
+};
+use crate::error::TensorError;
+
+/// The ops a kernel crate provides. Small on purpose: a new backend implements these and
+/// nothing else, and every model in this workspace runs on it.
+///
+/// Contract shared by every method:
+/// - Buffers are row-major f32 (`Storage`) or u32 (`Indices`) handles; cloning a handle
+///   shares the buffer. Sizes are passed explicitly (llm.c style) so a GPU backend can
+///   put them straight into a uniform; callers ([`crate::Tensor`]) check shapes first.
+/// - Ops return new buffers, except [`Backend::adamw`], which updates in place.
+/// - No op waits for the device; the only way back to the host is [`Backend::read`].
+/// - Results must match the scalar reference (`tinygpt-kernels-cpu`) within the
+///   tolerances of the conformance kit ([`crate::conformance`], feature `conformance`).
+pub trait Backend: Clone + Debug + 'static {
+    /// A handle to an f32 buffer on the device.
+    type Storage: Clone + Debug;
+    /// A handle to a u32 buffer on the device (token ids, targets, positions).
+    type Indices: Clone + Debug;
+
+    /// A short name for logs and benchmark lines, e.g. `"cpu"`.
+    fn name(&self) -> String;
+
+    // ---- memory -------------------------------------------------------------------
+
+    fn zeros(&self, len: usize) -> Self::Storage;
+    fn upload(&self, data: &[f32]) -> Self::Storage;
+    fn upload_indices(&self, data: &[u32]) -> Self::Indices;
+    /// Copies a buffer back to host memory. On a GPU this waits for queued work, so call
+    /// it only where a value is needed (logging, sampling, checkpoints).
+    fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>>;
+
+    // ---- elementwise and reductions ------------------------------------------------
+
+    /// `a + b`, both `[len]`.
+    fn add(&self, a: &Self::Storage, b: &Self::Storage, len: usize) -> Self::Storage;
+    /// `alpha * a`, `[len]`.
+    fn scale(&self, a: &Self::Storage, alpha: f32, len: usize) -> Self::Storage;
+    /// Column sums of `x` `[rows, cols]` → `[cols]` (a bias gradient).
+    fn sum_rows(&self, x: &Self::Storage, rows: usize, cols: usize) -> Self::Storage;
+    /// `Σ x²` over `[len]` → `[1]` (for the global gradient norm).
+    fn sum_squares(&self, x: &Self::Storage, len: usize) -> Self::Storage;
+
+    // ---- dense -----------------------------------------------------------------------
+
+    /// See [`MatmulDims`].
+    fn matmul(
+        &self,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        bias: Option<&Self::Storage>,
+        dims: MatmulDims,
+    ) -> Self::Storage;
+
+    /// Rows of `table` `[table_rows, dim]` picked by `ids` `[n]` → `[n, dim]`.
+    fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage;
+    /// Scatter-add of `dout` `[n, dim]` into a zero `[table_rows, dim]` at rows `ids`.
+    fn embedding_backward(
+        &self,
+        dout: &Self::Storage,
+        ids: &Self::Indices,
+        n: usize,
+        table_rows: usize,
+        dim: usize,
+    ) -> Self::Storage;
+
+    // ---- fused layers ----------------------------------------------------------------
+
+    /// LayerNorm of each row of `x` `[rows, dim]` with gain `gamma` and shift `beta` `[dim]`;
+    /// variance is the biased (1/dim) one.
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm(
+        &self,
+        x: &Self::Storage,
+        gamma: &Self::Storage,
+        beta: &Self::Storage,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+    ) -> LayerNormOut<Self::Storage>;
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_backward(
+        &self,
+        dout: &Self::Storage,
+        x: &Self::Storage,
+        gamma: &Self::Storage,
+        saved: &LayerNormOut<Self::Storage>,
+        rows: usize,
+        dim: usize,
+    ) -> LayerNormGrads<Self::Storage>;
+
+    /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))`.
+    fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage;
+    /// `dout * gelu'(x)`.
+    fn gelu_backward(&self, x: &Self::Storage, dout: &Self::Storage, len: usize) -> Self::Storage;
+
+    /// See [`AttentionDims`].
+    fn attention(
+        &self,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionOut<Self::Storage>;
+    fn attention_backward(
+        &self,
+        dout: &Self::Storage,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        probs: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionGrads<Self::Storage>;
+
+    /// Mean over rows of `-log softmax(logits[r])[targets[r]]`; `logits` `[rows, vocab]`,
+    /// `targets` `[rows]` → `[1]`.
+    fn cross_entropy(
+        &self,
+        logits: &Self::Storage,
+        targets: &Self::Indices,
+        rows: usize,
+        vocab: usize,
+    ) -> Self::Storage;
+    /// `dlogits = dloss * (softmax(logits) - onehot(targets)) / rows`; `dloss` is `[1]`.
+    fn cross_entropy_backward(
+        &self,
+        logits: &Self::Storage,
+        targets: &Self::Indices,
+        dloss: &Self::Storage,
+        rows: usize,
+        vocab: usize,
+    ) -> Self::Storage;
+
+    // ---- optimizer -------------------------------------------------------------------
+
+    /// One AdamW step over `[len]`, in place on `param`, `m` and `v`. `grad_sumsq` `[1]` is
+    /// the squared global gradient norm (all parameters), so clipping needs no host sync.
+    #[allow(clippy::too_many_arguments)]
+    fn adamw(
+        &self,
+        param: &Self::Storage,
+        grad: &Self::Storage,
+        m: &Self::Storage,
+        v: &Self::Storage,
+        grad_sumsq: &Self::Storage,
+        hp: &AdamWStep,
+        len: usize,
+    );
+}

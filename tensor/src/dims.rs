@@ -1,0 +1,85 @@
+//! Plain-data descriptions of the fused ops' shapes and results. They are what a GPU
+//! backend puts in a uniform buffer, so they hold sizes, never data.
+
+/// `C = op(A) · op(B) (+ bias)`, all row-major, where `op(A)` is `[m, k]` and `op(B)` is
+/// `[k, n]`. With `trans_a`, `A` is stored `[k, m]`; with `trans_b`, `B` is stored `[n, k]`.
+/// `bias`, when given, is `[n]` and added to every row of `C` (`[m, n]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulDims {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub trans_a: bool,
+    pub trans_b: bool,
+}
+
+/// Causal multi-head self-attention over `q`, `k`, `v`, each `[batch, seq, heads * head_dim]`;
+/// head `h` owns columns `h*head_dim .. (h+1)*head_dim`. Scores are scaled by
+/// `1/sqrt(head_dim)` and position `t` attends to positions `0..=t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionDims {
+    pub batch: usize,
+    pub seq: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+}
+
+impl AttentionDims {
+    /// `heads * head_dim`, the model width.
+    pub fn channels(&self) -> usize {
+        self.heads * self.head_dim
+    }
+}
+
+/// Forward result of attention: `out` is `[batch, seq, channels]`; `probs` is the softmax
+/// `[batch, heads, seq, seq]` (zero above the diagonal) that the backward pass reuses.
+#[derive(Clone, Debug)]
+pub struct AttentionOut<S> {
+    pub out: S,
+    pub probs: S,
+}
+
+/// Gradients of attention with respect to `q`, `k` and `v`.
+#[derive(Clone, Debug)]
+pub struct AttentionGrads<S> {
+    pub dq: S,
+    pub dk: S,
+    pub dv: S,
+}
+
+/// Forward result of LayerNorm over rows of length `dim`: `out` `[rows, dim]`, and per row
+/// the `mean` and reciprocal standard deviation `rstd = 1/sqrt(var + eps)` (`[rows]` each)
+/// that the backward pass reuses.
+#[derive(Clone, Debug)]
+pub struct LayerNormOut<S> {
+    pub out: S,
+    pub mean: S,
+    pub rstd: S,
+}
+
+/// Gradients of LayerNorm: `dx` `[rows, dim]`, `dgamma` and `dbeta` `[dim]`.
+#[derive(Clone, Debug)]
+pub struct LayerNormGrads<S> {
+    pub dx: S,
+    pub dgamma: S,
+    pub dbeta: S,
+}
+
+/// One AdamW update's hyper-parameters (decoupled weight decay, Loshchilov & Hutter).
+///
+/// With `g = grad * clip` where `clip = min(1, max_grad_norm / (sqrt(grad_sumsq) + 1e-6))`
+/// (no clipping when `max_grad_norm` is `None`), and `t = step` (1-based):
+/// `m = b1*m + (1-b1)*g`, `v = b2*v + (1-b2)*g²`,
+/// `p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay * p)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWStep {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+    /// 1-based step number, for bias correction.
+    pub step: u32,
+    /// Global-norm clipping threshold; `None` disables clipping.
+    pub max_grad_norm: Option<f32>,
+}

@@ -1,0 +1,28 @@
+//! The bottom layer of TinyGPT: a [`Tensor`] (shape + device handle) and the [`Backend`]
+//! trait that kernel crates implement.
+//!
+//! Everything above this crate (autograd, model, optimizer) is generic over `B: Backend`
+//! and never names a kernel crate; a composition root (the CLI, the web worker, tests)
+//! picks one. Storage is a backend handle, so a GPU backend keeps a whole training step
+//! on the device: the only way back to host memory is the explicit, async-capable
+//! [`Backend::read`].
+
+mod backend;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+mod dims;
+mod error;
+mod executor;
+mod rng;
+mod shape;
+mod tensor;
+
+pub use backend::Backend;
+pub use dims::{
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, LayerNormGrads, LayerNormOut, MatmulDims,
+};
+pub use error::TensorError;
+pub use executor::block_on;
+pub use rng::Rng;
+pub use shape::Shape;
+pub use tensor::{Indices, Tensor};

@@ -1,0 +1,275 @@
+use crate::backend::Backend;
+use crate::dims::{AttentionDims, AttentionGrads, LayerNormGrads, LayerNormOut, MatmulDims};
+use crate::error::TensorError;
+use crate::executor::block_on;
+use crate::shape::Shape;
+
+/// An f32 tensor: a backend handle, its buffer and a row-major shape.
+///
+/// Methods check shapes (a mismatch is a programming error and panics naming the op)
+/// and forward to the backend. Cloning is cheap and shares the buffer.
+#[derive(Clone, Debug)]
+pub struct Tensor<B: Backend> {
+    backend: B,
+    storage: B::Storage,
+    shape: Shape,
+}
+
+/// A u32 tensor of token ids, targets or positions, `[len]`.
+#[derive(Clone, Debug)]
+pub struct Indices<B: Backend> {
+    storage: B::Indices,
+    len: usize,
+}
+
+impl<B: Backend> Indices<B> {
+    pub fn new(backend: &B, ids: &[u32]) -> Self {
+        Indices { storage: backend.upload_indices(ids), len: ids.len() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn storage(&self) -> &B::Indices {
+        &self.storage
+    }
+}
+
+fn check(op: &str, ok: bool, detail: impl FnOnce() -> String) {
+    assert!(ok, "{op}: shape mismatch: {}", detail());
+}
+
+impl<B: Backend> Tensor<B> {
+    /// Wraps a backend buffer; `storage` must hold `shape.numel()` values.
+    pub fn from_storage(backend: &B, storage: B::Storage, shape: impl Into<Shape>) -> Self {
+        Tensor { backend: backend.clone(), storage, shape: shape.into() }
+    }
+
+    pub fn zeros(backend: &B, shape: impl Into<Shape>) -> Self {
+        let shape = shape.into();
+        Self::from_storage(backend, backend.zeros(shape.numel()), shape)
+    }
+
+    pub fn from_slice(backend: &B, data: &[f32], shape: impl Into<Shape>) -> Self {
+        let shape = shape.into();
+        check("from_slice", data.len() == shape.numel(), || {
+            format!("{} values for shape {shape}", data.len())
+        });
+        Self::from_storage(backend, backend.upload(data), shape)
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn storage(&self) -> &B::Storage {
+        &self.storage
+    }
+
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        self.shape.dims()
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.numel()
+    }
+
+    /// The same buffer seen with another shape of equal size.
+    pub fn reshape(&self, shape: impl Into<Shape>) -> Self {
+        let shape = shape.into();
+        check("reshape", shape.numel() == self.numel(), || format!("{} to {shape}", self.shape));
+        Tensor { backend: self.backend.clone(), storage: self.storage.clone(), shape }
+    }
+
+    fn wrap(&self, storage: B::Storage, shape: impl Into<Shape>) -> Self {
+        Self::from_storage(&self.backend, storage, shape)
+    }
+
+    /// Copies the values to the host (waits for the device). See [`Backend::read`].
+    pub async fn read(&self) -> Result<Vec<f32>, TensorError> {
+        self.backend.read(&self.storage).await
+    }
+
+    /// [`Tensor::read`] for synchronous callers; see [`block_on`] for where that is valid.
+    pub fn to_vec(&self) -> Result<Vec<f32>, TensorError> {
+        block_on(self.read())
+    }
+
+    /// The single value of a one-element tensor, read synchronously.
+    pub fn to_scalar(&self) -> Result<f32, TensorError> {
+        check("to_scalar", self.numel() == 1, || format!("shape {}", self.shape));
+        Ok(self.to_vec()?[0])
+    }
+
+    pub fn add(&self, rhs: &Self) -> Self {
+        check("add", self.shape == rhs.shape, || format!("{} + {}", self.shape, rhs.shape));
+        self.wrap(self.backend.add(&self.storage, &rhs.storage, self.numel()), self.shape.clone())
+    }
+
+    pub fn scale(&self, alpha: f32) -> Self {
+        self.wrap(self.backend.scale(&self.storage, alpha, self.numel()), self.shape.clone())
+    }
+
+    /// Column sums over all leading dimensions → `[last]`.
+    pub fn sum_rows(&self) -> Self {
+        let (rows, cols) = (self.shape.rows(), self.shape.last());
+        self.wrap(self.backend.sum_rows(&self.storage, rows, cols), [cols])
+    }
+
+    /// `Σ x²` → `[1]`.
+    pub fn sum_squares(&self) -> Self {
+        self.wrap(self.backend.sum_squares(&self.storage, self.numel()), [1])
+    }
+
+    /// `op(self) · op(rhs) (+ bias)` on the last two dimensions; `self` may have leading
+    /// dimensions when `trans_a` is false (they fold into rows). See [`MatmulDims`].
+    pub fn matmul(&self, rhs: &Self, bias: Option<&Self>, trans_a: bool, trans_b: bool) -> Self {
+        let (m, k) = if trans_a {
+            check("matmul", self.shape.rank() == 2, || format!("trans_a needs rank 2, got {}", self.shape));
+            (self.dims()[1], self.dims()[0])
+        } else {
+            (self.shape.rows(), self.shape.last())
+        };
+        check("matmul", rhs.shape.rank() == 2, || format!("rhs must be rank 2, got {}", rhs.shape));
+        let (k2, n) = if trans_b { (rhs.dims()[1], rhs.dims()[0]) } else { (rhs.dims()[0], rhs.dims()[1]) };
+        check("matmul", k == k2, || {
+            format!("{} (trans {trans_a}) · {} (trans {trans_b})", self.shape, rhs.shape)
+        });
+        if let Some(b) = bias {
+            check("matmul", b.dims() == [n], || format!("bias {} for {n} columns", b.shape));
+        }
+        let dims = MatmulDims { m, k, n, trans_a, trans_b };
+        let out = self.backend.matmul(&self.storage, &rhs.storage, bias.map(|b| &b.storage), dims);
+        let mut shape = if trans_a { vec![m] } else { self.dims()[..self.shape.rank() - 1].to_vec() };
+        shape.push(n);
+        self.wrap(out, shape)
+    }
+
+    /// Rows of `self` (a `[rows, dim]` table) picked by `ids` → `[ids.len(), dim]`.
+    pub fn embedding(&self, ids: &Indices<B>) -> Self {
+        check("embedding", self.shape.rank() == 2, || format!("table {}", self.shape));
+        let dim = self.dims()[1];
+        self.wrap(self.backend.embedding(&self.storage, &ids.storage, ids.len, dim), [ids.len, dim])
+    }
+
+    /// Scatter-add of `self` (`[ids.len(), dim]`) into a zero `[table_rows, dim]`.
+    pub fn embedding_backward(&self, ids: &Indices<B>, table_rows: usize) -> Self {
+        let dim = self.shape.last();
+        check("embedding_backward", self.shape.rows() == ids.len, || {
+            format!("{} rows for {} ids", self.shape.rows(), ids.len)
+        });
+        let out = self.backend.embedding_backward(&self.storage, &ids.storage, ids.len, table_rows, dim);
+        self.wrap(out, [table_rows, dim])
+    }
+
+    /// LayerNorm over the last dimension; returns the output and the saved statistics.
+    pub fn layer_norm(&self, gamma: &Self, beta: &Self, eps: f32) -> (Self, LayerNormOut<B::Storage>) {
+        let (rows, dim) = (self.shape.rows(), self.shape.last());
+        check("layer_norm", gamma.dims() == [dim] && beta.dims() == [dim], || {
+            format!("x {}, gamma {}, beta {}", self.shape, gamma.shape, beta.shape)
+        });
+        let saved = self.backend.layer_norm(&self.storage, &gamma.storage, &beta.storage, rows, dim, eps);
+        (self.wrap(saved.out.clone(), self.shape.clone()), saved)
+    }
+
+    /// Backward of [`Tensor::layer_norm`]: `self` is `dout`; returns `(dx, dgamma, dbeta)`.
+    pub fn layer_norm_backward(
+        &self,
+        x: &Self,
+        gamma: &Self,
+        saved: &LayerNormOut<B::Storage>,
+    ) -> (Self, Self, Self) {
+        let (rows, dim) = (x.shape.rows(), x.shape.last());
+        check("layer_norm_backward", self.shape == x.shape, || {
+            format!("dout {} for x {}", self.shape, x.shape)
+        });
+        let LayerNormGrads { dx, dgamma, dbeta } =
+            self.backend.layer_norm_backward(&self.storage, &x.storage, &gamma.storage, saved, rows, dim);
+        (self.wrap(dx, x.shape.clone()), self.wrap(dgamma, [dim]), self.wrap(dbeta, [dim]))
+    }
+
+    pub fn gelu(&self) -> Self {
+        self.wrap(self.backend.gelu(&self.storage, self.numel()), self.shape.clone())
+    }
+
+    /// `self` is `dout`; `x` the forward input.
+    pub fn gelu_backward(&self, x: &Self) -> Self {
+        check("gelu_backward", self.shape == x.shape, || format!("dout {} for x {}", self.shape, x.shape));
+        self.wrap(self.backend.gelu_backward(&x.storage, &self.storage, self.numel()), self.shape.clone())
+    }
+
+    fn attention_dims(q: &Self, heads: usize) -> AttentionDims {
+        check("attention", q.shape.rank() == 3, || {
+            format!("q must be [batch, seq, channels], got {}", q.shape)
+        });
+        let (batch, seq, channels) = (q.dims()[0], q.dims()[1], q.dims()[2]);
+        check("attention", heads > 0 && channels % heads == 0, || {
+            format!("{channels} channels, {heads} heads")
+        });
+        AttentionDims { batch, seq, heads, head_dim: channels / heads }
+    }
+
+    /// Causal multi-head attention with `self` as `q`; returns the output and the saved
+    /// softmax probabilities `[batch, heads, seq, seq]`.
+    pub fn attention(&self, k: &Self, v: &Self, heads: usize) -> (Self, Self) {
+        let dims = Self::attention_dims(self, heads);
+        check("attention", k.shape == self.shape && v.shape == self.shape, || {
+            format!("q {}, k {}, v {}", self.shape, k.shape, v.shape)
+        });
+        let out = self.backend.attention(&self.storage, &k.storage, &v.storage, dims);
+        let probs_shape = [dims.batch, dims.heads, dims.seq, dims.seq];
+        (self.wrap(out.out, self.shape.clone()), self.wrap(out.probs, probs_shape))
+    }
+
+    /// Backward of [`Tensor::attention`]: `self` is `dout`; returns `(dq, dk, dv)`.
+    pub fn attention_backward(
+        &self,
+        q: &Self,
+        k: &Self,
+        v: &Self,
+        probs: &Self,
+        heads: usize,
+    ) -> (Self, Self, Self) {
+        let dims = Self::attention_dims(q, heads);
+        check("attention_backward", self.shape == q.shape, || {
+            format!("dout {} for q {}", self.shape, q.shape)
+        });
+        let AttentionGrads { dq, dk, dv } = self.backend.attention_backward(
+            &self.storage,
+            &q.storage,
+            &k.storage,
+            &v.storage,
+            &probs.storage,
+            dims,
+        );
+        let s = self.shape.clone();
+        (self.wrap(dq, s.clone()), self.wrap(dk, s.clone()), self.wrap(dv, s))
+    }
+
+    /// Mean softmax cross-entropy of `self` (logits, `[..., vocab]`) against `targets` → `[1]`.
+    pub fn cross_entropy(&self, targets: &Indices<B>) -> Self {
+        let (rows, vocab) = (self.shape.rows(), self.shape.last());
+        check("cross_entropy", rows == targets.len, || format!("{rows} rows, {} targets", targets.len));
+        self.wrap(self.backend.cross_entropy(&self.storage, &targets.storage, rows, vocab), [1])
+    }
+
+    /// Gradient of [`Tensor::cross_entropy`] with respect to `self` (the logits), scaled by `dloss` `[1]`.
+    pub fn cross_entropy_backward(&self, targets: &Indices<B>, dloss: &Self) -> Self {
+        let (rows, vocab) = (self.shape.rows(), self.shape.last());
+        check("cross_entropy_backward", rows == targets.len && dloss.numel() == 1, || {
+            format!("{rows} rows, {} targets, dloss {}", targets.len, dloss.shape)
+        });
+        let out =
+            self.backend.cross_entropy_backward(&self.storage, &targets.storage, &dloss.storage, rows, vocab);
+        self.wrap(out, self.shape.clone())
+    }
+}
