@@ -10,7 +10,14 @@
 mod config;
 pub mod data;
 mod error;
+mod gpt;
+mod params;
+mod sample;
+pub mod tokenizer;
 
 pub use config::{ModelConfig, Preset, TensorSpec};
 pub use data::{Batch, Dataset, DatasetManifest, Split};
 pub use error::ModelError;
+pub use gpt::{Forward, Gpt, LN_EPS};
+pub use params::Params;
+pub use sample::{pick_token, SampleConfig};

@@ -1,0 +1,107 @@
+//! The model's parameters: one tensor per [`TensorSpec`], in canonical order.
+
+use tinygpt_tensor::{Backend, Rng, Tensor, TensorError};
+
+use crate::config::{ModelConfig, TensorSpec};
+use crate::error::ModelError;
+
+/// All parameters of a model, in the canonical order of [`ModelConfig::tensor_specs`].
+#[derive(Clone, Debug)]
+pub struct Params<B: Backend> {
+    specs: Vec<TensorSpec>,
+    tensors: Vec<Tensor<B>>,
+}
+
+/// How a parameter starts, decided by its name.
+enum Init {
+    Zeros,
+    Ones,
+    Normal(f64),
+}
+
+fn init_for(name: &str, n_layers: usize) -> Init {
+    if name.ends_with(".bias") {
+        Init::Zeros
+    } else if name.contains(".ln") || name.starts_with("ln_") {
+        Init::Ones
+    } else if name.ends_with("o_proj.weight") || name.ends_with("fc_out.weight") {
+        Init::Normal(0.02 / (2.0 * n_layers as f64).sqrt())
+    } else {
+        Init::Normal(0.02)
+    }
+}
+
+impl<B: Backend> Params<B> {
+    /// GPT-2 style initialisation: weights `N(0, 0.02)`, residual projections (`o_proj`,
+    /// `fc_out`) `N(0, 0.02/sqrt(2·n_layers))`, biases 0, LayerNorm gains 1. Normals are drawn
+    /// from `rng` element by element in canonical parameter order; zeros and ones draw nothing.
+    pub fn init(backend: &B, config: &ModelConfig, rng: &mut Rng) -> Self {
+        let specs = config.tensor_specs();
+        let tensors = specs
+            .iter()
+            .map(|spec| {
+                let values: Vec<f32> = match init_for(&spec.name, config.n_layers) {
+                    Init::Zeros => vec![0.0; spec.numel()],
+                    Init::Ones => vec![1.0; spec.numel()],
+                    Init::Normal(std) => (0..spec.numel()).map(|_| (rng.normal() * std) as f32).collect(),
+                };
+                Tensor::from_slice(backend, &values, spec.shape.clone())
+            })
+            .collect();
+        Params { specs, tensors }
+    }
+
+    /// Parameters from the concatenation of all tensors in canonical order (`weights.f32`).
+    pub fn from_flat(backend: &B, config: &ModelConfig, flat: &[f32]) -> Result<Self, ModelError> {
+        let specs = config.tensor_specs();
+        let expected = config.param_count();
+        if flat.len() != expected {
+            return Err(ModelError::WeightsMismatch {
+                name: "all parameters".into(),
+                expected,
+                got: flat.len(),
+            });
+        }
+        let tensors = specs
+            .iter()
+            .map(|s| Tensor::from_slice(backend, &flat[s.offset..s.offset + s.numel()], s.shape.clone()))
+            .collect();
+        Ok(Params { specs, tensors })
+    }
+
+    /// Every parameter concatenated in canonical order (the layout of `weights.f32`).
+    pub async fn to_flat(&self) -> Result<Vec<f32>, TensorError> {
+        let mut flat = Vec::with_capacity(self.specs.last().map_or(0, |s| s.offset + s.numel()));
+        for t in &self.tensors {
+            flat.extend(t.read().await?);
+        }
+        Ok(flat)
+    }
+
+    pub fn specs(&self) -> &[TensorSpec] {
+        &self.specs
+    }
+
+    pub fn tensors(&self) -> &[Tensor<B>] {
+        &self.tensors
+    }
+
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+
+    /// The index of a parameter by its canonical name.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.specs.iter().position(|s| s.name == name)
+    }
+
+    /// A parameter by its canonical name. Panics on an unknown name (a programming error).
+    pub fn get(&self, name: &str) -> &Tensor<B> {
+        let i = self.index_of(name).unwrap_or_else(|| panic!("no parameter named {name}"));
+        &self.tensors[i]
+    }
+}
