@@ -1,7 +1,25 @@
 //! Project tasks: `cargo xtask <task>`.
+//!
+//! - `check-layers`: the crate layering, from `cargo metadata`.
+//! - `bench`: native training-step benchmarks.
+//! - `setup`: installs the wasm target, wasm-bindgen-cli, Chromium and the npm packages (only what is missing).
+//! - `build-web`: both wasm builds of the worker and the page, into `dist/`.
+//! - `serve [--port 8080] [--host 127.0.0.1] [--no-build]`: builds and serves `dist/`.
+//! - `test-web [--no-build] [--filter NAME]`: the page's tests in headless Chromium.
+//! - `bench-web [--no-build] [--steps N]`: training speed of the scalar and SIMD builds in Chromium.
+//! - `test`: setup, `cargo test --workspace`, the ckpt browser tests and `test-web`.
 
 mod bench;
+mod http;
 mod layers;
+mod serve;
+mod setup;
+mod test_all;
+mod util;
+mod web_build;
+mod web_test;
+
+const TASKS: &str = "check-layers, bench, setup, build-web, serve, test-web, bench-web, test";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -9,7 +27,13 @@ fn main() {
     let result = match task {
         "check-layers" => layers::run(rest),
         "bench" => bench::run(rest),
-        _ => Err(format!("unknown task {task:?}; tasks: check-layers, bench")),
+        "setup" => setup::run_task(rest),
+        "build-web" => web_build::run_task(rest),
+        "serve" => serve::run_task(rest),
+        "test-web" => web_test::test_task(rest),
+        "bench-web" => web_test::bench_task(rest),
+        "test" => test_all::run_task(rest),
+        _ => Err(format!("unknown task {task:?}; tasks: {TASKS}")),
     };
     if let Err(e) = result {
         eprintln!("xtask {task}: {e}");

@@ -1,0 +1,268 @@
+//! A small std-only static file server for `dist/`: enough HTTP/1.1 for a browser and the
+//! test driver, with the headers the page needs to be `crossOriginIsolated`.
+//!
+//! Contract:
+//! - Only `GET` and `HEAD`; anything else is `405`.
+//! - Every response carries `Cross-Origin-Opener-Policy: same-origin`,
+//!   `Cross-Origin-Embedder-Policy: require-corp` and `Cross-Origin-Resource-Policy:
+//!   same-origin` (SharedArrayBuffer and, later, wasm threads need the first two; the third
+//!   lets our own resources load under `require-corp`).
+//! - A request path is percent-decoded once and split on `/`; any `..` segment, a backslash,
+//!   a NUL or a path that canonicalizes outside the root is refused with `403`, so neither
+//!   `/../x` nor `/%2e%2e/x` nor `/..%2fx` reaches a file outside the root.
+//! - One thread per connection, `Connection: close`: the page loads a dozen files, so this
+//!   stays simple rather than fast.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+/// Why a request path maps to no file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The path tries to leave the served folder (or is malformed): 403.
+    Forbidden,
+    /// Inside the folder, but nothing is there: 404.
+    NotFound,
+}
+
+/// A running server; dropping it does not stop it (the accept thread lives as long as the
+/// process), which suits both `serve` and a test run that ends with the process.
+pub struct Server {
+    pub addr: SocketAddr,
+}
+
+/// Binds `host:port` (port 0 picks a free one) and serves `root` on background threads.
+pub fn start(root: &Path, host: &str, port: u16) -> Result<Server, String> {
+    let root = root.canonicalize().map_err(|e| format!("cannot serve {}: {e}", root.display()))?;
+    let listener =
+        TcpListener::bind((host, port)).map_err(|e| format!("cannot listen on {host}:{port}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let root = Arc::new(root);
+    thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let root = Arc::clone(&root);
+            thread::spawn(move || {
+                let _ = handle(stream, &root);
+            });
+        }
+    });
+    Ok(Server { addr })
+}
+
+fn handle(mut stream: TcpStream, root: &Path) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    // Drain the headers; nothing in them changes the answer.
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
+            break;
+        }
+    }
+    let mut parts = request_line.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    if method != "GET" && method != "HEAD" {
+        return respond(&mut stream, 405, "text/plain; charset=utf-8", b"method not allowed\n", true);
+    }
+    let head_only = method == "HEAD";
+    match resolve(root, target) {
+        Ok(path) => match std::fs::read(&path) {
+            Ok(body) => respond(&mut stream, 200, mime_type(&path), &body, !head_only),
+            Err(_) => respond(&mut stream, 404, "text/plain; charset=utf-8", b"not found\n", !head_only),
+        },
+        Err(Refusal::NotFound) => {
+            respond(&mut stream, 404, "text/plain; charset=utf-8", b"not found\n", !head_only)
+        }
+        Err(Refusal::Forbidden) => {
+            respond(&mut stream, 403, "text/plain; charset=utf-8", b"forbidden\n", !head_only)
+        }
+    }
+}
+
+fn respond(stream: &mut TcpStream, status: u16, mime: &str, body: &[u8], send_body: bool) -> std::io::Result<()> {
+    let reason = match status {
+        200 => "OK",
+        403 => "Forbidden",
+        404 => "Not Found",
+        _ => "Method Not Allowed",
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {mime}\r\nContent-Length: {}\r\n\
+         Cross-Origin-Opener-Policy: same-origin\r\nCross-Origin-Embedder-Policy: require-corp\r\n\
+         Cross-Origin-Resource-Policy: same-origin\r\nX-Content-Type-Options: nosniff\r\n\
+         Cache-Control: no-cache\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    if send_body {
+        stream.write_all(body)?;
+    }
+    stream.flush()
+}
+
+/// Maps a request target (`/a/b.js?x=1`) to a file under `root` (already canonical).
+/// `/` and folders map to their `index.html`.
+pub fn resolve(root: &Path, target: &str) -> Result<PathBuf, Refusal> {
+    let path = target.split(['?', '#']).next().unwrap_or("");
+    if !path.starts_with('/') {
+        return Err(Refusal::Forbidden);
+    }
+    let decoded = percent_decode(path).ok_or(Refusal::Forbidden)?;
+    let mut rel = PathBuf::new();
+    for segment in decoded.split('/') {
+        match segment {
+            "" | "." => continue,
+            ".." => return Err(Refusal::Forbidden),
+            s if s.contains('\\') || s.contains('\0') || s.contains(':') => return Err(Refusal::Forbidden),
+            s => rel.push(s),
+        }
+    }
+    // Belt and braces: after the segment check nothing but normal components remain.
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return Err(Refusal::Forbidden);
+    }
+    let mut full = root.join(&rel);
+    if full.is_dir() {
+        full.push("index.html");
+    }
+    let canonical = full.canonicalize().map_err(|_| Refusal::NotFound)?;
+    if !canonical.starts_with(root) {
+        // A symlink pointing out of the folder.
+        return Err(Refusal::Forbidden);
+    }
+    if !canonical.is_file() {
+        return Err(Refusal::NotFound);
+    }
+    Ok(canonical)
+}
+
+/// Decodes `%XX` escapes once; `None` for a malformed escape or non-UTF-8 result.
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The `Content-Type` for a file we ship; browsers refuse module scripts and streaming wasm
+/// compilation without the right one.
+pub fn mime_type(path: &Path) -> &'static str {
+    match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
+        "html" => "text/html; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "json" => "application/json",
+        "wasm" => "application/wasm",
+        "txt" | "ts" => "text/plain; charset=utf-8",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "ico" => "image/x-icon",
+        "safetensors" => "application/octet-stream",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Fetches `path` from a running server: `(status, headers, body)`. For tests and for
+/// `test-web`'s readiness check.
+pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String, Vec<u8>)> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(raw.len());
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = raw.get(split + 4..).unwrap_or_default().to_vec();
+    Ok((status, head, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `<tmp>/outside.txt` next to a served `<tmp>/dist/` with `index.html` and `pkg/a.wasm`.
+    fn fixture() -> (PathBuf, PathBuf) {
+        let base = std::env::temp_dir().join(format!("tinygpt-http-test-{}", std::process::id()));
+        let dist = base.join("dist");
+        std::fs::create_dir_all(dist.join("pkg")).unwrap();
+        std::fs::write(base.join("outside.txt"), "secret").unwrap();
+        std::fs::write(dist.join("index.html"), "<!doctype html>").unwrap();
+        std::fs::write(dist.join("pkg/a.wasm"), b"\0asm").unwrap();
+        (base.canonicalize().unwrap(), dist.canonicalize().unwrap())
+    }
+
+    #[test]
+    fn traversal_plain_and_percent_encoded_is_refused() {
+        let (_, dist) = fixture();
+        for target in [
+            "/../outside.txt",
+            "/pkg/../../outside.txt",
+            "/%2e%2e/outside.txt",
+            "/%2E%2E/outside.txt",
+            "/..%2foutside.txt",
+            "/%2e%2e%2foutside.txt",
+            "/pkg/..%2f..%2foutside.txt",
+            "/..\\outside.txt",
+            "/%5c..%5coutside.txt",
+            "/%00",
+            "/%zz",
+            "outside.txt",
+        ] {
+            assert_eq!(resolve(&dist, target), Err(Refusal::Forbidden), "{target}");
+        }
+        // Double encoding decodes once: `%252e%252e` is a file literally named `%2e%2e`.
+        assert_eq!(resolve(&dist, "/%252e%252e/outside.txt"), Err(Refusal::NotFound));
+    }
+
+    #[test]
+    fn files_folders_and_queries_resolve_inside_the_root() {
+        let (_, dist) = fixture();
+        assert_eq!(resolve(&dist, "/").unwrap(), dist.join("index.html"));
+        assert_eq!(resolve(&dist, "/?storage=idb").unwrap(), dist.join("index.html"));
+        assert_eq!(resolve(&dist, "/pkg/a.wasm").unwrap(), dist.join("pkg/a.wasm"));
+        assert_eq!(resolve(&dist, "/pkg/./a.wasm").unwrap(), dist.join("pkg/a.wasm"));
+        assert_eq!(resolve(&dist, "/missing.js"), Err(Refusal::NotFound));
+    }
+
+    #[test]
+    fn server_sends_isolation_headers_wasm_type_and_refuses_traversal() {
+        let (_, dist) = fixture();
+        let server = start(&dist, "127.0.0.1", 0).unwrap();
+        let (status, head, body) = get(server.addr, "/pkg/a.wasm").unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(body, b"\0asm");
+        for header in [
+            "Content-Type: application/wasm",
+            "Cross-Origin-Opener-Policy: same-origin",
+            "Cross-Origin-Embedder-Policy: require-corp",
+            "Cross-Origin-Resource-Policy: same-origin",
+        ] {
+            assert!(head.contains(header), "missing {header} in\n{head}");
+        }
+        let (status, _, body) = get(server.addr, "/%2e%2e/outside.txt").unwrap();
+        assert_eq!(status, 403);
+        assert!(!String::from_utf8_lossy(&body).contains("secret"));
+        assert_eq!(get(server.addr, "/..%2foutside.txt").unwrap().0, 403);
+        assert_eq!(get(server.addr, "/nope.html").unwrap().0, 404);
+        let (status, head, _) = get(server.addr, "/").unwrap();
+        assert_eq!(status, 200);
+        assert!(head.contains("Content-Type: text/html"), "{head}");
+    }
+}

@@ -1,0 +1,86 @@
+//! `cargo xtask setup`: installs what the web build and the browser tests need, and only
+//! what is missing, so running it again is cheap (CI runs it on every clean checkout).
+//!
+//! - the `wasm32-unknown-unknown` target (rustup);
+//! - `wasm-bindgen-cli` at Cargo.lock's wasm-bindgen version (`cargo install`, no `--locked`:
+//!   that pins a webpki-roots release the registry here lacks);
+//! - Debian's `chromium`, `chromium-driver` and `mesa-vulkan-drivers` (apt-get);
+//! - the npm packages in `package-lock.json` (`npm ci`): uPlot and playwright-core.
+
+use std::process::Command;
+
+use crate::util::{
+    installed_wasm_bindgen_version, locked_wasm_bindgen_version, output_of, parse_options, run, workspace_root,
+};
+
+const APT_PACKAGES: [&str; 3] = ["chromium", "chromium-driver", "mesa-vulkan-drivers"];
+
+pub fn run_task(args: &[String]) -> Result<(), String> {
+    parse_options(args, &[])?;
+    setup()
+}
+
+pub fn setup() -> Result<(), String> {
+    wasm_target()?;
+    wasm_bindgen_cli()?;
+    apt_packages()?;
+    npm_packages()?;
+    eprintln!("xtask setup: everything is installed");
+    Ok(())
+}
+
+fn wasm_target() -> Result<(), String> {
+    let installed = output_of("rustup", &["target", "list", "--installed"]).unwrap_or_default();
+    if installed.lines().any(|l| l.trim() == "wasm32-unknown-unknown") {
+        return Ok(());
+    }
+    run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))
+}
+
+fn wasm_bindgen_cli() -> Result<(), String> {
+    let locked = locked_wasm_bindgen_version()?;
+    if installed_wasm_bindgen_version().as_deref() == Some(locked.as_str()) {
+        return Ok(());
+    }
+    run(Command::new("cargo").args(["install", "--force", "wasm-bindgen-cli", "--version", &locked]))
+}
+
+fn apt_packages() -> Result<(), String> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .into_iter()
+        .filter(|p| {
+            let status = output_of("dpkg-query", &["-W", "-f=${Status}", p]).unwrap_or_default();
+            !status.contains("install ok installed")
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    run(Command::new("apt-get").arg("update").arg("-q"))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+/// `npm ci` unless every package in `package-lock.json` is already in `node_modules` at
+/// the locked version.
+fn npm_packages() -> Result<(), String> {
+    let root = workspace_root();
+    let lock_path = root.join("package-lock.json");
+    let lock = std::fs::read_to_string(&lock_path).map_err(|e| format!("cannot read {}: {e}", lock_path.display()))?;
+    let lock: serde_json::Value = serde_json::from_str(&lock).map_err(|e| format!("{}: {e}", lock_path.display()))?;
+    let packages = lock["packages"].as_object().cloned().unwrap_or_default();
+    let up_to_date = packages.iter().filter(|(path, _)| !path.is_empty()).all(|(path, entry)| {
+        let manifest = root.join(path).join("package.json");
+        let installed = std::fs::read_to_string(manifest)
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|m| m["version"].as_str().map(str::to_string));
+        installed.is_some() && installed.as_deref() == entry["version"].as_str()
+    });
+    if up_to_date {
+        return Ok(());
+    }
+    run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&root))
+}

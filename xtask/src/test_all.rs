@@ -1,0 +1,26 @@
+//! `cargo xtask test`: the project's one test command (README, `.ci/run`).
+//!
+//! setup → `cargo test --workspace` → the ckpt crate's browser-store tests under
+//! wasm-bindgen-test in headless Chromium → the page's browser tests (`test-web`).
+
+use std::process::Command;
+
+use crate::util::{parse_options, run, workspace_root};
+use crate::{setup, web_test};
+
+pub fn run_task(args: &[String]) -> Result<(), String> {
+    parse_options(args, &[])?;
+    setup::setup()?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(Command::new(&cargo).current_dir(workspace_root()).args(["test", "--workspace"]))?;
+    ckpt_browser_tests(&cargo)?;
+    web_test::test_task(&[])
+}
+
+/// The ckpt crate's OPFS and IndexedDB stores, tested in Chromium by wasm-bindgen-test.
+fn ckpt_browser_tests(cargo: &str) -> Result<(), String> {
+    run(Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["test", "-p", "tinygpt-ckpt", "--target", "wasm32-unknown-unknown"])
+        .env("CHROMEDRIVER", "/usr/bin/chromedriver"))
+}

@@ -1,0 +1,112 @@
+//! `cargo xtask build-web`: the page and both wasm builds of the worker, in `dist/`.
+//!
+//! Layout of `dist/` (everything the page needs; it requests nothing from another origin):
+//! ```text
+//! index.html, *.js, style.css, ...   copied from www/
+//! pkg/scalar/tinygpt_worker{.js,_bg.wasm}   wasm-bindgen --target web, no SIMD
+//! pkg/simd/tinygpt_worker{.js,_bg.wasm}     the same with -C target-feature=+simd128
+//! vendor/uplot/uPlot.esm.js, uPlot.min.css  from node_modules (npm ci)
+//! data/tinyshakespeare.txt                  the default dataset
+//! build-info.json                           variants and the wasm-bindgen version
+//! ```
+//! Each variant builds into its own target dir (`target/wasm-<variant>`), because the two
+//! differ in RUSTFLAGS and would otherwise rebuild each other from scratch every time.
+//! No wasm-opt: Debian's (binaryen 108) breaks wasm-bindgen 0.2.130 output (TOOLCHAIN.md).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::{
+    copy_file, copy_tree, installed_wasm_bindgen_version, locked_wasm_bindgen_version, parse_options, run,
+    workspace_root,
+};
+
+/// A wasm build of the worker: its folder under `dist/pkg/` and the extra rustc flags.
+#[derive(Clone, Copy, Debug)]
+pub struct Variant {
+    pub name: &'static str,
+    pub rustflags: &'static str,
+}
+
+pub const VARIANTS: [Variant; 2] = [
+    Variant { name: "scalar", rustflags: "" },
+    Variant { name: "simd", rustflags: "-C target-feature=+simd128" },
+];
+
+/// web-sys hides its WebGPU and some storage bindings behind this cfg; RUSTFLAGS replaces
+/// the config file's flags, so it is repeated here.
+const BASE_RUSTFLAGS: &str = "--cfg=web_sys_unstable_apis";
+
+pub fn dist_dir() -> PathBuf {
+    workspace_root().join("dist")
+}
+
+pub fn run_task(args: &[String]) -> Result<(), String> {
+    parse_options(args, &[])?;
+    build()
+}
+
+/// Builds everything into `dist/`.
+pub fn build() -> Result<(), String> {
+    let root = workspace_root();
+    check_wasm_bindgen()?;
+    let uplot = root.join("node_modules/uplot/dist");
+    if !uplot.join("uPlot.esm.js").is_file() {
+        return Err(format!(
+            "{} is missing: run `npm ci` in {} (or `cargo xtask setup`)",
+            uplot.join("uPlot.esm.js").display(),
+            root.display()
+        ));
+    }
+    let dist = dist_dir();
+    if dist.exists() {
+        std::fs::remove_dir_all(&dist).map_err(|e| format!("cannot clear {}: {e}", dist.display()))?;
+    }
+    for variant in VARIANTS {
+        let wasm = cargo_build(&root, variant)?;
+        run(Command::new("wasm-bindgen")
+            .args(["--target", "web", "--no-typescript", "--out-dir"])
+            .arg(dist.join("pkg").join(variant.name))
+            .arg(&wasm))?;
+    }
+    copy_tree(&root.join("www"), &dist, &["tests", "node_modules"])?;
+    copy_file(&uplot.join("uPlot.esm.js"), &dist.join("vendor/uplot/uPlot.esm.js"))?;
+    copy_file(&uplot.join("uPlot.min.css"), &dist.join("vendor/uplot/uPlot.min.css"))?;
+    copy_file(&root.join("data/tinyshakespeare.txt"), &dist.join("data/tinyshakespeare.txt"))?;
+    let info = serde_json::json!({
+        "variants": VARIANTS.iter().map(|v| v.name).collect::<Vec<_>>(),
+        "wasmBindgen": locked_wasm_bindgen_version()?,
+    });
+    std::fs::write(dist.join("build-info.json"), info.to_string()).map_err(|e| e.to_string())?;
+    eprintln!("xtask: web build ready in {}", dist.display());
+    Ok(())
+}
+
+/// Release build of the worker cdylib for one variant; returns the `.wasm` path.
+fn cargo_build(root: &Path, variant: Variant) -> Result<PathBuf, String> {
+    let target_dir = root.join("target").join(format!("wasm-{}", variant.name));
+    let rustflags = format!("{BASE_RUSTFLAGS} {}", variant.rustflags).trim().to_string();
+    run(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .args(["build", "--release", "--target", "wasm32-unknown-unknown", "-p", "tinygpt-worker", "--lib"])
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env("RUSTFLAGS", rustflags)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS"))?;
+    Ok(target_dir.join("wasm32-unknown-unknown/release/tinygpt_worker.wasm"))
+}
+
+/// The CLI's schema must match the `wasm-bindgen` crate exactly, or the bindings it writes
+/// do not fit the module.
+pub fn check_wasm_bindgen() -> Result<(), String> {
+    let locked = locked_wasm_bindgen_version()?;
+    let install = format!(
+        "install it with `cargo install wasm-bindgen-cli --version {locked}` (without --locked) \
+         or run `cargo xtask setup`"
+    );
+    match installed_wasm_bindgen_version() {
+        Some(v) if v == locked => Ok(()),
+        Some(v) => Err(format!("wasm-bindgen CLI is {v}, but Cargo.lock pins wasm-bindgen {locked}: {install}")),
+        None => Err(format!("wasm-bindgen CLI not found on PATH: {install}")),
+    }
+}

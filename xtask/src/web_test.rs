@@ -1,0 +1,54 @@
+//! `cargo xtask test-web` and `cargo xtask bench-web`: the page in headless Chromium.
+//!
+//! Both build `dist/` (unless `--no-build`), serve it on a free loopback port from this
+//! process, and run a Node script that drives Debian's Chromium with playwright-core
+//! (`tests-web/`). The server lives as long as this process, so it stops with it.
+
+use std::process::Command;
+
+use crate::util::{parse_options, run, workspace_root};
+use crate::{http, web_build};
+
+/// Where screenshots and other test artifacts land.
+pub const ARTIFACTS: &str = "target/web-artifacts";
+
+pub fn test_task(args: &[String]) -> Result<(), String> {
+    let opts = parse_options(args, &["--no-build", "--filter"])?;
+    let filter = opts.iter().find(|(n, _)| *n == "--filter").map(|(_, v)| v.to_string());
+    let mut node = Command::new("node");
+    node.args(["--test", "--test-concurrency=1", "--test-reporter=spec"]);
+    if let Some(f) = filter {
+        node.arg(format!("--test-name-pattern={f}"));
+    }
+    node.arg("tests-web/");
+    with_server(&opts, node)
+}
+
+pub fn bench_task(args: &[String]) -> Result<(), String> {
+    let opts = parse_options(args, &["--no-build", "--steps"])?;
+    let mut node = Command::new("node");
+    node.arg("tests-web/bench.mjs");
+    if let Some((_, steps)) = opts.iter().find(|(n, _)| *n == "--steps") {
+        node.env("TINYGPT_BENCH_STEPS", steps);
+    }
+    with_server(&opts, node)
+}
+
+fn with_server(opts: &[(&str, &str)], mut node: Command) -> Result<(), String> {
+    if !opts.iter().any(|(n, _)| *n == "--no-build") {
+        web_build::build()?;
+    }
+    let root = workspace_root();
+    if !root.join("node_modules/playwright-core").is_dir() {
+        return Err("node_modules/playwright-core is missing: run `npm ci` (or `cargo xtask setup`)".into());
+    }
+    let server = http::start(&web_build::dist_dir(), "127.0.0.1", 0)?;
+    let artifacts = root.join(ARTIFACTS);
+    std::fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
+    eprintln!("xtask: serving dist/ at http://{}/", server.addr);
+    run(node
+        .current_dir(&root)
+        .env("TINYGPT_URL", format!("http://{}/", server.addr))
+        .env("TINYGPT_ARTIFACTS", &artifacts)
+        .env("TINYGPT_CHROMIUM", std::env::var("TINYGPT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into())))
+}
