@@ -1,0 +1,91 @@
+//! How kernels spread work over threads without changing their results.
+//!
+//! Every helper here hands out work in pieces whose boundaries depend only on the
+//! problem size (a chunk length or an item count chosen by the kernel), never on the
+//! number of threads, and each output element is written by exactly one piece in a fixed
+//! order. A kernel built from these helpers therefore gives bit-identical results on 1
+//! thread and on 64.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use rayon::ThreadPool;
+
+/// Where kernels run: inline on the calling thread, or on a dedicated rayon pool.
+#[derive(Clone, Debug)]
+pub(crate) enum Parallel {
+    Inline,
+    Pool(Arc<ThreadPool>),
+}
+
+impl Parallel {
+    pub fn threads(&self) -> usize {
+        match self {
+            Parallel::Inline => 1,
+            Parallel::Pool(pool) => pool.current_num_threads(),
+        }
+    }
+
+    /// Calls `f(i, chunk)` for the `i`-th `chunk_len`-sized chunk of `out` (the last one
+    /// may be shorter).
+    pub fn chunks_mut<T, F>(&self, out: &mut [T], chunk_len: usize, f: F)
+    where
+        T: Send,
+        F: Fn(usize, &mut [T]) + Sync + Send,
+    {
+        self.map_chunks_mut(out, chunk_len, |i, c| f(i, c));
+    }
+
+    /// Like [`Parallel::chunks_mut`], collecting what each call returns, in chunk order.
+    pub fn map_chunks_mut<T, R, F>(&self, out: &mut [T], chunk_len: usize, f: F) -> Vec<R>
+    where
+        T: Send,
+        R: Send,
+        F: Fn(usize, &mut [T]) -> R + Sync + Send,
+    {
+        let chunk_len = chunk_len.max(1);
+        match self {
+            Parallel::Pool(pool) if out.len() > chunk_len => {
+                pool.install(|| out.par_chunks_mut(chunk_len).enumerate().map(|(i, c)| f(i, c)).collect())
+            }
+            _ => out.chunks_mut(chunk_len).enumerate().map(|(i, c)| f(i, c)).collect(),
+        }
+    }
+
+    /// `f(i)` for `i` in `0..n`, results in order of `i`.
+    pub fn map<R, F>(&self, n: usize, f: F) -> Vec<R>
+    where
+        R: Send,
+        F: Fn(usize) -> R + Sync + Send,
+    {
+        match self {
+            Parallel::Pool(pool) if n > 1 => pool.install(|| (0..n).into_par_iter().map(f).collect()),
+            _ => (0..n).map(f).collect(),
+        }
+    }
+
+    /// Calls `f(a_chunk, b_chunk, c_chunk)` for matching `chunk_len`-sized chunks of three
+    /// equally long slices (an in-place update of several buffers, like AdamW's).
+    pub fn zip3_chunks_mut<F>(&self, a: &mut [f32], b: &mut [f32], c: &mut [f32], chunk_len: usize, f: F)
+    where
+        F: Fn(usize, &mut [f32], &mut [f32], &mut [f32]) + Sync + Send,
+    {
+        assert!(a.len() == b.len() && b.len() == c.len(), "zip3_chunks_mut: slices differ in length");
+        let chunk_len = chunk_len.max(1);
+        match self {
+            Parallel::Pool(pool) if a.len() > chunk_len => pool.install(|| {
+                a.par_chunks_mut(chunk_len)
+                    .zip(b.par_chunks_mut(chunk_len))
+                    .zip(c.par_chunks_mut(chunk_len))
+                    .enumerate()
+                    .for_each(|(i, ((a, b), c))| f(i, a, b, c))
+            }),
+            _ => a
+                .chunks_mut(chunk_len)
+                .zip(b.chunks_mut(chunk_len))
+                .zip(c.chunks_mut(chunk_len))
+                .enumerate()
+                .for_each(|(i, ((a, b), c))| f(i, a, b, c)),
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The CPU backend's buffer handle.
+
+use std::fmt;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// A shared, fixed-size host buffer: the CPU backend's `Storage` (`T = f32`) and
+/// `Indices` (`T = u32`).
+///
+/// Cloning is cheap and shares the data, as the [`tinygpt_tensor::Backend`] contract
+/// requires. The lock exists for [`tinygpt_tensor::Backend::adamw`], the one op that
+/// writes into existing buffers; every other op only reads its inputs and returns a new
+/// buffer. Kernels may hold several read guards of one buffer at once (e.g. `add(x, x)`),
+/// which is fine because the only writer, AdamW, runs on the calling thread between ops.
+pub struct CpuBuffer<T> {
+    data: Arc<RwLock<Vec<T>>>,
+}
+
+impl<T> Clone for CpuBuffer<T> {
+    fn clone(&self) -> Self {
+        CpuBuffer { data: Arc::clone(&self.data) }
+    }
+}
+
+impl<T> fmt::Debug for CpuBuffer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.data.try_read() {
+            Ok(data) => write!(f, "CpuBuffer(len {})", data.len()),
+            Err(_) => write!(f, "CpuBuffer(locked)"),
+        }
+    }
+}
+
+impl<T> CpuBuffer<T> {
+    pub fn new(data: Vec<T>) -> Self {
+        CpuBuffer { data: Arc::new(RwLock::new(data)) }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether two handles share one buffer.
+    pub fn same_buffer(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.data, &other.data)
+    }
+
+    /// Read access for a kernel. Panics if an earlier kernel panicked while writing this
+    /// buffer (its contents are then half-updated and must not be used).
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Vec<T>> {
+        self.data.read().expect("CpuBuffer: a kernel panicked while updating this buffer")
+    }
+
+    /// Write access, for the in-place optimizer step only.
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Vec<T>> {
+        self.data.write().expect("CpuBuffer: a kernel panicked while updating this buffer")
+    }
+
+    /// A host copy, or `None` when the buffer was poisoned by a panicking kernel.
+    pub(crate) fn try_to_vec(&self) -> Option<Vec<T>>
+    where
+        T: Clone,
+    {
+        self.data.read().ok().map(|d| d.clone())
+    }
+}
