@@ -1,0 +1,108 @@
+//! Command-line flags. Every command takes `--backend` and `--threads`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(name = "tinygpt", version, about = "Train and run a tiny byte-level GPT")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Train a model (on the embedded TinyShakespeare unless --data is given).
+    Train(TrainArgs),
+    /// Generate text from a trained model, streaming to stdout.
+    Sample(SampleArgs),
+    /// Print `{train_loss, val_loss, tokens}` over a fixed, seeded set of batches.
+    Eval(EvalArgs),
+    /// Time training steps and print one JSON line.
+    Bench(BenchArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// The reference CPU backend (threaded with --threads).
+    Cpu,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Compute {
+    #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
+    pub backend: BackendKind,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Model size: tiny, small, medium, large, xl, huge (default: small).
+    #[arg(long, conflicts_with = "config")]
+    pub preset: Option<String>,
+    /// A JSON file `{"preset"?, "model"?: {...}, "training"?: {...}}`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// A UTF-8 text file to train on (default: the embedded TinyShakespeare).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    #[arg(long)]
+    pub steps: Option<i64>,
+    /// Peak learning rate; the cosine schedule then ends at lr/10.
+    #[arg(long)]
+    pub lr: Option<f64>,
+    #[arg(long)]
+    pub batch: Option<i64>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where the trained model is written.
+    #[arg(long, default_value = "out")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub compute: Compute,
+}
+
+#[derive(Args, Debug)]
+pub struct SampleArgs {
+    #[arg(long)]
+    pub model: PathBuf,
+    #[arg(long, default_value = "")]
+    pub prompt: String,
+    #[arg(long, default_value_t = 300)]
+    pub tokens: usize,
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.8)]
+    pub temperature: f32,
+    /// 0 keeps every token.
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub compute: Compute,
+}
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Text to evaluate on (default: the embedded TinyShakespeare).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    #[command(flatten)]
+    pub compute: Compute,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[arg(long, default_value = "small")]
+    pub preset: String,
+    /// Timed steps (after warm-up).
+    #[arg(long, default_value_t = 10)]
+    pub steps: i64,
+    #[command(flatten)]
+    pub compute: Compute,
+}

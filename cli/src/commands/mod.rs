@@ -1,0 +1,4 @@
+pub mod bench;
+pub mod eval;
+pub mod sample;
+pub mod train;

@@ -1,0 +1,49 @@
+//! `tinygpt sample`: streams generated text to stdout.
+
+use std::io::Write;
+
+use tinygpt_model::tokenizer::Utf8Stream;
+use tinygpt_model::{Gpt, Params, SampleConfig};
+use tinygpt_tensor::{block_on, Backend};
+
+use crate::args::SampleArgs;
+use crate::compute::{dispatch, WithBackend};
+use crate::error::CliError;
+use crate::model_dir;
+
+struct Sample(SampleArgs);
+
+pub fn run(args: SampleArgs) -> Result<(), CliError> {
+    if !(args.temperature.is_finite() && args.temperature >= 0.0) {
+        return Err(CliError::Usage(format!("--temperature must be 0 or more, got {}", args.temperature)));
+    }
+    let compute = args.compute.clone();
+    dispatch(&compute, Sample(args))
+}
+
+impl WithBackend for Sample {
+    type Output = ();
+
+    fn run<B: Backend>(self, backend: B, _threads: usize) -> Result<(), CliError> {
+        let args = self.0;
+        let saved = model_dir::load(&args.model)?;
+        let params = Params::from_flat(&backend, &saved.model, &saved.weights)?;
+        let model = Gpt::new(saved.model, params)?;
+        let config = SampleConfig {
+            max_tokens: args.tokens,
+            temperature: args.temperature,
+            top_k: args.top_k,
+            seed: args.seed,
+        };
+        let mut stdout = std::io::stdout().lock();
+        let mut stream = Utf8Stream::new();
+        let _ = write!(stdout, "{}", args.prompt);
+        block_on(model.generate(args.prompt.as_bytes(), &config, |byte| {
+            let piece = stream.push(byte);
+            // A closed pipe (e.g. `| head`) ends generation quietly.
+            write!(stdout, "{piece}").and_then(|_| stdout.flush()).is_ok()
+        }))?;
+        let _ = writeln!(stdout, "{}", stream.finish());
+        Ok(())
+    }
+}
