@@ -1,1 +1,18 @@
-//! placeholder
+//! The TinyGPT Web Worker: the page's messages in, training, sampling and checkpoints out.
+//!
+//! Layout: [`protocol`] (the messages, plain serde), [`session`] (one run, advanced in
+//! time-budgeted ticks), [`evaluation`] and [`sampler`] (the same, a batch or a token at a
+//! time), [`presets`] (what the picker shows). Everything above compiles and is tested
+//! natively; `web` (wasm32 only) binds it to JavaScript and to the browser checkpoint
+//! stores. The JS side is `www/worker.js`; the protocol is documented in `PROTOCOL.md`.
+
+pub mod clock;
+pub mod error;
+pub mod evaluation;
+pub mod presets;
+pub mod protocol;
+pub mod sampler;
+pub mod session;
+
+pub use error::WorkerError;
+pub use session::Session;

@@ -1,0 +1,68 @@
+//! [`WorkerError`]: a protocol error code plus a message a person can act on.
+
+use thiserror::Error;
+use tinygpt_model::ModelError;
+use tinygpt_optim::TrainError;
+
+use crate::protocol::{ErrorCode, OutMessage};
+
+#[derive(Clone, Debug, Error, PartialEq)]
+#[error("{message}")]
+pub struct WorkerError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl WorkerError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        WorkerError { code, message: message.into() }
+    }
+
+    pub fn no_run(what: &str) -> Self {
+        Self::new(ErrorCode::NoRun, format!("There is no model to {what} yet: start training or load a checkpoint first."))
+    }
+
+    pub fn to_message(&self) -> OutMessage {
+        OutMessage::Error { code: self.code, message: self.message.clone() }
+    }
+}
+
+impl From<ModelError> for WorkerError {
+    fn from(e: ModelError) -> Self {
+        let code = match &e {
+            ModelError::EmptyDataset => ErrorCode::EmptyDataset,
+            ModelError::DatasetTooShort { .. } => ErrorCode::DatasetTooShort,
+            ModelError::UnknownPreset { .. } => ErrorCode::UnknownPreset,
+            ModelError::InvalidConfig { .. } => ErrorCode::InvalidConfig,
+            ModelError::WeightsMismatch { .. } => ErrorCode::BadCheckpoint,
+        };
+        let message = match &e {
+            ModelError::EmptyDataset => "The text file is empty: choose a file with some text in it.".to_string(),
+            ModelError::DatasetTooShort { bytes, context, needed } => format!(
+                "The text is too short: {bytes} bytes, but a model with a context of {context} bytes needs at \
+                 least {needed} bytes. Use a longer text or a smaller preset."
+            ),
+            other => capitalize(&other.to_string()),
+        };
+        WorkerError::new(code, message)
+    }
+}
+
+impl From<TrainError> for WorkerError {
+    fn from(e: TrainError) -> Self {
+        match e {
+            TrainError::Model(m) => m.into(),
+            TrainError::InvalidConfig { .. } => WorkerError::new(ErrorCode::InvalidConfig, capitalize(&e.to_string())),
+            TrainError::Diverged { step, loss } => WorkerError::new(
+                ErrorCode::Diverged,
+                format!("Training diverged at step {step} (loss {loss}). Try a lower learning rate."),
+            ),
+            TrainError::Tensor(t) => WorkerError::new(ErrorCode::Internal, format!("Internal error: {t}")),
+        }
+    }
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+}

@@ -1,0 +1,316 @@
+//! The messages between the page and the worker (see `worker/PROTOCOL.md`, and
+//! `www/protocol.d.ts`, which `tests/protocol_dts.rs` keeps in step with these types).
+//!
+//! Every message is a JSON-like object with a `type` tag; field names are camelCase.
+//! Two payloads keep the field names of the files they are: `modelConfig` is
+//! `model_config.json` and `trainingConfig` is `training_config.json` (snake_case), so a
+//! config copied out of a checkpoint can be sent as it is. Byte payloads are `Uint8Array`s
+//! (serde_bytes); natively they serialize as arrays of numbers.
+//!
+//! Plain Rust with serde only, so the protocol is tested natively.
+
+use serde::{Deserialize, Serialize};
+use tinygpt_model::{DatasetManifest, ModelConfig};
+use tinygpt_optim::TrainingConfig;
+
+/// Page → worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum InMessage {
+    /// First message: which build to load and where checkpoints go. Answered by `ready`.
+    Init {
+        #[serde(default)]
+        backend: BackendChoice,
+        #[serde(default)]
+        storage: StorageChoice,
+    },
+    /// Starts a fresh run (replacing any current one). Either `modelConfig` or `preset`;
+    /// `trainingConfig` fields left out take their documented defaults, and `batch_size`
+    /// left out takes the preset's.
+    Train {
+        #[serde(default)]
+        model_config: Option<ModelConfig>,
+        #[serde(default)]
+        preset: Option<String>,
+        #[serde(default)]
+        training_config: Option<serde_json::Value>,
+        dataset: DatasetInput,
+    },
+    Pause,
+    Resume,
+    Stop,
+    /// Generates text with the current run's model (training or not).
+    Sample {
+        prompt: String,
+        max_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        seed: u64,
+    },
+    /// Saves the current run now.
+    Save,
+    ListCheckpoints,
+    /// Makes a saved checkpoint the current run, paused at its step; `resume` continues it.
+    /// `dataset` must be the text it trained on (its dataset_id is checked).
+    Load {
+        id: String,
+        dataset: DatasetInput,
+    },
+    Delete {
+        id: String,
+    },
+    /// A checkpoint (the latest if `id` is absent) as one `.safetensors` file: `exported`.
+    Export {
+        #[serde(default)]
+        id: Option<String>,
+    },
+    /// Stores an uploaded `.safetensors` checkpoint: `checkpointSaved`, then `checkpoints`.
+    Import {
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+    },
+}
+
+/// A text to train on: a display name and its raw bytes (the byte-v1 tokens).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DatasetInput {
+    pub name: String,
+    #[serde(with = "serde_bytes")]
+    pub bytes: Vec<u8>,
+}
+
+/// Which wasm build the page asks for; `auto` takes SIMD when the browser validates it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    Wasm,
+    WasmSimd,
+}
+
+/// Where checkpoints go; `auto` is OPFS, falling back to IndexedDB.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageChoice {
+    #[default]
+    Auto,
+    Opfs,
+    Idb,
+    Memory,
+}
+
+/// The engine doing the math.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendKind {
+    Wasm,
+    WasmSimd,
+    Webgpu,
+}
+
+/// The storage actually in use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageKind {
+    Opfs,
+    Indexeddb,
+    Memory,
+    /// Nothing could be opened (e.g. a private window): training works, saving does not.
+    None,
+}
+
+/// Worker → page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum OutMessage {
+    Ready {
+        capabilities: Capabilities,
+        presets: Vec<PresetInfo>,
+        default_training_config: TrainingConfig,
+    },
+    /// A run began (after `train`) or was restored (after `load`, with its `history`).
+    RunStarted {
+        run: RunInfo,
+    },
+    Progress(TrainingProgress),
+    /// The run's state changed (`pause`, `resume`, or training finished).
+    Status {
+        state: RunState,
+        step: usize,
+    },
+    SampleChunk {
+        text: String,
+    },
+    SampleDone {
+        text: String,
+        tokens_per_second: f64,
+    },
+    CheckpointSaved {
+        id: String,
+        step: usize,
+        bytes: u64,
+    },
+    Checkpoints {
+        items: Vec<CheckpointInfo>,
+        storage: StorageKind,
+    },
+    Deleted {
+        id: String,
+    },
+    Exported {
+        file_name: String,
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+    },
+    Done {
+        reason: DoneReason,
+        step: usize,
+    },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+}
+
+/// What the worker can do here; shown in the page's capability panel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    /// The build running now.
+    pub backend: BackendKind,
+    /// Whether the browser validates wasm SIMD (so `wasm-simd` can be picked).
+    pub simd: bool,
+    pub cross_origin_isolated: bool,
+    pub storage: StorageKind,
+    /// Why the preferred storage could not be used, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_note: Option<String>,
+    /// `navigator.storage.estimate()`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_bytes: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_bytes: Option<f64>,
+    /// `navigator.hardwareConcurrency`.
+    pub hardware_threads: usize,
+}
+
+/// A preset as the page's picker shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PresetInfo {
+    pub name: String,
+    pub model_config: ModelConfig,
+    pub batch_size: usize,
+    pub params: usize,
+    /// Rough bytes needed to train (see `presets::training_memory_bytes`).
+    pub memory_bytes: u64,
+}
+
+/// The run the worker holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInfo {
+    pub model_config: ModelConfig,
+    pub training_config: TrainingConfig,
+    pub dataset: DatasetManifest,
+    pub params: usize,
+    pub step: usize,
+    pub max_steps: usize,
+    /// Loss points so far (non-empty after `load`), for the chart.
+    pub history: Vec<LossPoint>,
+    /// The checkpoint it was loaded from, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_id: Option<String>,
+}
+
+/// One chart point: a step's training loss, and the validation loss where one was measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LossPoint {
+    pub step: usize,
+    pub train_loss: f32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_loss: Option<f32>,
+}
+
+/// Sent at least once a second while training, and when training ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainingProgress {
+    /// Steps completed.
+    pub step: usize,
+    pub max_steps: usize,
+    /// The latest step's batch loss.
+    pub train_loss: f32,
+    /// The latest validation loss, once one was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_loss: Option<f32>,
+    /// Training throughput since the previous progress message.
+    pub tokens_per_second: f64,
+    pub backend: BackendKind,
+    /// Seconds to `max_steps` at the current speed.
+    pub eta_seconds: f64,
+    /// Every step since the previous progress message (validation losses included).
+    pub points: Vec<LossPoint>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RunState {
+    Training,
+    Paused,
+    Finished,
+    Stopped,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DoneReason {
+    /// `max_steps` reached.
+    Finished,
+    /// `stop` received.
+    Stopped,
+}
+
+/// A saved checkpoint as the list shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointInfo {
+    pub id: String,
+    pub step: usize,
+    pub max_steps: usize,
+    /// Total size of its files.
+    pub bytes: u64,
+    pub model_name: String,
+    pub dataset_name: String,
+    pub dataset_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_val_loss: Option<f32>,
+}
+
+/// What went wrong, for the page to pick words and actions (the message has the details).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ErrorCode {
+    /// A message the worker cannot read.
+    BadMessage,
+    EmptyDataset,
+    DatasetTooShort,
+    InvalidConfig,
+    UnknownPreset,
+    /// The command needs a run (train or load first).
+    NoRun,
+    /// A checkpoint was asked for while the storage could not be opened.
+    StorageUnavailable,
+    QuotaExceeded,
+    CheckpointNotFound,
+    /// A checkpoint or upload that cannot be read (corrupt, foreign, wrong version).
+    BadCheckpoint,
+    /// The checkpoint trained on other text than the one given.
+    DatasetMismatch,
+    /// The loss became NaN or infinite.
+    Diverged,
+    Internal,
+}

@@ -1,0 +1,413 @@
+//! The worker's state: at most one run (a [`Trainer`] plus its lifecycle) and at most one
+//! sample in progress, advanced in time-budgeted [`Session::tick`]s.
+//!
+//! Why slices: the worker must answer `pause` and `stop` within 200 ms, but a wasm call
+//! cannot be interrupted. So the JS glue calls `tick(budget)` repeatedly and yields to the
+//! event loop in between; a tick runs whole training steps (and validation batches, and
+//! sampled tokens) until the budget is spent. The latency of a command is therefore at most
+//! the budget plus one step. A tick started while sampling samples instead of training.
+
+use serde_json::Value;
+use tinygpt_model::{Dataset, ModelConfig, Preset, SampleConfig};
+use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_tensor::Backend;
+
+use crate::clock::Clock;
+use crate::error::WorkerError;
+use crate::evaluation::Evaluation;
+use crate::protocol::{
+    BackendKind, DatasetInput, DoneReason, ErrorCode, LossPoint, OutMessage, RunInfo, RunState,
+    TrainingProgress,
+};
+use crate::sampler::Sampler;
+
+/// Progress goes out at most this often (and whenever something notable happens), so the
+/// page gets several updates a second without a message per step.
+pub const PROGRESS_INTERVAL_MS: f64 = 250.0;
+
+/// What `train` asks for, before validation.
+#[derive(Clone, Debug, Default)]
+pub struct TrainRequest {
+    pub model_config: Option<ModelConfig>,
+    pub preset: Option<String>,
+    pub training_config: Option<Value>,
+}
+
+/// A sampling request (`sample` message).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleRequest {
+    pub prompt: String,
+    pub max_tokens: usize,
+    pub temperature: f32,
+    pub top_k: usize,
+    pub seed: u64,
+}
+
+/// One run and how far it got.
+#[derive(Debug)]
+pub struct Run<B: Backend> {
+    pub trainer: Trainer<B>,
+    pub state: RunState,
+    /// The checkpoint the run was loaded from or last saved to.
+    pub checkpoint_id: Option<String>,
+    /// The step of the last checkpoint written (or loaded).
+    pub saved_step: usize,
+    eval: Option<(Evaluation, f32)>,
+    points: Vec<LossPoint>,
+    last_train_loss: f32,
+    last_val_loss: Option<f32>,
+    window_tokens: usize,
+    window_ms: f64,
+    last_progress_ms: f64,
+    /// Exponential average of a step's duration, for the ETA.
+    step_ms: Option<f64>,
+}
+
+/// What a tick did.
+#[derive(Debug, Default)]
+pub struct TickOutcome {
+    pub messages: Vec<OutMessage>,
+    /// A checkpoint should be written now (interval reached, or training ended).
+    pub save_due: bool,
+    /// More ticks are needed (training or sampling is in progress).
+    pub busy: bool,
+}
+
+#[derive(Debug)]
+pub struct Session<B: Backend> {
+    backend: B,
+    kind: BackendKind,
+    run: Option<Run<B>>,
+    sampler: Option<Sampler>,
+}
+
+impl<B: Backend> Session<B> {
+    pub fn new(backend: B, kind: BackendKind) -> Self {
+        Session { backend, kind, run: None, sampler: None }
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn run(&self) -> Option<&Run<B>> {
+        self.run.as_ref()
+    }
+
+    pub fn run_mut(&mut self) -> Option<&mut Run<B>> {
+        self.run.as_mut()
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.sampler.is_some() || self.run.as_ref().is_some_and(|r| r.state == RunState::Training)
+    }
+
+    /// Starts a fresh run, replacing the current one: `runStarted`, `status`.
+    pub fn start(
+        &mut self,
+        request: TrainRequest,
+        dataset: DatasetInput,
+        now_ms: f64,
+    ) -> Result<Vec<OutMessage>, WorkerError> {
+        let (model_config, training_config) = resolve_configs(request)?;
+        let data = Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training_config.seed)?;
+        let trainer = Trainer::new(&self.backend, model_config, training_config, data)?;
+        Ok(self.install(trainer, None, RunState::Training, now_ms))
+    }
+
+    /// Makes `trainer` the current run in `state` (a loaded checkpoint comes in paused):
+    /// `runStarted` (with the history so far), `status`.
+    pub fn install(
+        &mut self,
+        trainer: Trainer<B>,
+        checkpoint_id: Option<String>,
+        state: RunState,
+        now_ms: f64,
+    ) -> Vec<OutMessage> {
+        let step = trainer.progress().step;
+        let last = trainer.history().last().cloned();
+        let run = Run {
+            state,
+            saved_step: if checkpoint_id.is_some() { step } else { 0 },
+            checkpoint_id,
+            eval: None,
+            points: Vec::new(),
+            last_train_loss: last.as_ref().map_or(f32::NAN, |p| p.train_loss),
+            last_val_loss: last.and_then(|p| p.val_loss),
+            window_tokens: 0,
+            window_ms: 0.0,
+            last_progress_ms: now_ms,
+            step_ms: None,
+            trainer,
+        };
+        let info = run_info(&run);
+        self.run = Some(run);
+        self.sampler = None;
+        vec![OutMessage::RunStarted { run: info }, OutMessage::Status { state, step }]
+    }
+
+    pub fn pause(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
+        let run = self.run.as_mut().ok_or_else(|| WorkerError::no_run("pause"))?;
+        if run.state == RunState::Training {
+            run.state = RunState::Paused;
+        }
+        Ok(vec![OutMessage::Status { state: run.state, step: run.trainer.progress().step }])
+    }
+
+    /// Continues a paused or stopped run.
+    pub fn resume(&mut self, now_ms: f64) -> Result<Vec<OutMessage>, WorkerError> {
+        let run = self.run.as_mut().ok_or_else(|| WorkerError::no_run("resume"))?;
+        if run.trainer.is_finished() && run.eval.is_none() {
+            return Err(WorkerError::new(
+                ErrorCode::NoRun,
+                format!(
+                    "This run has already trained all {} steps. Start a new run to train more.",
+                    run.trainer.config().max_steps
+                ),
+            ));
+        }
+        run.state = RunState::Training;
+        run.last_progress_ms = now_ms;
+        Ok(vec![OutMessage::Status { state: run.state, step: run.trainer.progress().step }])
+    }
+
+    /// Stops training (the run stays, for sampling, saving and `resume`): a last
+    /// `progress`, `status`, `done {reason: "stopped"}`.
+    pub fn stop(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
+        let kind = self.kind;
+        let run = self.run.as_mut().ok_or_else(|| WorkerError::no_run("stop"))?;
+        run.state = RunState::Stopped;
+        let step = run.trainer.progress().step;
+        let mut out = Vec::new();
+        if let Some(p) = run.progress(kind) {
+            out.push(OutMessage::Progress(p));
+        }
+        out.push(OutMessage::Status { state: RunState::Stopped, step });
+        out.push(OutMessage::Done { reason: DoneReason::Stopped, step });
+        Ok(out)
+    }
+
+    /// Begins sampling with the current model; text arrives from later ticks.
+    pub fn sample(&mut self, request: SampleRequest, now_ms: f64) -> Result<(), WorkerError> {
+        if self.run.is_none() {
+            return Err(WorkerError::no_run("sample from"));
+        }
+        if !(request.temperature.is_finite() && request.temperature >= 0.0) {
+            return Err(WorkerError::new(ErrorCode::InvalidConfig, "Temperature must be 0 or more."));
+        }
+        let config = SampleConfig {
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+            top_k: request.top_k,
+            seed: request.seed,
+        };
+        self.sampler = Some(Sampler::new(request.prompt.as_bytes(), config, now_ms));
+        Ok(())
+    }
+
+    /// Works for about `budget_ms`: samples if a sample is in progress, else trains.
+    pub fn tick(&mut self, budget_ms: f64, clock: &dyn Clock) -> Result<TickOutcome, WorkerError> {
+        let start = clock.now_ms();
+        let mut out = TickOutcome::default();
+        if self.sampler.is_some() {
+            self.sample_slice(start, budget_ms, clock, &mut out)?;
+        } else if let Some(run) = self.run.as_mut() {
+            if run.state == RunState::Training {
+                run.train_slice(self.kind, start, budget_ms, clock, &mut out)?;
+            }
+        }
+        out.busy = self.is_busy();
+        Ok(out)
+    }
+
+    fn sample_slice(
+        &mut self,
+        start: f64,
+        budget_ms: f64,
+        clock: &dyn Clock,
+        out: &mut TickOutcome,
+    ) -> Result<(), WorkerError> {
+        let (Some(sampler), Some(run)) = (self.sampler.as_mut(), self.run.as_ref()) else {
+            return Ok(());
+        };
+        let model = run.trainer.model();
+        let mut chunk = String::new();
+        while !sampler.is_done() {
+            chunk.push_str(&sampler.advance(model).map_err(tensor_error)?);
+            if clock.now_ms() - start >= budget_ms {
+                break;
+            }
+        }
+        if !chunk.is_empty() {
+            out.messages.push(OutMessage::SampleChunk { text: chunk });
+        }
+        if sampler.is_done() {
+            let seconds = ((clock.now_ms() - sampler.started_ms) / 1e3).max(1e-9);
+            out.messages.push(OutMessage::SampleDone {
+                text: sampler.text().to_string(),
+                tokens_per_second: sampler.produced() as f64 / seconds,
+            });
+            self.sampler = None;
+        }
+        Ok(())
+    }
+}
+
+impl<B: Backend> Run<B> {
+    pub fn step(&self) -> usize {
+        self.trainer.progress().step
+    }
+
+    /// Whether the weights changed since the last checkpoint.
+    pub fn needs_save(&self) -> bool {
+        self.step() > self.saved_step
+    }
+
+    pub fn info(&self) -> RunInfo {
+        run_info(self)
+    }
+
+    fn train_slice(
+        &mut self,
+        kind: BackendKind,
+        start: f64,
+        budget_ms: f64,
+        clock: &dyn Clock,
+        out: &mut TickOutcome,
+    ) -> Result<(), WorkerError> {
+        let interval = self.trainer.config().checkpoint_interval;
+        loop {
+            if let Some((eval, train_loss)) = self.eval.as_mut() {
+                if let Some(val) = eval.advance(&self.trainer)? {
+                    let train_loss = *train_loss;
+                    self.eval = None;
+                    self.trainer.record_eval(train_loss, val);
+                    self.last_val_loss = Some(val);
+                    let step = self.step();
+                    // The step's point may already have gone out; the page merges by step.
+                    match self.points.iter_mut().rev().find(|p| p.step == step) {
+                        Some(p) => p.val_loss = Some(val),
+                        None => self.points.push(LossPoint { step, train_loss, val_loss: Some(val) }),
+                    }
+                    // A validation point is worth showing at once.
+                    self.last_progress_ms = f64::NEG_INFINITY;
+                }
+            } else if !self.trainer.is_finished() {
+                let t0 = clock.now_ms();
+                let report = self.trainer.step()?;
+                let ms = clock.now_ms() - t0;
+                self.trainer.add_wall_time(ms / 1e3);
+                self.window_tokens += report.tokens;
+                self.window_ms += ms;
+                self.step_ms = Some(self.step_ms.map_or(ms, |avg| 0.8 * avg + 0.2 * ms));
+                self.last_train_loss = report.train_loss;
+                self.points.push(LossPoint { step: report.step, train_loss: report.train_loss, val_loss: None });
+                if report.eval_due {
+                    self.eval = Some((Evaluation::new(&self.trainer), report.train_loss));
+                }
+                if report.step % interval == 0 {
+                    out.save_due = true;
+                }
+            }
+            if self.trainer.is_finished() && self.eval.is_none() {
+                self.state = RunState::Finished;
+                let step = self.step();
+                if let Some(p) = self.progress(kind) {
+                    out.messages.push(OutMessage::Progress(p));
+                }
+                out.messages.push(OutMessage::Status { state: RunState::Finished, step });
+                out.messages.push(OutMessage::Done { reason: DoneReason::Finished, step });
+                out.save_due = true;
+                return Ok(());
+            }
+            if out.save_due || clock.now_ms() - start >= budget_ms {
+                break;
+            }
+        }
+        let now = clock.now_ms();
+        if now - self.last_progress_ms >= PROGRESS_INTERVAL_MS || out.save_due {
+            if let Some(p) = self.progress(kind) {
+                out.messages.push(OutMessage::Progress(p));
+            }
+            self.last_progress_ms = now;
+        }
+        Ok(())
+    }
+
+    /// A progress message with the points since the last one (`None` before the first step).
+    fn progress(&mut self, kind: BackendKind) -> Option<TrainingProgress> {
+        if self.last_train_loss.is_nan() && self.points.is_empty() {
+            return None;
+        }
+        let tokens_per_second =
+            if self.window_ms > 0.0 { self.window_tokens as f64 / (self.window_ms / 1e3) } else { 0.0 };
+        let max_steps = self.trainer.config().max_steps;
+        let remaining = max_steps.saturating_sub(self.step()) as f64;
+        let progress = TrainingProgress {
+            step: self.step(),
+            max_steps,
+            train_loss: self.last_train_loss,
+            val_loss: self.last_val_loss,
+            tokens_per_second,
+            backend: kind,
+            eta_seconds: self.step_ms.map_or(0.0, |ms| remaining * ms / 1e3),
+            points: std::mem::take(&mut self.points),
+        };
+        self.window_tokens = 0;
+        self.window_ms = 0.0;
+        Some(progress)
+    }
+}
+
+fn run_info<B: Backend>(run: &Run<B>) -> RunInfo {
+    let t = &run.trainer;
+    RunInfo {
+        model_config: t.model().config().clone(),
+        training_config: t.config().clone(),
+        dataset: t.dataset().manifest().clone(),
+        params: t.model().config().param_count(),
+        step: t.progress().step,
+        max_steps: t.config().max_steps,
+        history: t
+            .history()
+            .iter()
+            .map(|p| LossPoint { step: p.step, train_loss: p.train_loss, val_loss: p.val_loss })
+            .collect(),
+        checkpoint_id: run.checkpoint_id.clone(),
+    }
+}
+
+/// The model config (explicit, or the preset's) and the training config: the given fields
+/// over the documented defaults, with the preset's batch size unless one is given.
+pub fn resolve_configs(request: TrainRequest) -> Result<(ModelConfig, TrainingConfig), WorkerError> {
+    let preset = request.preset.as_deref().map(Preset::by_name).transpose()?;
+    let model = match (request.model_config, &preset) {
+        (Some(m), _) => m,
+        (None, Some(p)) => p.model.clone(),
+        (None, None) => {
+            return Err(WorkerError::new(ErrorCode::InvalidConfig, "Choose a preset or give a model config."))
+        }
+    };
+    model.validate()?;
+    let mut fields = match request.training_config {
+        Some(Value::Object(map)) => map,
+        None | Some(Value::Null) => Default::default(),
+        Some(other) => {
+            return Err(WorkerError::new(
+                ErrorCode::InvalidConfig,
+                format!("The training config must be an object, not {other}."),
+            ))
+        }
+    };
+    if let Some(p) = &preset {
+        fields.entry("batch_size").or_insert(p.batch_size.into());
+    }
+    let training: TrainingConfig = serde_json::from_value(Value::Object(fields))
+        .map_err(|e| WorkerError::new(ErrorCode::InvalidConfig, format!("Invalid training config: {e}.")))?;
+    training.validate()?;
+    Ok((model, training))
+}
+
+fn tensor_error(e: tinygpt_tensor::TensorError) -> WorkerError {
+    WorkerError::new(ErrorCode::Internal, format!("Internal error: {e}"))
+}

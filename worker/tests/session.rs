@@ -1,0 +1,173 @@
+//! The session natively on the CPU backend: the same code the browser runs, minus the JS glue.
+
+use serde_json::json;
+use tinygpt_kernels_cpu::CpuBackend;
+use tinygpt_model::{Preset, SampleConfig, Split};
+use tinygpt_tensor::block_on;
+use tinygpt_worker::clock::{Clock, SystemClock};
+use tinygpt_worker::evaluation::Evaluation;
+use tinygpt_worker::protocol::{BackendKind, DatasetInput, DoneReason, ErrorCode, OutMessage, RunState};
+use tinygpt_worker::session::{SampleRequest, TickOutcome, TrainRequest};
+use tinygpt_worker::Session;
+
+fn shakespeare() -> DatasetInput {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/tinyshakespeare.txt");
+    DatasetInput { name: "tinyshakespeare.txt".into(), bytes: std::fs::read(path).unwrap() }
+}
+
+fn tiny(training: serde_json::Value) -> TrainRequest {
+    TrainRequest { preset: Some("tiny".into()), training_config: Some(training), ..Default::default() }
+}
+
+fn session() -> Session<CpuBackend> {
+    Session::new(CpuBackend::new(1), BackendKind::Wasm)
+}
+
+/// Ticks until the session is idle (bounded), collecting every message.
+fn run_until_idle(s: &mut Session<CpuBackend>, budget_ms: f64) -> (Vec<OutMessage>, Vec<usize>) {
+    let clock = SystemClock::default();
+    let (mut messages, mut saves) = (Vec::new(), Vec::new());
+    for _ in 0..10_000 {
+        let TickOutcome { messages: m, save_due, busy } = s.tick(budget_ms, &clock).unwrap();
+        messages.extend(m);
+        if save_due {
+            saves.push(s.run().unwrap().step());
+        }
+        if !busy {
+            return (messages, saves);
+        }
+    }
+    panic!("the session did not become idle");
+}
+
+#[test]
+fn a_tiny_run_trains_evaluates_reports_every_step_and_finishes() {
+    let mut s = session();
+    let config = json!({"max_steps": 40, "eval_interval": 20, "eval_batches": 2, "checkpoint_interval": 25,
+                        "learning_rate": 3e-3, "warmup_steps": 5});
+    let started = s.start(tiny(config), shakespeare(), 0.0).unwrap();
+    match &started[..] {
+        [OutMessage::RunStarted { run }, OutMessage::Status { state: RunState::Training, step: 0 }] => {
+            assert_eq!(run.training_config.batch_size, 16, "the preset's batch size");
+            assert_eq!(run.max_steps, 40);
+            assert_eq!(run.params, Preset::by_name("tiny").unwrap().model.param_count());
+        }
+        other => panic!("unexpected start messages {other:?}"),
+    }
+    let (messages, saves) = run_until_idle(&mut s, 30.0);
+    let points: Vec<_> = messages
+        .iter()
+        .filter_map(|m| match m {
+            OutMessage::Progress(p) => Some(p.points.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    // A step's validation loss may arrive in a later message than its training loss: merge by step.
+    let mut by_step = std::collections::BTreeMap::new();
+    for p in &points {
+        let entry = by_step.entry(p.step).or_insert((p.train_loss, None));
+        entry.1 = p.val_loss.or(entry.1);
+    }
+    assert_eq!(by_step.keys().copied().collect::<Vec<_>>(), (1..=40).collect::<Vec<_>>());
+    let val_steps: Vec<usize> = by_step.iter().filter(|(_, v)| v.1.is_some()).map(|(s, _)| *s).collect();
+    assert_eq!(val_steps, vec![20, 40]);
+    let points: Vec<_> = by_step.values().collect();
+    let mean = |r: std::ops::Range<usize>| points[r.clone()].iter().map(|p| p.0).sum::<f32>() / r.len() as f32;
+    let (first, last) = (mean(0..5), mean(points.len() - 5..points.len()));
+    assert!(last < first - 0.3, "loss should fall: first steps {first}, last steps {last}");
+    assert_eq!(saves, vec![25, 40], "a save at the checkpoint interval and at the end");
+    assert!(matches!(messages.last(), Some(OutMessage::Done { reason: DoneReason::Finished, step: 40 })));
+    assert_eq!(s.run().unwrap().state, RunState::Finished);
+    assert_eq!(s.resume(0.0).unwrap_err().code, ErrorCode::NoRun);
+}
+
+#[test]
+fn sliced_evaluation_matches_the_trainers_bit_for_bit() {
+    let mut s = session();
+    s.start(tiny(json!({"max_steps": 5, "eval_batches": 3})), shakespeare(), 0.0).unwrap();
+    let trainer = &s.run().unwrap().trainer;
+    let mut eval = Evaluation::new(trainer);
+    let sliced = loop {
+        if let Some(v) = eval.advance(trainer).unwrap() {
+            break v;
+        }
+    };
+    assert_eq!(sliced.to_bits(), trainer.evaluate(Split::Val).unwrap().to_bits());
+}
+
+#[test]
+fn pause_stops_stepping_resume_continues_and_stop_reports_done() {
+    let mut s = session();
+    let clock = SystemClock::default();
+    s.start(tiny(json!({"max_steps": 1000})), shakespeare(), 0.0).unwrap();
+    // A zero budget is one step (or one validation batch) per tick.
+    s.tick(0.0, &clock).unwrap();
+    assert_eq!(s.run().unwrap().step(), 1);
+    assert!(matches!(s.pause().unwrap()[..], [OutMessage::Status { state: RunState::Paused, step: 1 }]));
+    let idle = s.tick(50.0, &clock).unwrap();
+    assert!(!idle.busy && idle.messages.is_empty());
+    assert_eq!(s.run().unwrap().step(), 1);
+    s.resume(clock.now_ms()).unwrap();
+    s.tick(0.0, &clock).unwrap();
+    assert_eq!(s.run().unwrap().step(), 2);
+    let stopped = s.stop().unwrap();
+    assert!(matches!(stopped.last(), Some(OutMessage::Done { reason: DoneReason::Stopped, step: 2 })));
+    assert!(!s.tick(50.0, &clock).unwrap().busy);
+    assert!(s.run().unwrap().needs_save());
+}
+
+#[test]
+fn bad_data_and_configs_give_codes_and_plain_words() {
+    let mut s = session();
+    let empty = DatasetInput { name: "empty.txt".into(), bytes: vec![] };
+    let err = s.start(tiny(json!({})), empty, 0.0).unwrap_err();
+    assert_eq!(err.code, ErrorCode::EmptyDataset);
+    assert!(err.message.contains("empty"), "{}", err.message);
+
+    let short = DatasetInput { name: "short.txt".into(), bytes: b"to be or not to be".to_vec() };
+    let err = s.start(tiny(json!({})), short, 0.0).unwrap_err();
+    assert_eq!(err.code, ErrorCode::DatasetTooShort);
+    assert!(err.message.contains("18 bytes") && err.message.contains("330"), "{}", err.message);
+
+    let err = s.start(tiny(json!({"learning_rat": 1})), shakespeare(), 0.0).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidConfig);
+    assert!(err.message.contains("learning_rat"), "{}", err.message);
+
+    let unknown = TrainRequest { preset: Some("gigantic".into()), ..Default::default() };
+    assert_eq!(s.start(unknown, shakespeare(), 0.0).unwrap_err().code, ErrorCode::UnknownPreset);
+    assert!(s.run().is_none(), "failed starts leave no run behind");
+    assert_eq!(s.pause().unwrap_err().code, ErrorCode::NoRun);
+}
+
+#[test]
+fn sampling_streams_the_same_text_as_generate() {
+    let mut s = session();
+    s.start(tiny(json!({"max_steps": 3})), shakespeare(), 0.0).unwrap();
+    s.pause().unwrap();
+    let request = SampleRequest { prompt: "ROMEO:".into(), max_tokens: 40, temperature: 0.8, top_k: 40, seed: 7 };
+    s.sample(request, 0.0).unwrap();
+    let (messages, _) = run_until_idle(&mut s, 0.0);
+    let chunks: String = messages
+        .iter()
+        .filter_map(|m| match m {
+            OutMessage::SampleChunk { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let Some(OutMessage::SampleDone { text, tokens_per_second }) = messages.last() else {
+        panic!("no sampleDone in {messages:?}")
+    };
+    assert!(messages.len() > 2, "a zero budget streams many chunks");
+    assert_eq!(&chunks, text);
+    assert!(*tokens_per_second > 0.0);
+    let config = SampleConfig { max_tokens: 40, temperature: 0.8, top_k: 40, seed: 7 };
+    let model = s.run().unwrap().trainer.model();
+    let expected = block_on(model.generate(b"ROMEO:", &config, |_| true)).unwrap();
+    let mut replay = tinygpt_worker::sampler::Sampler::new(b"ROMEO:", config, 0.0);
+    while !replay.is_done() {
+        replay.advance(model).unwrap();
+    }
+    assert_eq!(replay.generated(), &expected[..], "the same tokens as Gpt::generate");
+    assert_eq!(replay.text(), text.as_str());
+}
