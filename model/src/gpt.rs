@@ -70,12 +70,9 @@ impl<B: Backend> Gpt<B> {
         Ok(())
     }
 
-    /// Logits for `tokens` (`[batch, seq]`, row-major, `seq <= context_length`).
+    /// Logits for `tokens` (`[batch, seq]`, row-major, `seq <= context_length`), with the
+    /// model's parameters put on the tape as leaves (frozen ones without gradient).
     pub fn forward(&self, tape: &Tape<B>, tokens: &Indices<B>, batch: usize, seq: usize) -> Forward<B> {
-        let c = &self.config;
-        assert!(seq >= 1 && seq <= c.context_length, "sequence {seq} outside 1..={}", c.context_length);
-        assert_eq!(tokens.len(), batch * seq, "tokens for [{batch}, {seq}]");
-        let backend = self.params.tensors()[0].backend();
         let params: Vec<Var<B>> = self
             .params
             .tensors()
@@ -83,6 +80,25 @@ impl<B: Backend> Gpt<B> {
             .zip(&self.trainable)
             .map(|(t, &train)| tape.leaf(t, train))
             .collect();
+        let logits = self.forward_with(tape, &params, tokens, batch, seq);
+        Forward { logits, params }
+    }
+
+    /// The forward pass over caller-provided parameter vars (canonical order), e.g. weights
+    /// wrapped by adapters or perturbed by a gradient checker. Returns logits `[B, T, V]`.
+    pub fn forward_with(
+        &self,
+        tape: &Tape<B>,
+        params: &[Var<B>],
+        tokens: &Indices<B>,
+        batch: usize,
+        seq: usize,
+    ) -> Var<B> {
+        let c = &self.config;
+        assert!(seq >= 1 && seq <= c.context_length, "sequence {seq} outside 1..={}", c.context_length);
+        assert_eq!(tokens.len(), batch * seq, "tokens for [{batch}, {seq}]");
+        assert_eq!(params.len(), self.params.len(), "one var per parameter");
+        let backend = self.params.tensors()[0].backend();
         let p = |name: &str| &params[self.params.index_of(name).expect("canonical name")];
 
         // Embeddings: x[b, t] = wte[token] + wpe[t]  → [B, T, C].
@@ -109,8 +125,7 @@ impl<B: Backend> Gpt<B> {
 
         let x = tape.layer_norm(&x, p("ln_final.weight"), p("ln_final.bias"), LN_EPS);
         // Tied output head: logits = x · wteᵀ → [B, T, V].
-        let logits = tape.matmul(&x, p("token_embedding"), None, false, true);
-        Forward { logits, params }
+        tape.matmul(&x, p("token_embedding"), None, false, true)
     }
 
     /// Mean next-token cross-entropy of `inputs` against `targets` (both `[batch, seq]`),
