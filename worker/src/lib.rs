@@ -6,6 +6,7 @@
 //! natively; `web` (wasm32 only) binds it to JavaScript and to the browser checkpoint
 //! stores. The JS side is `www/worker.js`; the protocol is documented in `PROTOCOL.md`.
 
+pub mod checkpoints;
 pub mod clock;
 pub mod error;
 pub mod evaluation;

@@ -310,6 +310,8 @@ pub enum ErrorCode {
     BadCheckpoint,
     /// The checkpoint trained on other text than the one given.
     DatasetMismatch,
+    /// The store refused a deletion (the latest checkpoint cannot be deleted).
+    DeleteRefused,
     /// The loss became NaN or infinite.
     Diverged,
     Internal,
