@@ -1,1 +1,60 @@
-//! placeholder
+//! Crash-safe, resumable TinyGPT checkpoints.
+//!
+//! A [`Checkpoint`] (configs, progress, loss history, weights and AdamW moments) is
+//! written in the documented layout (see `layout.rs`: JSON files, little-endian `.f32`
+//! buffers, SHA-256 of every file in trainer_state.json) as one *generation* of a
+//! [`CheckpointStore`]; a pointer (latest.json) moves to it only after it was written and
+//! read back, so a crash at any point leaves the previous checkpoint loadable (see
+//! `generations.rs`). Stores are anything implementing [`Storage`]: a local directory
+//! ([`NativeStorage`], with the synchronous [`CheckpointDir`] facade), memory
+//! ([`MemoryStorage`]), and in the browser OPFS and IndexedDB (`web`).
+//!
+//! ```no_run
+//! # fn demo(ckpt: &tinygpt_ckpt::Checkpoint) -> Result<(), tinygpt_ckpt::CkptError> {
+//! let dir = tinygpt_ckpt::CheckpointDir::open("runs/shakespeare")?;
+//! let report = dir.save(ckpt)?;
+//! let back = dir.load_latest()?;
+//! assert_eq!(back.progress.step, report.step);
+//! # Ok(()) }
+//! ```
+//!
+//! Loading trusts nothing: sizes are checked against the config before anything large is
+//! read, every file against its checksum, NaN/Inf weights are refused unless
+//! [`LoadOptions::allow_non_finite`] is set, and every error is a [`CkptError`] naming the
+//! file. [`check_compatible`] guards a resume; [`export_safetensors`] and
+//! [`import_safetensors`] move a checkpoint as one file.
+
+#[cfg(not(target_arch = "wasm32"))]
+mod blocking;
+mod checkpoint;
+mod compat;
+mod decode;
+mod encode;
+mod error;
+mod fault;
+mod generations;
+mod json;
+mod layout;
+mod memory;
+#[cfg(not(target_arch = "wasm32"))]
+mod native;
+mod safetensors;
+mod store;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use blocking::CheckpointDir;
+pub use checkpoint::Checkpoint;
+pub use compat::check_compatible;
+pub use decode::LoadOptions;
+pub use error::{CkptError, Result};
+pub use fault::{Fault, FaultyStorage};
+pub use generations::{CheckpointStore, GenerationInfo, SaveReport, POINTER};
+pub use layout::{
+    ADAM_M, ADAM_V, DATASET_MANIFEST, FILES, FORMAT_VERSION, LOSS_HISTORY, MODEL_CONFIG, TRAINER_STATE,
+    TRAINING_CONFIG, WEIGHTS,
+};
+pub use memory::MemoryStorage;
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::NativeStorage;
+pub use safetensors::{export_safetensors, import_safetensors};
+pub use store::{BlobInfo, Storage};

@@ -1,0 +1,64 @@
+//! A synchronous facade for native callers (the CLI): a [`CheckpointStore`] over a
+//! directory, driven by `tinygpt_tensor::block_on` (native storage futures are ready
+//! at once).
+
+use std::path::{Path, PathBuf};
+
+use tinygpt_tensor::block_on;
+
+use crate::checkpoint::Checkpoint;
+use crate::decode::LoadOptions;
+use crate::error::Result;
+use crate::generations::{CheckpointStore, GenerationInfo, SaveReport};
+use crate::native::NativeStorage;
+
+/// Checkpoint generations in a local directory.
+#[derive(Debug)]
+pub struct CheckpointDir {
+    store: CheckpointStore<NativeStorage>,
+}
+
+impl CheckpointDir {
+    /// Fails if `path` is a file; the directory is created by the first save.
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self> {
+        Ok(CheckpointDir { store: CheckpointStore::new(NativeStorage::open(path)?) })
+    }
+
+    /// See [`CheckpointStore::with_keep`].
+    pub fn with_keep(self, keep: usize) -> Self {
+        CheckpointDir { store: self.store.with_keep(keep) }
+    }
+
+    pub fn with_load_options(self, options: LoadOptions) -> Self {
+        CheckpointDir { store: self.store.with_load_options(options) }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.store.storage().root()
+    }
+
+    pub fn save(&self, ckpt: &Checkpoint) -> Result<SaveReport> {
+        block_on(self.store.save(ckpt))
+    }
+
+    pub fn load_latest(&self) -> Result<Checkpoint> {
+        block_on(self.store.load_latest())
+    }
+
+    pub fn load(&self, id: &str) -> Result<Checkpoint> {
+        block_on(self.store.load(id))
+    }
+
+    pub fn list(&self) -> Result<Vec<GenerationInfo>> {
+        block_on(self.store.list())
+    }
+
+    pub fn delete(&self, id: &str) -> Result<()> {
+        block_on(self.store.delete(id))
+    }
+
+    /// The async store underneath.
+    pub fn store(&self) -> &CheckpointStore<NativeStorage> {
+        &self.store
+    }
+}

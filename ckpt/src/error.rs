@@ -1,0 +1,96 @@
+//! Every way a save or a load can fail. Messages name the file (a path, or `opfs:…` /
+//! `indexeddb:…` / `memory:…` in other stores) and say what to do about it.
+
+use thiserror::Error;
+use tinygpt_model::ModelError;
+use tinygpt_optim::TrainError;
+
+#[derive(Debug, Error)]
+pub enum CkptError {
+    #[error("{file}: missing; the checkpoint is incomplete")]
+    MissingFile { file: String },
+
+    #[error(
+        "{file}: {actual} bytes, but {expected} were expected ({}); the file is corrupt or belongs to another checkpoint",
+        if actual < expected { "truncated" } else { "oversized" }
+    )]
+    SizeMismatch { file: String, expected: u64, actual: u64 },
+
+    #[error("{file}: sha256 is {actual}, but trainer_state.json records {expected}; the file is corrupt")]
+    ChecksumMismatch { file: String, expected: String, actual: String },
+
+    #[error("{file}: invalid: {reason}")]
+    InvalidJson { file: String, reason: String },
+
+    #[error("{file}: format_version {found} is not supported; this build reads version {supported}")]
+    UnsupportedVersion { file: String, found: u64, supported: u32 },
+
+    #[error("{file}: the tensor table disagrees with the model config: {reason}")]
+    TensorTableMismatch { file: String, reason: String },
+
+    #[error("{file}: {source}")]
+    InvalidConfig { file: String, source: ModelError },
+
+    #[error("{file}: {source}")]
+    InvalidTrainingConfig { file: String, source: TrainError },
+
+    #[error("{file}: {bytes} bytes is more than the {limit} this reader accepts")]
+    TooLarge { file: String, bytes: u64, limit: u64 },
+
+    #[error(
+        "{file}: {tensor}[{index}] is {value}; non-finite values are refused (set LoadOptions::allow_non_finite to load them anyway)"
+    )]
+    NonFinite { file: String, tensor: String, index: usize, value: f32 },
+
+    #[error("{location} holds files that are not part of a TinyGPT checkpoint ({found}); use an empty directory or a checkpoint directory")]
+    ForeignFiles { location: String, found: String },
+
+    #[error("{path} is a file, not a checkpoint directory")]
+    NotADirectory { path: String },
+
+    #[error("{location}: no checkpoint found ({detail})")]
+    NoCheckpoint { location: String, detail: String },
+
+    #[error("{location}: there is no generation {id}; `list` shows the saved ones")]
+    GenerationNotFound { location: String, id: String },
+
+    #[error("{id} is the latest checkpoint and cannot be deleted; save a newer one first")]
+    DeleteLatest { id: String },
+
+    #[error("the checkpoint to save is inconsistent: {reason}")]
+    InvalidCheckpoint { reason: String },
+
+    #[error("{file}: reading back what was just written gave different bytes; the storage is unreliable ({reason})")]
+    WriteVerification { file: String, reason: String },
+
+    #[error(
+        "storage quota exceeded: the checkpoint needs {needed_bytes} bytes; the previous checkpoint is untouched. Free space (delete old runs) or allow persistent storage"
+    )]
+    QuotaExceeded { needed_bytes: u64 },
+
+    #[error("{what} is not available here: {reason}")]
+    Unavailable { what: String, reason: String },
+
+    #[error("{file}: {source}")]
+    Io { file: String, source: std::io::Error },
+
+    #[error("{file}: {reason}")]
+    Storage { file: String, reason: String },
+
+    #[error("saved {saved}, but removing old generations failed: {reason}")]
+    Prune { saved: String, reason: String },
+
+    #[error("{file}: model config field {field} is {checkpoint} in the checkpoint but {requested} was requested; the weights do not fit this model")]
+    ConfigMismatch { file: String, field: &'static str, checkpoint: String, requested: String },
+
+    #[error("the checkpoint was trained on data with {field} = {checkpoint}, this run has {current}; pass --force to continue training on different data")]
+    DatasetMismatch { field: &'static str, checkpoint: String, current: String },
+
+    #[error("the checkpoint's tokenizer is {checkpoint:?} but this run's data uses {current:?}; the model cannot read it")]
+    TokenizerMismatch { checkpoint: String, current: String },
+
+    #[error("{file}: not a TinyGPT safetensors file: {reason}")]
+    Safetensors { file: String, reason: String },
+}
+
+pub type Result<T, E = CkptError> = std::result::Result<T, E>;

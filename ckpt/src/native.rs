@@ -1,0 +1,144 @@
+//! A directory on the local file system as [`Storage`]: a group is a subdirectory.
+//!
+//! Every `put` writes `.<name>.tmp`, fsyncs it, renames it over `<name>` and fsyncs the
+//! directory, so each blob is replaced atomically and is on disk when `put` returns.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{CkptError, Result};
+use crate::store::{check_key, BlobInfo, Storage};
+
+#[derive(Clone, Debug)]
+pub struct NativeStorage {
+    root: PathBuf,
+}
+
+impl NativeStorage {
+    /// A store rooted at `root`, which is created on the first write. Fails if `root`
+    /// exists and is not a directory.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
+        let root = root.into();
+        if root.exists() && !root.is_dir() {
+            return Err(CkptError::NotADirectory { path: root.display().to_string() });
+        }
+        Ok(NativeStorage { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.root.join(key.trim_end_matches('/'))
+    }
+
+    fn io_error(&self, key: &str) -> impl FnOnce(io::Error) -> CkptError {
+        let file = self.location(key);
+        move |source| CkptError::Io { file, source }
+    }
+
+    /// Lists one directory level: files as `prefix + name`, subdirectories as
+    /// `prefix + name + "/"` (with 0 bytes) unless `descend` lists their files instead.
+    fn list_dir(&self, dir: &Path, prefix: &str, descend: bool, out: &mut Vec<BlobInfo>) -> Result<()> {
+        if dir.is_file() {
+            return Err(CkptError::NotADirectory { path: dir.display().to_string() });
+        }
+        let entries = match fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(self.io_error(prefix)(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(self.io_error(prefix))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let meta = entry.metadata().map_err(self.io_error(&format!("{prefix}{name}")))?;
+            if meta.is_dir() && descend {
+                self.list_dir(&entry.path(), &format!("{prefix}{name}/"), false, out)?;
+            } else if meta.is_dir() {
+                out.push(BlobInfo { key: format!("{prefix}{name}/"), bytes: 0 });
+            } else {
+                out.push(BlobInfo { key: format!("{prefix}{name}"), bytes: meta.len() });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes a directory's entries (a rename, a new file) durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    if cfg!(unix) {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+impl Storage for NativeStorage {
+    fn location(&self, key: &str) -> String {
+        self.root.join(key).display().to_string()
+    }
+
+    async fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        check_key(&self.location(""), key, false)?;
+        let path = self.path(key);
+        let dir = path.parent().expect("a key has a parent directory");
+        let err = self.io_error(key);
+        let created = !dir.is_dir();
+        let write = || -> io::Result<()> {
+            if created {
+                fs::create_dir_all(dir)?;
+                sync_dir(dir.parent().unwrap_or(dir))?;
+            }
+            let name = path.file_name().expect("a key has a name").to_string_lossy();
+            let tmp = dir.join(format!(".{name}.tmp"));
+            let mut file = File::create(&tmp)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            drop(file);
+            fs::rename(&tmp, &path)?;
+            sync_dir(dir)
+        };
+        write().map_err(err)
+    }
+
+    async fn put_atomic(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        self.put(key, bytes).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        check_key(&self.location(""), key, false)?;
+        match fs::read(self.path(key)) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io_error(key)(e)),
+        }
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<BlobInfo>> {
+        let mut out = Vec::new();
+        match prefix.split_once('/') {
+            Some((group, _)) => {
+                self.list_dir(&self.root.join(group), &format!("{group}/"), false, &mut out)?
+            }
+            None => self.list_dir(&self.root, "", true, &mut out)?,
+        }
+        out.retain(|b| b.key.starts_with(prefix));
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        check_key(&self.location(""), key, true)?;
+        let path = self.path(key);
+        let result = if key.ends_with('/') { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+        match result {
+            Ok(()) => sync_dir(path.parent().unwrap_or(&self.root)).map_err(self.io_error(key)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.io_error(key)(e)),
+        }
+    }
+}
