@@ -14,6 +14,8 @@ pub mod presets;
 pub mod protocol;
 pub mod sampler;
 pub mod session;
+#[cfg(target_arch = "wasm32")]
+mod web;
 
 pub use error::WorkerError;
 pub use session::Session;
