@@ -150,7 +150,10 @@ impl<S: Storage> CheckpointStore<S> {
         }
         previous.truncate(self.keep - 1);
         let new_pointer = Pointer { format_version: FORMAT_VERSION, latest: id.clone(), previous };
-        self.storage.put_atomic(POINTER, &to_json(POINTER, &new_pointer, 1)?).await?;
+        if let Err(e) = self.storage.put_atomic(POINTER, &to_json(POINTER, &new_pointer, 1)?).await {
+            let _ = self.storage.delete(&format!("{id}/")).await;
+            return Err(e);
+        }
 
         let mut pruned = Vec::new();
         for &n in scan.generations.keys() {

@@ -40,7 +40,8 @@ impl NativeStorage {
     }
 
     /// Lists one directory level: files as `prefix + name`, subdirectories as
-    /// `prefix + name + "/"` (with 0 bytes) unless `descend` lists their files instead.
+    /// `prefix + name + "/"` (with 0 bytes) unless `descend` lists their files instead
+    /// (an empty subdirectory is then still listed as `name/`).
     fn list_dir(&self, dir: &Path, prefix: &str, descend: bool, out: &mut Vec<BlobInfo>) -> Result<()> {
         if dir.is_file() {
             return Err(CkptError::NotADirectory { path: dir.display().to_string() });
@@ -58,7 +59,13 @@ impl NativeStorage {
             }
             let meta = entry.metadata().map_err(self.io_error(&format!("{prefix}{name}")))?;
             if meta.is_dir() && descend {
+                let before = out.len();
                 self.list_dir(&entry.path(), &format!("{prefix}{name}/"), false, out)?;
+                if out.len() == before {
+                    // An empty group (or one holding only temp files) is still listed,
+                    // so that it is noticed and cleaned up.
+                    out.push(BlobInfo { key: format!("{prefix}{name}/"), bytes: 0 });
+                }
             } else if meta.is_dir() {
                 out.push(BlobInfo { key: format!("{prefix}{name}/"), bytes: 0 });
             } else {

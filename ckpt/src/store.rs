@@ -35,13 +35,40 @@ pub trait Storage {
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>>;
 
     /// Every blob whose key starts with `prefix`, sorted by key. A store also lists
-    /// entries it did not write (a nested directory shows as `group/name/` with 0 bytes),
-    /// so that foreign content can be noticed.
+    /// entries it did not write (a nested directory shows as `group/name/` with 0 bytes)
+    /// and empty groups (as `group/`), so that foreign content and leftovers are noticed.
     async fn list(&self, prefix: &str) -> Result<Vec<BlobInfo>>;
 
     /// Removes `key`, or every blob of the group when `key` is `group/`. Removing what
     /// does not exist is not an error.
     async fn delete(&self, key: &str) -> Result<()>;
+}
+
+/// A borrowed store is a store, so one storage can serve a `CheckpointStore` and a test.
+impl<S: Storage> Storage for &S {
+    fn location(&self, key: &str) -> String {
+        (**self).location(key)
+    }
+
+    async fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        (**self).put(key, bytes).await
+    }
+
+    async fn put_atomic(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        (**self).put_atomic(key, bytes).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        (**self).get(key).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<BlobInfo>> {
+        (**self).list(prefix).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        (**self).delete(key).await
+    }
 }
 
 /// Checks `key` against the grammar in the module docs; `group/` (for delete) is allowed

@@ -122,3 +122,6 @@ gen-000001/training_config.json 3f4281541469905b458034fe498954169979dcea46ac647e
 gen-000001/weights.f32 828c16a288535c11d1d777ad9c5441c45a87e49ae8a0902888b69846598a64ed\n\
 latest.json ea1f973d2cafd15d050e89610c4900fb8a95200fd1bae563b3b82c78dfd3d37e\n\
 ";
+
+/// SHA-256 of `export_safetensors(&checkpoint(25, 1), true)`, checked natively and in WASM.
+pub const GOLDEN_EXPORT: &str = "95331fcbc2721b8d72155c3789a9115cefee82e90a52bb38a416da84caa33d3a";
