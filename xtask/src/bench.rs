@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::util::{parse_options, run, workspace_root};
+use crate::util::{self, parse_options, workspace_root};
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut presets = "tiny,small,medium".to_string();
@@ -19,7 +19,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let root = workspace_root();
-    run(Command::new(env!("CARGO")).current_dir(&root).args([
+    util::run(Command::new(env!("CARGO")).current_dir(&root).args([
         "build",
         "--release",
         "-q",
