@@ -1,0 +1,70 @@
+//! Mean softmax cross-entropy and its gradient, including logits far outside the range
+//! where an unstabilised `exp` overflows.
+
+use crate::conformance::finite_diff::check_gradient;
+use crate::conformance::harness::{ids, normal, read, read_scalar};
+use crate::conformance::reference::layers;
+use crate::conformance::Tolerance;
+use crate::{Backend, Rng};
+
+/// `(rows, vocab)`: a vocabulary of one (loss 0), small odd sizes, the byte vocabulary.
+const CASES: [(usize, usize); 5] = [(1, 1), (1, 2), (7, 11), (5, 256), (16, 33)];
+
+/// Logits of scale 2; with `shifted`, whole rows are moved by ±1000 (softmax is
+/// shift-invariant, `exp(1000)` is not finite in f32) and one logit is raised by 500.
+fn logits(rng: &mut Rng, rows: usize, vocab: usize, shifted: bool) -> Vec<f32> {
+    let mut x = normal(rng, rows * vocab, 2.0);
+    if shifted {
+        for (r, row) in x.chunks_exact_mut(vocab).enumerate() {
+            let shift = if r % 2 == 0 { 1000.0 } else { -1000.0 };
+            row.iter_mut().for_each(|v| *v += shift);
+            row[r % vocab] += 500.0;
+        }
+    }
+    x
+}
+
+pub fn cross_entropy<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0xCE);
+    for (rows, vocab) in CASES {
+        for shifted in [false, true] {
+            let (x, t) = (logits(&mut rng, rows, vocab, shifted), ids(&mut rng, rows, vocab));
+            let loss = backend.cross_entropy(&backend.upload(&x), &backend.upload_indices(&t), rows, vocab);
+            let got = read_scalar(backend, &loss, "cross_entropy");
+            let what = format!("cross_entropy [{rows}, {vocab}] shifted {shifted}");
+            Tolerance::ACCUMULATED.assert_close(&what, &[got], &[layers::cross_entropy(&x, &t, vocab)]);
+        }
+    }
+}
+
+/// Against the f64 reference (with `dloss` ≠ 1), and against finite differences of the
+/// backend's `cross_entropy` scaled by `dloss`.
+pub fn cross_entropy_backward<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0xCEB);
+    let dloss = 0.7f32;
+    let udloss = backend.upload(&[dloss]);
+    for (rows, vocab) in CASES {
+        for shifted in [false, true] {
+            let (x, t) = (logits(&mut rng, rows, vocab, shifted), ids(&mut rng, rows, vocab));
+            let ut = backend.upload_indices(&t);
+            let dx = read(
+                backend,
+                &backend.cross_entropy_backward(&backend.upload(&x), &ut, &udloss, rows, vocab),
+                "dlogits",
+            );
+            let what = format!("cross_entropy_backward [{rows}, {vocab}] shifted {shifted}");
+            Tolerance::ACCUMULATED.assert_close(
+                &what,
+                &dx,
+                &layers::cross_entropy_backward(&x, &t, dloss, vocab),
+            );
+            if !shifted {
+                // (At ±1000 an f32 step of 1e-2 is below the logits' resolution.)
+                check_gradient(&what, &x, &dx, &mut rng, |x| {
+                    let loss = backend.cross_entropy(&backend.upload(x), &ut, rows, vocab);
+                    dloss as f64 * read_scalar(backend, &loss, "cross_entropy") as f64
+                });
+            }
+        }
+    }
+}

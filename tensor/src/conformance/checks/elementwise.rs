@@ -1,0 +1,72 @@
+//! `add`, `scale`, `sum_rows`, `sum_squares` against the f64 reference.
+//!
+//! `sum_rows` is also the bias gradient of `matmul`; `matmul_backward` checks it against
+//! finite differences.
+
+use crate::conformance::harness::{normal, read, read_scalar};
+use crate::conformance::reference::dense;
+use crate::conformance::Tolerance;
+use crate::{Backend, Rng};
+
+/// Lengths around SIMD widths and a multi-chunk size.
+const LENS: [usize; 5] = [1, 7, 33, 1000, 20_001];
+
+pub fn add<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0xADD);
+    for len in LENS {
+        let (a, b) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
+        let (ua, ub) = (backend.upload(&a), backend.upload(&b));
+        let want: Vec<f64> = a.iter().zip(&b).map(|(&x, &y)| x as f64 + y as f64).collect();
+        Tolerance::POINTWISE.assert_close(
+            &format!("add [{len}]"),
+            &read(backend, &backend.add(&ua, &ub, len), "add"),
+            &want,
+        );
+        // The same buffer on both sides must work (x + x).
+        let want: Vec<f64> = a.iter().map(|&x| 2.0 * x as f64).collect();
+        Tolerance::POINTWISE.assert_close(
+            &format!("add [{len}] to itself"),
+            &read(backend, &backend.add(&ua, &ua, len), "add"),
+            &want,
+        );
+    }
+}
+
+pub fn scale<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0x5CA1E);
+    for len in LENS {
+        let a = normal(&mut rng, len, 1.0);
+        let ua = backend.upload(&a);
+        for alpha in [0.0f32, 1.0, -1.5, 3.25e-3] {
+            let want: Vec<f64> = a.iter().map(|&x| alpha as f64 * x as f64).collect();
+            let got = read(backend, &backend.scale(&ua, alpha, len), "scale");
+            Tolerance::POINTWISE.assert_close(&format!("scale [{len}] by {alpha}"), &got, &want);
+        }
+    }
+}
+
+pub fn sum_rows<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0x50_0305);
+    for (rows, cols) in [(1, 1), (1, 9), (7, 1), (13, 70), (300, 130)] {
+        let x = normal(&mut rng, rows * cols, 1.0);
+        let got = read(backend, &backend.sum_rows(&backend.upload(&x), rows, cols), "sum_rows");
+        Tolerance::ACCUMULATED.assert_close(
+            &format!("sum_rows [{rows}, {cols}]"),
+            &got,
+            &dense::sum_rows(&x, cols),
+        );
+    }
+}
+
+pub fn sum_squares<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0x5050);
+    for len in [1, 7, 1000, 4097, 9000] {
+        let x = normal(&mut rng, len, 1.0);
+        let got = read_scalar(backend, &backend.sum_squares(&backend.upload(&x), len), "sum_squares");
+        Tolerance::ACCUMULATED.assert_close(
+            &format!("sum_squares [{len}]"),
+            &[got],
+            &[dense::sum_squares(&x)],
+        );
+    }
+}

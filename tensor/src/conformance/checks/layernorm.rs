@@ -1,0 +1,84 @@
+//! LayerNorm forward (output and saved statistics) and backward.
+
+use crate::conformance::finite_diff::check_gradient;
+use crate::conformance::harness::{normal, read, weighted_sum};
+use crate::conformance::reference::layers;
+use crate::conformance::Tolerance;
+use crate::{Backend, Rng};
+
+const EPS: f32 = 1e-5;
+/// `(rows, dim)`: a single row, odd widths, a width past 128.
+const CASES: [(usize, usize); 5] = [(1, 3), (4, 7), (3, 64), (2, 130), (6, 33)];
+
+/// `x` (scale 2, shifted so the mean matters), `gamma` near 1 and small `beta`.
+fn inputs(rng: &mut Rng, rows: usize, dim: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let x = normal(rng, rows * dim, 2.0).into_iter().map(|v| v + 0.5).collect();
+    let gamma = normal(rng, dim, 0.2).into_iter().map(|v| v + 1.0).collect();
+    (x, gamma, normal(rng, dim, 0.1))
+}
+
+pub fn layer_norm<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0x1A7);
+    for (rows, dim) in CASES {
+        let (x, gamma, beta) = inputs(&mut rng, rows, dim);
+        let saved = backend.layer_norm(
+            &backend.upload(&x),
+            &backend.upload(&gamma),
+            &backend.upload(&beta),
+            rows,
+            dim,
+            EPS,
+        );
+        let (out, mean, rstd) = layers::layer_norm(&x, &gamma, &beta, dim, EPS);
+        let what = format!("layer_norm [{rows}, {dim}]");
+        Tolerance::ACCUMULATED.assert_close(&format!("{what} out"), &read(backend, &saved.out, "out"), &out);
+        Tolerance::ACCUMULATED.assert_close(
+            &format!("{what} mean"),
+            &read(backend, &saved.mean, "mean"),
+            &mean,
+        );
+        Tolerance::ACCUMULATED.assert_close(
+            &format!("{what} rstd"),
+            &read(backend, &saved.rstd, "rstd"),
+            &rstd,
+        );
+    }
+}
+
+/// `dx`, `dgamma`, `dbeta` against the f64 reference and against finite differences of
+/// the backend's `layer_norm` output.
+pub fn layer_norm_backward<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0x1A7B);
+    for (rows, dim) in CASES {
+        let (x, gamma, beta) = inputs(&mut rng, rows, dim);
+        let dout = normal(&mut rng, rows * dim, 1.0);
+        let (ux, ug, ub) = (backend.upload(&x), backend.upload(&gamma), backend.upload(&beta));
+        let saved = backend.layer_norm(&ux, &ug, &ub, rows, dim, EPS);
+        let g = backend.layer_norm_backward(&backend.upload(&dout), &ux, &ug, &saved, rows, dim);
+        let (dx, dgamma, dbeta) = (
+            read(backend, &g.dx, "dx"),
+            read(backend, &g.dgamma, "dgamma"),
+            read(backend, &g.dbeta, "dbeta"),
+        );
+        let what = format!("layer_norm_backward [{rows}, {dim}]");
+
+        let (rdx, rdgamma, rdbeta) = layers::layer_norm_backward(&dout, &x, &gamma, dim, EPS);
+        Tolerance::ACCUMULATED.assert_close(&format!("{what} dx"), &dx, &rdx);
+        Tolerance::ACCUMULATED.assert_close(&format!("{what} dgamma"), &dgamma, &rdgamma);
+        Tolerance::ACCUMULATED.assert_close(&format!("{what} dbeta"), &dbeta, &rdbeta);
+
+        let loss = |x: &B::Storage, g: &B::Storage, b: &B::Storage| {
+            weighted_sum(
+                &read(backend, &backend.layer_norm(x, g, b, rows, dim, EPS).out, "layer_norm"),
+                &dout,
+            )
+        };
+        check_gradient(&format!("{what} dx"), &x, &dx, &mut rng, |v| loss(&backend.upload(v), &ug, &ub));
+        check_gradient(&format!("{what} dgamma"), &gamma, &dgamma, &mut rng, |v| {
+            loss(&ux, &backend.upload(v), &ub)
+        });
+        check_gradient(&format!("{what} dbeta"), &beta, &dbeta, &mut rng, |v| {
+            loss(&ux, &ug, &backend.upload(v))
+        });
+    }
+}

@@ -1,0 +1,133 @@
+//! `matmul` in all four transpose layouts, and its gradients computed the way autograd
+//! computes them: more `matmul`s with flipped transpose flags, plus `sum_rows` for the bias.
+
+use crate::conformance::finite_diff::check_gradient;
+use crate::conformance::harness::{assert_unchanged, normal, read, weighted_sum};
+use crate::conformance::reference::dense;
+use crate::conformance::Tolerance;
+use crate::{Backend, MatmulDims, Rng};
+
+/// `(m, k, n)`: ones, sizes off multiples of 4 and 8, an exact 4x8 tile, a long k.
+const SHAPES: [(usize, usize, usize); 8] =
+    [(1, 1, 1), (1, 5, 3), (3, 1, 7), (4, 8, 8), (5, 9, 17), (13, 7, 33), (33, 70, 9), (8, 16, 24)];
+
+fn layouts() -> impl Iterator<Item = (bool, bool)> {
+    [(false, false), (false, true), (true, false), (true, true)].into_iter()
+}
+
+pub fn matmul<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0x3A7);
+    for (m, k, n) in SHAPES {
+        for (trans_a, trans_b) in layouts() {
+            let dims = MatmulDims { m, k, n, trans_a, trans_b };
+            let (a, b, bias) =
+                (normal(&mut rng, m * k, 1.0), normal(&mut rng, k * n, 1.0), normal(&mut rng, n, 1.0));
+            let (ua, ub, ubias) = (backend.upload(&a), backend.upload(&b), backend.upload(&bias));
+            let got = read(backend, &backend.matmul(&ua, &ub, None, dims), "matmul");
+            Tolerance::ACCUMULATED.assert_close(
+                &format!("matmul {dims:?}"),
+                &got,
+                &dense::matmul(&a, &b, None, dims),
+            );
+            let got = read(backend, &backend.matmul(&ua, &ub, Some(&ubias), dims), "matmul");
+            let want = dense::matmul(&a, &b, Some(&bias), dims);
+            Tolerance::ACCUMULATED.assert_close(&format!("matmul {dims:?} with bias"), &got, &want);
+            assert_unchanged(backend, &ua, &a, "matmul a");
+            assert_unchanged(backend, &ub, &b, "matmul b");
+        }
+    }
+}
+
+/// Gradients of `C = op(A)·op(B) + bias` for `dC = w`, expressed as backend matmuls.
+struct MatmulGrads<S> {
+    da: S,
+    db: S,
+    dbias: S,
+}
+
+fn grads<B: Backend>(
+    backend: &B,
+    a: &B::Storage,
+    b: &B::Storage,
+    w: &B::Storage,
+    d: MatmulDims,
+) -> MatmulGrads<B::Storage> {
+    let MatmulDims { m, k, n, trans_a, trans_b } = d;
+    // d op(A) = dC · op(B)ᵀ; stored transposed when trans_a.
+    let da = if trans_a {
+        backend.matmul(b, w, None, MatmulDims { m: k, k: n, n: m, trans_a: trans_b, trans_b: true })
+    } else {
+        backend.matmul(w, b, None, MatmulDims { m, k: n, n: k, trans_a: false, trans_b: !trans_b })
+    };
+    // d op(B) = op(A)ᵀ · dC; stored transposed when trans_b.
+    let db = if trans_b {
+        backend.matmul(w, a, None, MatmulDims { m: n, k: m, n: k, trans_a: true, trans_b: trans_a })
+    } else {
+        backend.matmul(a, w, None, MatmulDims { m: k, k: m, n, trans_a: !trans_a, trans_b: false })
+    };
+    MatmulGrads { da, db, dbias: backend.sum_rows(w, m, n) }
+}
+
+/// `dA`, `dB` and `dbias` against finite differences of the backend's own forward
+/// matmul, and against the f64 reference.
+pub fn matmul_backward<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0x3A7B);
+    for (m, k, n) in [(1, 5, 3), (3, 1, 7), (5, 9, 17), (13, 7, 33)] {
+        for (trans_a, trans_b) in layouts() {
+            let dims = MatmulDims { m, k, n, trans_a, trans_b };
+            let (a, b, bias) =
+                (normal(&mut rng, m * k, 1.0), normal(&mut rng, k * n, 1.0), normal(&mut rng, n, 1.0));
+            let w = normal(&mut rng, m * n, 1.0);
+            let (ua, ub, ubias) = (backend.upload(&a), backend.upload(&b), backend.upload(&bias));
+            let g = grads(backend, &ua, &ub, &backend.upload(&w), dims);
+            let (da, db, dbias) =
+                (read(backend, &g.da, "dA"), read(backend, &g.db, "dB"), read(backend, &g.dbias, "dbias"));
+            let what = format!("matmul_backward {dims:?}");
+
+            let ref_c = |a: &[f32], b: &[f32]| dense::matmul(a, b, None, dims);
+            let (wa, wb) = (ref_grad_a(&w, &b, dims, ref_c), ref_grad_b(&a, &w, dims, ref_c));
+            Tolerance::ACCUMULATED.assert_close(&format!("{what} dA"), &da, &wa);
+            Tolerance::ACCUMULATED.assert_close(&format!("{what} dB"), &db, &wb);
+            Tolerance::ACCUMULATED.assert_close(&format!("{what} dbias"), &dbias, &dense::sum_rows(&w, n));
+
+            let loss = |a: &B::Storage, b: &B::Storage, bias: &B::Storage| {
+                weighted_sum(&read(backend, &backend.matmul(a, b, Some(bias), dims), "matmul"), &w)
+            };
+            check_gradient(&format!("{what} dA"), &a, &da, &mut rng, |x| {
+                loss(&backend.upload(x), &ub, &ubias)
+            });
+            check_gradient(&format!("{what} dB"), &b, &db, &mut rng, |x| {
+                loss(&ua, &backend.upload(x), &ubias)
+            });
+            check_gradient(&format!("{what} dbias"), &bias, &dbias, &mut rng, |x| {
+                loss(&ua, &ub, &backend.upload(x))
+            });
+        }
+    }
+}
+
+/// f64 `∂(Σ w ⊙ C)/∂A` in A's stored layout, one probe per element of A: the objective
+/// is linear in A, so `ref_c` at a unit A gives the derivative exactly.
+fn ref_grad_a(w: &[f32], b: &[f32], d: MatmulDims, ref_c: impl Fn(&[f32], &[f32]) -> Vec<f64>) -> Vec<f64> {
+    unit_probes(d.m * d.k, |unit| dot64(&ref_c(unit, b), w))
+}
+
+fn ref_grad_b(a: &[f32], w: &[f32], d: MatmulDims, ref_c: impl Fn(&[f32], &[f32]) -> Vec<f64>) -> Vec<f64> {
+    unit_probes(d.k * d.n, |unit| dot64(&ref_c(a, unit), w))
+}
+
+fn unit_probes(len: usize, f: impl Fn(&[f32]) -> f64) -> Vec<f64> {
+    let mut unit = vec![0f32; len];
+    (0..len)
+        .map(|i| {
+            unit[i] = 1.0;
+            let v = f(&unit);
+            unit[i] = 0.0;
+            v
+        })
+        .collect()
+}
+
+fn dot64(x: &[f64], w: &[f32]) -> f64 {
+    x.iter().zip(w).map(|(a, &b)| a * b as f64).sum()
+}

@@ -1,0 +1,22 @@
+//! The checks, one public function per op, each generic over the backend. The
+//! [`crate::backend_conformance_tests`] macro turns each into a `#[test]`.
+
+mod adamw;
+mod attention;
+mod cross_entropy;
+mod elementwise;
+mod embedding;
+mod gelu;
+mod layernorm;
+mod matmul;
+mod memory;
+
+pub use adamw::adamw;
+pub use attention::{attention, attention_backward};
+pub use cross_entropy::{cross_entropy, cross_entropy_backward};
+pub use elementwise::{add, scale, sum_rows, sum_squares};
+pub use embedding::{embedding, embedding_backward};
+pub use gelu::{gelu, gelu_backward};
+pub use layernorm::{layer_norm, layer_norm_backward};
+pub use matmul::{matmul, matmul_backward};
+pub use memory::{indices_round_trip, upload_read_round_trip, zeros};

@@ -1,0 +1,40 @@
+//! Small helpers shared by the checks: random inputs, readback, objectives.
+
+use crate::{block_on, Backend, Rng};
+
+/// `len` values drawn from N(0, std²), rounded to f32.
+pub(crate) fn normal(rng: &mut Rng, len: usize, std: f64) -> Vec<f32> {
+    (0..len).map(|_| (rng.normal() * std) as f32).collect()
+}
+
+/// `len` ids drawn uniformly from `0..bound`.
+pub(crate) fn ids(rng: &mut Rng, len: usize, bound: usize) -> Vec<u32> {
+    (0..len).map(|_| rng.below(bound as u64) as u32).collect()
+}
+
+/// Reads a buffer back, panicking (naming `what`) if the backend reports an error.
+pub(crate) fn read<B: Backend>(backend: &B, storage: &B::Storage, what: &str) -> Vec<f32> {
+    block_on(backend.read(storage)).unwrap_or_else(|e| panic!("{what}: readback failed: {e}"))
+}
+
+/// Reads a one-element buffer.
+pub(crate) fn read_scalar<B: Backend>(backend: &B, storage: &B::Storage, what: &str) -> f32 {
+    let v = read(backend, storage, what);
+    assert_eq!(v.len(), 1, "{what}: expected one value, got {}", v.len());
+    v[0]
+}
+
+/// `Σ w_i · out_i` in f64: the scalar objective whose gradient with respect to `out` is
+/// `w`, used to turn any op into a function finite differences can probe.
+pub(crate) fn weighted_sum(out: &[f32], w: &[f32]) -> f64 {
+    assert_eq!(out.len(), w.len(), "weighted_sum: lengths differ");
+    out.iter().zip(w).map(|(&o, &w)| o as f64 * w as f64).sum()
+}
+
+/// Asserts that `storage` still holds `expected` bit for bit: ops must not write their inputs.
+pub(crate) fn assert_unchanged<B: Backend>(backend: &B, storage: &B::Storage, expected: &[f32], what: &str) {
+    let now = read(backend, storage, what);
+    let same =
+        now.len() == expected.len() && now.iter().zip(expected).all(|(a, b)| a.to_bits() == b.to_bits());
+    assert!(same, "{what}: an op modified its input buffer");
+}

@@ -1,0 +1,67 @@
+//! How close a backend must come to the f64 reference.
+
+/// A backend value `got` passes against the reference `want` when
+/// `|got - want| <= abs + rel * |want|` (NaN never passes).
+///
+/// The constants below are the kit's whole contract on accuracy. They are sized for an
+/// f32 backend that accumulates in f32 (as a GPU does) on the kit's inputs: values of
+/// order 1 and sums of at most a few hundred terms, where f32 rounding (2^-24 ≈ 6e-8 per
+/// operation) stays one to two orders of magnitude inside them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    pub abs: f64,
+    pub rel: f64,
+}
+
+impl Tolerance {
+    /// One f32 operation per element (add, scale): a single rounding.
+    pub const POINTWISE: Tolerance = Tolerance { abs: 1e-7, rel: 1e-6 };
+    /// A handful of f32 operations around a transcendental (GELU and its derivative,
+    /// where `1 + tanh(u)` cancels for negative inputs).
+    pub const TRANSCENDENTAL: Tolerance = Tolerance { abs: 1e-5, rel: 1e-4 };
+    /// Sums of up to a few hundred f32 products (matmul, attention, LayerNorm,
+    /// cross-entropy, column sums).
+    pub const ACCUMULATED: Tolerance = Tolerance { abs: 1e-4, rel: 1e-4 };
+    /// AdamW parameters and moments after a few steps (f32 update vs f64 reference).
+    pub const OPTIMIZER: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };
+    /// An analytic gradient against central finite differences of the backend's own f32
+    /// forward op with step [`crate::conformance::FD_EPS`]: covers the `O(eps²)`
+    /// truncation error and the f32 noise of the forward divided by `2·eps`.
+    pub const FINITE_DIFF: Tolerance = Tolerance { abs: 1e-3, rel: 1e-2 };
+
+    pub fn accepts(&self, got: f64, want: f64) -> bool {
+        (got - want).abs() <= self.abs + self.rel * want.abs()
+    }
+
+    /// Panics, naming `what`, the number of failures and the worst one, unless every
+    /// `got[i]` is accepted against `want[i]`.
+    pub fn assert_close(&self, what: &str, got: &[f32], want: &[f64]) {
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "{what}: backend gave {} values, reference {}",
+            got.len(),
+            want.len()
+        );
+        let mut failures = 0;
+        let mut worst: Option<(usize, f64)> = None;
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            let g = g as f64;
+            if !self.accepts(g, w) {
+                failures += 1;
+                let excess = if g.is_nan() { f64::INFINITY } else { (g - w).abs() - self.rel * w.abs() };
+                if worst.map_or(true, |(_, e)| excess > e) {
+                    worst = Some((i, excess));
+                }
+            }
+        }
+        if let Some((i, _)) = worst {
+            panic!(
+                "{what}: {failures} of {} values outside {self:?}; worst at [{i}]: got {}, want {}",
+                got.len(),
+                got[i],
+                want[i]
+            );
+        }
+    }
+}
