@@ -1,0 +1,343 @@
+// The page: wires the controls to the worker (lib/worker-client.js) and renders what it
+// reports. Nothing heavy runs here: training, sampling and checkpoints live in the worker.
+//
+// Query flags: ?backend=auto|wasm|wasm-simd picks the build, ?storage=auto|opfs|idb|memory
+// the checkpoint store (idb forces IndexedDB), ?preset=NAME the initial preset.
+
+import { WorkerClient } from './lib/worker-client.js';
+import { LossChart } from './lib/chart.js';
+import { Notices } from './lib/notices.js';
+import { Settings } from './lib/settings.js';
+import { renderCheckpoints } from './lib/checkpoints.js';
+import { renderCapabilities } from './lib/capabilities.js';
+import * as datasets from './lib/dataset.js';
+import { formatBytes, formatDuration, formatLoss } from './lib/format.js';
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+
+const state = {
+  ready: false,
+  capabilities: null,
+  dataset: null,
+  run: null,
+  runState: 'idle',
+  step: 0,
+  maxSteps: 0,
+  lastProgress: null,
+  checkpoints: [],
+  checkpointsLoaded: false,
+  sampling: false,
+  offeredResume: false,
+  persisted: false,
+};
+
+const notices = new Notices($('notices'));
+const chart = new LossChart($('chart'));
+const settings = new Settings({
+  presetSelect: $('preset'),
+  shape: $('preset-shape'),
+  params: $('preset-params'),
+  memory: $('preset-memory'),
+  fieldsContainer: $('training-fields'),
+  resetButton: $('reset-fields'),
+});
+
+let client = null;
+
+// ---- worker ----------------------------------------------------------------------------
+
+function startWorker(backend) {
+  if (client) client.terminate();
+  state.ready = false;
+  $('backend').value = backend;
+  client = new WorkerClient({ backend, storage: params.get('storage') || 'auto' });
+  client.on('ready', onReady);
+  client.on('runStarted', onRunStarted);
+  client.on('progress', onProgress);
+  client.on('status', (m) => setRunState(m.state, m.step));
+  client.on('done', (m) => {
+    notices.info(m.reason === 'finished' ? 'Training finished.' : 'Training stopped.', `At step ${m.step}.`);
+  });
+  client.on('sampleChunk', (m) => {
+    $('sample-output').textContent += m.text;
+  });
+  client.on('sampleDone', (m) => {
+    state.sampling = false;
+    $('sample-stats').textContent = `${m.text.length} characters at ${m.tokensPerSecond.toFixed(1)} tokens/s`;
+    updateButtons();
+  });
+  client.on('checkpointSaved', (m) => {
+    $('storage-line').textContent = `Saved ${m.id} at step ${m.step} (${formatBytes(m.bytes)}).`;
+  });
+  client.on('checkpoints', (m) => {
+    state.checkpoints = m.items;
+    state.checkpointsLoaded = true;
+    drawCheckpoints();
+    offerResume();
+  });
+  client.on('exported', download);
+  client.on('deleted', (m) => notices.info('Deleted.', `Checkpoint ${m.id} was removed.`));
+  client.on('error', (m) => {
+    notices.error(m.code, m.message);
+    if (m.code === 'internal' && !state.ready) setPill('error', 'Worker failed');
+    if (m.code === 'datasetMismatch' || m.code === 'checkpointNotFound') state.pendingResume = false;
+  });
+  client.on('*', (m) => window.tinygpt.messages.push(m.type));
+}
+
+function onReady(m) {
+  state.ready = true;
+  state.capabilities = m.capabilities;
+  if (!settings.presets.length) settings.configure(m.presets, m.defaultTrainingConfig, params.get('preset') || 'tiny');
+  renderCapabilities(m.capabilities, state.persisted);
+  setPill('idle', 'Ready');
+  client.send({ type: 'listCheckpoints' });
+  updateButtons();
+}
+
+function onRunStarted({ run }) {
+  state.run = run;
+  state.step = run.step;
+  state.maxSteps = run.maxSteps;
+  state.lastProgress = null;
+  chart.clear();
+  chart.add(run.history);
+  $('resume-banner').hidden = true;
+  const last = run.history[run.history.length - 1];
+  $('stat-train').textContent = formatLoss(last?.trainLoss);
+  $('stat-val').textContent = formatLoss(last?.valLoss);
+  $('stat-tps').textContent = '—';
+  $('stat-eta').textContent = '—';
+  renderStep();
+  drawCheckpoints();
+  if (state.pendingResume) {
+    state.pendingResume = false;
+    client.send({ type: 'resume' });
+  }
+}
+
+function onProgress(p) {
+  state.step = p.step;
+  state.maxSteps = p.maxSteps;
+  state.lastProgress = p;
+  chart.add(p.points);
+  $('stat-train').textContent = formatLoss(p.trainLoss);
+  $('stat-val').textContent = formatLoss(p.valLoss);
+  if (p.tokensPerSecond > 0) $('stat-tps').textContent = Math.round(p.tokensPerSecond).toLocaleString('en-US');
+  $('stat-eta').textContent = p.step >= p.maxSteps ? 'done' : formatDuration(p.etaSeconds);
+  renderStep();
+}
+
+function renderStep() {
+  $('stat-step').textContent = `${state.step.toLocaleString('en-US')} of ${state.maxSteps.toLocaleString('en-US')}`;
+  $('progress-bar').style.width = state.maxSteps ? `${(100 * state.step) / state.maxSteps}%` : '0';
+}
+
+function setRunState(runState, step) {
+  state.runState = runState;
+  if (step !== undefined) state.step = step;
+  const label = { training: 'Training', paused: 'Paused', finished: 'Finished', stopped: 'Stopped' }[runState];
+  setPill({ training: 'training', paused: 'paused' }[runState] || 'done', label);
+  renderStep();
+  updateButtons();
+}
+
+function setPill(kind, text) {
+  const pill = $('status-pill');
+  pill.className = `pill pill-${kind}`;
+  pill.textContent = text;
+}
+
+function updateButtons() {
+  const s = state.runState;
+  const hasRun = !!state.run;
+  $('train').disabled = !state.ready || !state.dataset || s === 'training';
+  $('train').textContent = hasRun ? 'Train new run' : 'Train';
+  $('pause').disabled = s !== 'training';
+  $('resume').disabled = !(s === 'paused' || s === 'stopped');
+  $('stop').disabled = !(s === 'training' || s === 'paused');
+  $('generate').disabled = !hasRun || state.sampling;
+  $('save-now').disabled = !hasRun;
+}
+
+// ---- dataset ---------------------------------------------------------------------------
+
+function showDataset(d) {
+  state.dataset = d;
+  $('dataset-name').textContent = d.builtIn ? `${d.name} (built in)` : d.name;
+  $('dataset-size').textContent = `${formatBytes(d.bytes.length)} (${d.bytes.length.toLocaleString('en-US')} bytes)`;
+  $('dataset-id').textContent = d.id;
+  updateButtons();
+}
+
+async function useFile(file) {
+  if (!file) return;
+  const d = await datasets.fromFile(file);
+  if (d.bytes.length === 0) {
+    // Refused here, before anything is replaced: the current dataset and run stay.
+    notices.error('emptyDataset', `"${file.name}" has no text in it: choose a file with some text.`);
+    return;
+  }
+  showDataset(d);
+  datasets.remember(d);
+  notices.info('Dataset loaded.', `${d.name}, ${formatBytes(d.bytes.length)}. Press Train to use it.`);
+}
+
+function setupDataset() {
+  const zone = $('drop-zone');
+  $('file-input').onchange = (e) => {
+    useFile(e.target.files[0]);
+    e.target.value = '';
+  };
+  zone.ondragover = (e) => {
+    e.preventDefault();
+    zone.classList.add('dragging');
+  };
+  zone.ondragleave = () => zone.classList.remove('dragging');
+  zone.ondrop = (e) => {
+    e.preventDefault();
+    zone.classList.remove('dragging');
+    useFile(e.dataTransfer.files[0]);
+  };
+  $('use-default').onclick = async () => showDataset(await datasets.loadDefault());
+}
+
+/** The text a checkpoint trained on: the current one, the built-in one or a cached upload. */
+async function datasetFor(item) {
+  if (state.dataset && state.dataset.id === item.datasetId) return state.dataset;
+  const builtIn = await datasets.loadDefault();
+  if (builtIn.id === item.datasetId) return builtIn;
+  return datasets.recall(item.datasetId);
+}
+
+// ---- actions ---------------------------------------------------------------------------
+
+function train() {
+  const d = state.dataset;
+  $('sample-output').textContent = '';
+  client.send({
+    type: 'train',
+    preset: settings.preset.name,
+    trainingConfig: settings.trainingConfig(),
+    dataset: { name: d.name, bytes: d.bytes.slice() },
+  });
+}
+
+async function resumeCheckpoint(item) {
+  const d = await datasetFor(item);
+  if (!d) {
+    notices.error(
+      'datasetMismatch',
+      `Checkpoint ${item.id} was trained on "${item.datasetName}". Upload that file, then press Resume on the checkpoint.`,
+    );
+    return;
+  }
+  showDataset(d);
+  state.pendingResume = true;
+  client.send({ type: 'load', id: item.id, dataset: { name: d.name, bytes: d.bytes.slice() } });
+}
+
+function download(m) {
+  const url = URL.createObjectURL(new Blob([m.bytes], { type: 'application/octet-stream' }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = m.fileName;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+function drawCheckpoints() {
+  renderCheckpoints($('checkpoint-rows'), state.checkpoints, {
+    currentId: state.run?.checkpointId,
+    onResume: resumeCheckpoint,
+    onDownload: (item) => client.send({ type: 'export', id: item.id }),
+    onDelete: (item) => {
+      if (confirm(`Delete checkpoint ${item.id} (step ${item.step})?`)) client.send({ type: 'delete', id: item.id });
+    },
+  });
+}
+
+function offerResume() {
+  const latest = state.checkpoints[0];
+  if (state.offeredResume || state.run || !latest) return;
+  state.offeredResume = true;
+  $('resume-text').textContent =
+    `${latest.modelName} on ${latest.datasetName}, saved at step ${latest.step.toLocaleString('en-US')} of ` +
+    `${latest.maxSteps.toLocaleString('en-US')}.`;
+  $('resume-banner').hidden = false;
+  $('resume-last').onclick = () => resumeCheckpoint(latest);
+}
+
+function generate() {
+  state.sampling = true;
+  $('sample-output').textContent = $('prompt').value;
+  $('sample-stats').textContent = 'Sampling…';
+  client.send({
+    type: 'sample',
+    prompt: $('prompt').value,
+    maxTokens: Math.max(1, Math.round(Number($('length').value))),
+    temperature: Number($('temperature').value),
+    topK: Math.max(0, Math.round(Number($('top-k').value))),
+    seed: Math.floor(Math.random() * 2 ** 32),
+  });
+  updateButtons();
+}
+
+function setupControls() {
+  $('train').onclick = train;
+  $('pause').onclick = () => client.send({ type: 'pause' });
+  $('resume').onclick = () => client.send({ type: 'resume' });
+  $('stop').onclick = () => client.send({ type: 'stop' });
+  $('generate').onclick = generate;
+  $('save-now').onclick = () => client.send({ type: 'save' });
+  $('resume-dismiss').onclick = () => ($('resume-banner').hidden = true);
+  $('upload-ckpt').onchange = async (e) => {
+    const file = e.target.files[0];
+    e.target.value = '';
+    if (!file) return;
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    client.send({ type: 'import', bytes }, [bytes.buffer]);
+  };
+  $('backend').onchange = (e) => {
+    if (state.runState === 'training' && !confirm('Switching the backend restarts the worker and ends this run (saved checkpoints stay). Continue?')) {
+      e.target.value = state.capabilities?.backend || 'auto';
+      return;
+    }
+    resetRun();
+    startWorker(e.target.value);
+  };
+}
+
+function resetRun() {
+  state.run = null;
+  state.runState = 'idle';
+  state.step = 0;
+  state.maxSteps = 0;
+  chart.clear();
+  renderStep();
+  updateButtons();
+}
+
+async function main() {
+  window.tinygpt = { state, chart, messages: [], get client() { return client; } };
+  setupDataset();
+  setupControls();
+  if (navigator.storage && navigator.storage.persist) {
+    try {
+      state.persisted = (await navigator.storage.persisted()) || (await navigator.storage.persist());
+    } catch {
+      state.persisted = false;
+    }
+  }
+  startWorker(params.get('backend') || 'auto');
+  try {
+    showDataset(await datasets.loadDefault());
+  } catch (e) {
+    notices.error('internal', `${e.message}. Upload a .txt file to train on.`);
+  }
+}
+
+main();

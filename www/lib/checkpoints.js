@@ -1,0 +1,47 @@
+// The checkpoint list: one row per saved generation, newest first.
+
+import { formatBytes, formatLoss } from './format.js';
+
+export function renderCheckpoints(tbody, items, { onResume, onDownload, onDelete, currentId }) {
+  if (!items.length) {
+    const row = document.createElement('tr');
+    row.className = 'empty';
+    row.innerHTML = '<td colspan="7">No checkpoints yet.</td>';
+    tbody.replaceChildren(row);
+    return;
+  }
+  tbody.replaceChildren(
+    ...items.map((item, i) => {
+      const row = document.createElement('tr');
+      row.dataset.id = item.id;
+      const cells = [
+        item.id,
+        `${item.step.toLocaleString('en-US')} / ${item.maxSteps.toLocaleString('en-US')}`,
+        formatBytes(item.bytes),
+        item.modelName,
+        item.datasetName,
+        formatLoss(item.bestValLoss),
+      ];
+      for (const [c, text] of cells.entries()) {
+        const td = document.createElement('td');
+        td.textContent = text;
+        if (c === 0 && i === 0) td.insertAdjacentHTML('beforeend', '<span class="tag">latest</span>');
+        if (c === 0 && item.id === currentId) td.insertAdjacentHTML('beforeend', '<span class="tag">current</span>');
+        row.append(td);
+      }
+      const actions = document.createElement('td');
+      const button = (label, handler, cls = '') => {
+        const b = document.createElement('button');
+        b.textContent = label;
+        b.className = cls;
+        b.onclick = () => handler(item);
+        actions.append(b);
+      };
+      button('Resume', onResume);
+      button('Download', onDownload);
+      button('Delete', onDelete, 'danger');
+      row.append(actions);
+      return row;
+    }),
+  );
+}

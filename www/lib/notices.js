@@ -1,0 +1,56 @@
+// Messages for people: worker error codes in plain words, shown above the page.
+
+const TITLES = {
+  emptyDataset: 'That file is empty.',
+  datasetTooShort: 'That text is too short for this model.',
+  quotaExceeded: 'The browser ran out of storage space.',
+  storageUnavailable: 'Checkpoints cannot be saved in this browser window.',
+  datasetMismatch: 'This checkpoint was trained on a different text.',
+  checkpointNotFound: 'That checkpoint is gone.',
+  badCheckpoint: 'That checkpoint cannot be used.',
+  deleteRefused: 'That checkpoint cannot be deleted.',
+  invalidConfig: 'A setting is not valid.',
+  unknownPreset: 'Unknown model preset.',
+  noRun: 'Nothing to do yet.',
+  diverged: 'Training became unstable.',
+  badMessage: 'Internal error.',
+  internal: 'Something went wrong.',
+};
+
+/** Codes after which the saved run is worth mentioning: it was not touched. */
+const KEEPS_RUN = new Set(['emptyDataset', 'datasetTooShort', 'quotaExceeded', 'datasetMismatch', 'badCheckpoint']);
+
+export class Notices {
+  constructor(container) {
+    this.container = container;
+  }
+
+  error(code, message) {
+    const title = TITLES[code] || TITLES.internal;
+    const keep = KEEPS_RUN.has(code) ? ' Your current run and saved checkpoints are unchanged.' : '';
+    this.show('error', title, `${message}${keep}`, code);
+  }
+
+  info(title, message) {
+    this.show('info', title, message, 'info');
+  }
+
+  show(kind, title, message, code) {
+    const el = document.createElement('div');
+    el.className = `notice ${kind}`;
+    el.dataset.code = code;
+    el.setAttribute('role', kind === 'error' ? 'alert' : 'status');
+    const text = document.createElement('div');
+    const strong = document.createElement('strong');
+    strong.textContent = title;
+    text.append(strong, ' ', message);
+    const close = document.createElement('button');
+    close.textContent = 'Dismiss';
+    close.className = 'ghost';
+    close.onclick = () => el.remove();
+    el.append(text, close);
+    this.container.prepend(el);
+    while (this.container.children.length > 4) this.container.lastChild.remove();
+    if (kind === 'info') setTimeout(() => el.remove(), 6000);
+  }
+}

@@ -1,0 +1,126 @@
+// The model preset picker and the advanced training fields. Defaults come from the worker's
+// `ready` message (TrainingConfig::default() and the presets), so the page shows exactly
+// the documented defaults; batch_size defaults to the preset's.
+
+import { formatBytes, formatCount } from './format.js';
+
+/** [field, label, kind, hint] in training_config.json's names. */
+const FIELDS = [
+  ['max_steps', 'Steps', 'int', 'optimizer steps in the run'],
+  ['batch_size', 'Batch size', 'int', 'sequences per step (preset default)'],
+  ['learning_rate', 'Learning rate', 'float', 'peak, after warm-up'],
+  ['schedule', 'Schedule', ['cosine', 'constant'], 'after warm-up'],
+  ['warmup_steps', 'Warm-up steps', 'int', 'linear ramp from 0'],
+  ['min_lr', 'Min learning rate', 'float', 'end of the cosine'],
+  ['weight_decay', 'Weight decay', 'float', 'matrices only'],
+  ['grad_clip', 'Gradient clip', 'float', 'global norm; 0 = off'],
+  ['beta1', 'AdamW β1', 'float', ''],
+  ['beta2', 'AdamW β2', 'float', ''],
+  ['eval_interval', 'Eval interval', 'int', 'steps between val losses'],
+  ['eval_batches', 'Eval batches', 'int', 'batches per val loss'],
+  ['checkpoint_interval', 'Checkpoint interval', 'int', 'steps between saves'],
+  ['seed', 'Seed', 'int', 'weights and batches'],
+];
+
+export class Settings {
+  constructor({ presetSelect, shape, params, memory, fieldsContainer, resetButton }) {
+    Object.assign(this, { presetSelect, shape, params, memory, fieldsContainer });
+    this.presets = [];
+    this.defaults = null;
+    this.inputs = new Map();
+    presetSelect.onchange = () => this.showPreset();
+    resetButton.onclick = () => this.fillDefaults();
+  }
+
+  /** From the `ready` message. */
+  configure(presets, defaults, initialPreset = 'tiny') {
+    this.presets = presets;
+    this.defaults = defaults;
+    this.presetSelect.replaceChildren(
+      ...presets.map((p) => {
+        const option = document.createElement('option');
+        option.value = p.name;
+        option.textContent = `${p.name} · ${formatCount(p.params)} params · ~${formatBytes(p.memoryBytes)}`;
+        return option;
+      }),
+    );
+    if (presets.some((p) => p.name === initialPreset)) this.presetSelect.value = initialPreset;
+    this.buildFields();
+    this.showPreset();
+  }
+
+  get preset() {
+    return this.presets.find((p) => p.name === this.presetSelect.value);
+  }
+
+  showPreset() {
+    const p = this.preset;
+    if (!p) return;
+    const m = p.modelConfig;
+    this.shape.textContent = `${m.n_layers} layers · d ${m.d_model} · ${m.n_heads} heads · context ${m.context_length}`;
+    this.params.textContent = p.params.toLocaleString('en-US');
+    this.memory.textContent = `≈ ${formatBytes(p.memoryBytes)} to train (batch ${p.batchSize})`;
+    const batch = this.inputs.get('batch_size');
+    if (batch && !batch.dataset.edited) batch.value = p.batchSize;
+  }
+
+  buildFields() {
+    this.fieldsContainer.replaceChildren();
+    this.inputs.clear();
+    for (const [name, label, kind, hint] of FIELDS) {
+      const wrap = document.createElement('label');
+      wrap.className = 'field';
+      wrap.textContent = label;
+      let input;
+      if (Array.isArray(kind)) {
+        input = document.createElement('select');
+        for (const v of kind) input.append(new Option(v, v));
+      } else {
+        input = document.createElement('input');
+        input.type = 'number';
+        input.step = kind === 'int' ? '1' : 'any';
+        input.min = '0';
+      }
+      input.name = name;
+      input.dataset.kind = Array.isArray(kind) ? 'choice' : kind;
+      input.oninput = () => { input.dataset.edited = '1'; };
+      const small = document.createElement('span');
+      small.className = 'hint';
+      small.textContent = hint;
+      wrap.append(input, small);
+      this.fieldsContainer.append(wrap);
+      this.inputs.set(name, input);
+    }
+    this.fillDefaults();
+  }
+
+  fillDefaults() {
+    for (const [name, input] of this.inputs) {
+      delete input.dataset.edited;
+      input.value = name === 'batch_size' && this.preset ? this.preset.batchSize : this.defaults[name];
+    }
+  }
+
+  /** The training_config.json the `train` message carries. */
+  trainingConfig() {
+    const config = {};
+    for (const [name, input] of this.inputs) {
+      const kind = input.dataset.kind;
+      if (kind === 'choice') config[name] = input.value;
+      else if (kind === 'int') config[name] = Math.round(Number(input.value));
+      else config[name] = Number(input.value);
+    }
+    return config;
+  }
+
+  /** Sets fields from a saved run's config (after a resume). */
+  show(trainingConfig, presetName) {
+    if (presetName && this.presets.some((p) => p.name === presetName)) {
+      this.presetSelect.value = presetName;
+      this.showPreset();
+    }
+    for (const [name, input] of this.inputs) {
+      if (trainingConfig[name] !== undefined) input.value = trainingConfig[name];
+    }
+  }
+}

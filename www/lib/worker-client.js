@@ -1,0 +1,35 @@
+// The page's side of the worker protocol (worker/PROTOCOL.md): starts the module worker,
+// sends typed messages and routes replies by `type`.
+
+export class WorkerClient {
+  /** @param {{backend: string, storage: string}} options */
+  constructor({ backend, storage }) {
+    this.handlers = new Map();
+    this.worker = new Worker(new URL('../worker.js', import.meta.url), { type: 'module' });
+    this.worker.onmessage = (event) => this.emit(event.data.type, event.data);
+    this.worker.onerror = (event) => {
+      event.preventDefault();
+      this.emit('error', { type: 'error', code: 'internal', message: `The worker failed to start: ${event.message || 'unknown error'}` });
+    };
+    this.send({ type: 'init', backend, storage });
+  }
+
+  on(type, handler) {
+    if (!this.handlers.has(type)) this.handlers.set(type, []);
+    this.handlers.get(type).push(handler);
+  }
+
+  emit(type, message) {
+    for (const handler of this.handlers.get(type) || []) handler(message);
+    for (const handler of this.handlers.get('*') || []) handler(message);
+  }
+
+  /** @param {import('../protocol').InMessage} message */
+  send(message, transfer = []) {
+    this.worker.postMessage(message, transfer);
+  }
+
+  terminate() {
+    this.worker.terminate();
+  }
+}
