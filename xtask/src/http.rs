@@ -85,7 +85,13 @@ fn handle(mut stream: TcpStream, root: &Path) -> std::io::Result<()> {
     }
 }
 
-fn respond(stream: &mut TcpStream, status: u16, mime: &str, body: &[u8], send_body: bool) -> std::io::Result<()> {
+fn respond(
+    stream: &mut TcpStream,
+    status: u16,
+    mime: &str,
+    body: &[u8],
+    send_body: bool,
+) -> std::io::Result<()> {
     let reason = match status {
         200 => "OK",
         403 => "Forbidden",

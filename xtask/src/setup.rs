@@ -10,7 +10,8 @@
 use std::process::Command;
 
 use crate::util::{
-    installed_wasm_bindgen_version, locked_wasm_bindgen_version, output_of, parse_options, run, workspace_root,
+    installed_wasm_bindgen_version, locked_wasm_bindgen_version, output_of, parse_options, run,
+    workspace_root,
 };
 
 const APT_PACKAGES: [&str; 3] = ["chromium", "chromium-driver", "mesa-vulkan-drivers"];
@@ -68,8 +69,10 @@ fn apt_packages() -> Result<(), String> {
 fn npm_packages() -> Result<(), String> {
     let root = workspace_root();
     let lock_path = root.join("package-lock.json");
-    let lock = std::fs::read_to_string(&lock_path).map_err(|e| format!("cannot read {}: {e}", lock_path.display()))?;
-    let lock: serde_json::Value = serde_json::from_str(&lock).map_err(|e| format!("{}: {e}", lock_path.display()))?;
+    let lock = std::fs::read_to_string(&lock_path)
+        .map_err(|e| format!("cannot read {}: {e}", lock_path.display()))?;
+    let lock: serde_json::Value =
+        serde_json::from_str(&lock).map_err(|e| format!("{}: {e}", lock_path.display()))?;
     let packages = lock["packages"].as_object().cloned().unwrap_or_default();
     let up_to_date = packages.iter().filter(|(path, _)| !path.is_empty()).all(|(path, entry)| {
         let manifest = root.join(path).join("package.json");

@@ -106,7 +106,9 @@ pub fn check_wasm_bindgen() -> Result<(), String> {
     );
     match installed_wasm_bindgen_version() {
         Some(v) if v == locked => Ok(()),
-        Some(v) => Err(format!("wasm-bindgen CLI is {v}, but Cargo.lock pins wasm-bindgen {locked}: {install}")),
+        Some(v) => {
+            Err(format!("wasm-bindgen CLI is {v}, but Cargo.lock pins wasm-bindgen {locked}: {install}"))
+        }
         None => Err(format!("wasm-bindgen CLI not found on PATH: {install}")),
     }
 }

@@ -50,5 +50,8 @@ fn with_server(opts: &[(&str, &str)], mut node: Command) -> Result<(), String> {
         .current_dir(&root)
         .env("TINYGPT_URL", format!("http://{}/", server.addr))
         .env("TINYGPT_ARTIFACTS", &artifacts)
-        .env("TINYGPT_CHROMIUM", std::env::var("TINYGPT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into())))
+        .env(
+            "TINYGPT_CHROMIUM",
+            std::env::var("TINYGPT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+        ))
 }
