@@ -49,12 +49,12 @@ pub struct TrainArgs {
     /// A UTF-8 text file to train on (default: the embedded TinyShakespeare).
     #[arg(long)]
     pub data: Option<PathBuf>,
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub steps: Option<i64>,
     /// Peak learning rate; the cosine schedule then ends at lr/10.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f64>,
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub batch: Option<i64>,
     #[arg(long)]
     pub seed: Option<u64>,
@@ -101,7 +101,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "small")]
     pub preset: String,
     /// Timed steps (after warm-up).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, allow_negative_numbers = true)]
     pub steps: i64,
     #[command(flatten)]
     pub compute: Compute,

@@ -13,7 +13,17 @@ use clap::Parser;
 use crate::args::{Cli, Command};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            // One line, like every other error; `--help` has the details.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default().trim_start_matches("error: ");
+            eprintln!("tinygpt: error: {first} (see tinygpt --help)");
+            std::process::exit(1);
+        }
+    };
     let result = match cli.command {
         Command::Train(a) => commands::train::run(a),
         Command::Sample(a) => commands::sample::run(a),
