@@ -50,7 +50,8 @@ fn assert_names(err: &CkptError, needles: &[&str]) {
 
 #[test]
 fn missing_files() {
-    for name in ["weights.f32", "adam_v.f32", "loss_history.json", "trainer_state.json", "model_config.json"] {
+    for name in ["weights.f32", "adam_v.f32", "loss_history.json", "trainer_state.json", "model_config.json"]
+    {
         let mem = saved();
         mem.set_raw(&format!("{GEN}{name}"), None);
         let err = load(&mem);
@@ -81,7 +82,9 @@ fn truncated_and_oversized_tensor_files() {
 
 #[test]
 fn checksum_mismatches() {
-    for name in ["weights.f32", "adam_v.f32", "loss_history.json", "model_config.json", "dataset_manifest.json"] {
+    for name in
+        ["weights.f32", "adam_v.f32", "loss_history.json", "model_config.json", "dataset_manifest.json"]
+    {
         let mem = saved();
         let mut bytes = file(&mem, name);
         let at = bytes.len() / 2;
@@ -137,13 +140,22 @@ fn the_pointer_is_checked_too() {
     mem.set_raw("latest.json", Some(b"not json".to_vec()));
     assert_names(&load(&mem), &["memory:latest.json", "invalid"]);
 
-    mem.set_raw("latest.json", Some(br#"{"format_version": 7, "latest": "gen-000001", "previous": []}"#.to_vec()));
+    mem.set_raw(
+        "latest.json",
+        Some(br#"{"format_version": 7, "latest": "gen-000001", "previous": []}"#.to_vec()),
+    );
     assert!(matches!(load(&mem), CkptError::UnsupportedVersion { found: 7, .. }));
 
-    mem.set_raw("latest.json", Some(br#"{"format_version": 1, "latest": "../../etc", "previous": []}"#.to_vec()));
+    mem.set_raw(
+        "latest.json",
+        Some(br#"{"format_version": 1, "latest": "../../etc", "previous": []}"#.to_vec()),
+    );
     assert_names(&load(&mem), &["latest.json", "not a generation name"]);
 
-    mem.set_raw("latest.json", Some(br#"{"format_version": 1, "latest": "gen-000009", "previous": []}"#.to_vec()));
+    mem.set_raw(
+        "latest.json",
+        Some(br#"{"format_version": 1, "latest": "gen-000009", "previous": []}"#.to_vec()),
+    );
     assert_names(&load(&mem), &["gen-000009/trainer_state.json", "missing"]);
 
     mem.set_raw("latest.json", None);
@@ -201,7 +213,8 @@ fn non_finite_values_are_refused_unless_allowed() {
         let tensor = if name == "weights.f32" { "position_embedding[3]" } else { "token_embedding[5]" };
         assert_names(&err, &[name, tensor, "NaN", "allow_non_finite"]);
 
-        let lenient = CheckpointStore::new(mem.clone()).with_load_options(LoadOptions { allow_non_finite: true });
+        let lenient =
+            CheckpointStore::new(mem.clone()).with_load_options(LoadOptions { allow_non_finite: true });
         let back = block_on(lenient.load_latest()).unwrap();
         let values = if name == "weights.f32" { &back.weights } else { &back.adam_v };
         assert!(values[index].is_nan());

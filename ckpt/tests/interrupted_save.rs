@@ -18,12 +18,18 @@ fn contents<S: Storage>(storage: &S) -> BTreeMap<String, Vec<u8>> {
 
 /// The blobs of generation `id` and the pointer.
 fn committed(all: &BTreeMap<String, Vec<u8>>, id: &str) -> BTreeMap<String, Vec<u8>> {
-    all.iter().filter(|(k, _)| k.starts_with(id) || *k == "latest.json").map(|(k, v)| (k.clone(), v.clone())).collect()
+    all.iter()
+        .filter(|(k, _)| k.starts_with(id) || *k == "latest.json")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 fn generations<S: Storage>(storage: &S) -> Vec<String> {
-    let mut ids: Vec<String> =
-        block_on(storage.list("")).unwrap().into_iter().filter_map(|b| Some(b.key.split_once('/')?.0.to_string())).collect();
+    let mut ids: Vec<String> = block_on(storage.list(""))
+        .unwrap()
+        .into_iter()
+        .filter_map(|b| Some(b.key.split_once('/')?.0.to_string()))
+        .collect();
     ids.dedup();
     ids
 }
@@ -60,8 +66,14 @@ fn interrupt_every_write<S: Storage>(fresh: impl Fn() -> S, fault: Fault) {
         if n <= flip {
             if fault == Fault::QuotaExceeded {
                 let needed = if n < flip { b_bytes } else { pointer_bytes };
-                assert!(matches!(err, CkptError::QuotaExceeded { needed_bytes } if needed_bytes == needed), "{err}");
-                assert!(!generations(&storage).contains(&"gen-000003".to_string()), "the partial save is removed");
+                assert!(
+                    matches!(err, CkptError::QuotaExceeded { needed_bytes } if needed_bytes == needed),
+                    "{err}"
+                );
+                assert!(
+                    !generations(&storage).contains(&"gen-000003".to_string()),
+                    "the partial save is removed"
+                );
             }
             assert_same(&block_on(store.load_latest()).unwrap(), &a2);
             assert_same(&block_on(store.load("gen-000001")).unwrap(), &a1);

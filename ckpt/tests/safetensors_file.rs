@@ -41,7 +41,13 @@ fn tensors_carry_canonical_names_and_shapes() {
         }
     }
     let q = st.tensor("blocks.1.attn.q_proj.weight").unwrap();
-    let offset = ckpt.model_config.tensor_specs().iter().find(|s| s.name == "blocks.1.attn.q_proj.weight").unwrap().offset;
+    let offset = ckpt
+        .model_config
+        .tensor_specs()
+        .iter()
+        .find(|s| s.name == "blocks.1.attn.q_proj.weight")
+        .unwrap()
+        .offset;
     assert_eq!(q.data()[..4], ckpt.weights[offset].to_le_bytes());
     let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
     let metadata = header.metadata().as_ref().unwrap();
@@ -49,7 +55,13 @@ fn tensors_carry_canonical_names_and_shapes() {
     keys.sort();
     assert_eq!(
         keys,
-        ["dataset_manifest.json", "loss_history.json", "model_config.json", "trainer_state.json", "training_config.json"]
+        [
+            "dataset_manifest.json",
+            "loss_history.json",
+            "model_config.json",
+            "trainer_state.json",
+            "training_config.json"
+        ]
     );
 }
 
@@ -106,11 +118,15 @@ fn imports_check_what_a_directory_load_checks() {
     let (_, light_header) = SafeTensors::read_metadata(&weights_only).unwrap();
     nan_meta.insert(
         "trainer_state.json".into(),
-        light_header.metadata().as_ref().unwrap()["trainer_state.json"].replace(&sha(&f32s(&ckpt.weights)), &sha(&bytes)),
+        light_header.metadata().as_ref().unwrap()["trainer_state.json"]
+            .replace(&sha(&f32s(&ckpt.weights)), &sha(&bytes)),
     );
     let file = safetensors::serialize(with_nan, Some(nan_meta)).unwrap();
     let err = import_safetensors(&file, &opts).unwrap_err();
-    assert!(matches!(err, CkptError::NonFinite { .. }) && err.to_string().contains("token_embedding[7]"), "{err}");
+    assert!(
+        matches!(err, CkptError::NonFinite { .. }) && err.to_string().contains("token_embedding[7]"),
+        "{err}"
+    );
     let back = import_safetensors(&file, &LoadOptions { allow_non_finite: true }).unwrap();
     assert!(back.weights[7].is_nan());
 }
@@ -154,7 +170,9 @@ fn python_safetensors_reads_the_export() {
             std::env::var_os("TINYGPT_REQUIRE_PYTHON").is_none(),
             "python3 with safetensors and numpy is required (TINYGPT_REQUIRE_PYTHON is set)"
         );
-        eprintln!("SKIPPED python_safetensors_reads_the_export: python3 -c 'import safetensors, numpy' failed");
+        eprintln!(
+            "SKIPPED python_safetensors_reads_the_export: python3 -c 'import safetensors, numpy' failed"
+        );
         return;
     }
     let ckpt = checkpoint(25, 1);
@@ -168,7 +186,10 @@ fn python_safetensors_reads_the_export() {
     assert_eq!(report["dtype"], "float32");
     assert_eq!(report["shape"], serde_json::json!([32, 8]));
     assert_eq!(report["value"].as_f64().unwrap(), ckpt.weights[2048 + 3] as f64);
-    assert_eq!(report["weights_sha256"], report["recorded_sha256"], "Python rebuilt weights.f32 from the table");
+    assert_eq!(
+        report["weights_sha256"], report["recorded_sha256"],
+        "Python rebuilt weights.f32 from the table"
+    );
     assert_eq!(report["weights_sha256"], sha(&f32s(&ckpt.weights)));
     assert_eq!(report["step"], 25);
 }
