@@ -21,6 +21,10 @@ pub enum Command {
     Eval(EvalArgs),
     /// Time training steps and print one JSON line.
     Bench(BenchArgs),
+    /// Write a checkpoint as one .safetensors file (weights, moments, JSON metadata).
+    Export(ExportArgs),
+    /// Turn a .safetensors export back into a checkpoint folder.
+    Import(ImportArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -41,11 +45,18 @@ pub struct Compute {
 #[derive(Args, Debug)]
 pub struct TrainArgs {
     /// Model size: tiny, small, medium, large, xl, huge (default: small).
-    #[arg(long, conflicts_with = "config")]
+    #[arg(long, conflicts_with_all = ["config", "resume"])]
     pub preset: Option<String>,
     /// A JSON file `{"preset"?, "model"?: {...}, "training"?: {...}}`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub config: Option<PathBuf>,
+    /// Continue the run checkpointed in this folder (for --steps more steps, or to its
+    /// original max_steps); new checkpoints go to the same folder unless --out is given.
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// Resume even though the data differs from the checkpoint's (a deliberate change of data).
+    #[arg(long, requires = "resume")]
+    pub force: bool,
     /// A UTF-8 text file to train on (default: the embedded TinyShakespeare).
     #[arg(long)]
     pub data: Option<PathBuf>,
@@ -58,15 +69,16 @@ pub struct TrainArgs {
     pub batch: Option<i64>,
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Where the trained model is written.
-    #[arg(long, default_value = "out")]
-    pub out: PathBuf,
+    /// The checkpoint folder (generations of checkpoints; default `out`, or the --resume folder).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     #[command(flatten)]
     pub compute: Compute,
 }
 
 #[derive(Args, Debug)]
 pub struct SampleArgs {
+    /// A checkpoint folder (written by `tinygpt train` or `tinygpt import`).
     #[arg(long)]
     pub model: PathBuf,
     #[arg(long, default_value = "")]
@@ -87,6 +99,7 @@ pub struct SampleArgs {
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
+    /// A checkpoint folder.
     #[arg(long)]
     pub model: PathBuf,
     /// Text to evaluate on (default: the embedded TinyShakespeare).
@@ -105,4 +118,27 @@ pub struct BenchArgs {
     pub steps: i64,
     #[command(flatten)]
     pub compute: Compute,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// A checkpoint folder.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The .safetensors file to write.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Leave out the AdamW moments (a smaller file for sampling; resuming restarts them at zero).
+    #[arg(long)]
+    pub weights_only: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// A .safetensors file written by `tinygpt export` (or the web app's download).
+    #[arg(long = "in")]
+    pub input: PathBuf,
+    /// The checkpoint folder to create or add a generation to.
+    #[arg(long)]
+    pub out: PathBuf,
 }

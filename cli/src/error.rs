@@ -1,6 +1,7 @@
 use std::path::PathBuf;
 
 use thiserror::Error;
+use tinygpt_ckpt::CkptError;
 use tinygpt_model::ModelError;
 use tinygpt_optim::TrainError;
 use tinygpt_tensor::TensorError;
@@ -20,4 +21,8 @@ pub enum CliError {
     Train(#[from] TrainError),
     #[error(transparent)]
     Tensor(#[from] TensorError),
+    #[error(transparent)]
+    Checkpoint(#[from] CkptError),
+    #[error("{path}: {source}")]
+    Import { path: PathBuf, source: CkptError },
 }

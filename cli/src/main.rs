@@ -1,10 +1,10 @@
 //! `tinygpt`: train, sample, evaluate and benchmark a byte-level GPT from the terminal.
 
 mod args;
+mod checkpoint;
 mod commands;
 mod compute;
 mod error;
-mod model_dir;
 mod run_config;
 mod text;
 
@@ -29,6 +29,8 @@ fn main() {
         Command::Sample(a) => commands::sample::run(a),
         Command::Eval(a) => commands::eval::run(a),
         Command::Bench(a) => commands::bench::run(a),
+        Command::Export(a) => commands::transfer::export(a),
+        Command::Import(a) => commands::transfer::import(a),
     };
     if let Err(e) = result {
         eprintln!("tinygpt: error: {e}");

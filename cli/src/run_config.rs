@@ -35,7 +35,7 @@ fn read_config(path: &Path) -> Result<ConfigFile, CliError> {
     })
 }
 
-fn positive(flag: &str, v: i64) -> Result<usize, CliError> {
+pub fn positive(flag: &str, v: i64) -> Result<usize, CliError> {
     if v <= 0 {
         return Err(CliError::Usage(format!("{flag} must be positive, got {v}")));
     }

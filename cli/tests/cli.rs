@@ -39,6 +39,79 @@ fn train_then_sample_and_eval() {
     for key in ["train_loss", "val_loss", "tokens"] {
         assert!(line[key].is_number(), "{key} in {line}");
     }
+    // One file out and back in: the imported model samples the same text.
+    let file = dir.join("model.safetensors");
+    let out = tinygpt(&["export", "--model", model, "--out", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let imported = dir.join("imported");
+    let out = tinygpt(&["import", "--in", file.to_str().unwrap(), "--out", imported.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sample =
+        |m: &str| tinygpt(&["sample", "--model", m, "--prompt", "A", "--tokens", "30", "--seed", "5"]).stdout;
+    assert_eq!(sample(model), sample(imported.to_str().unwrap()));
+}
+
+/// The weights of the latest checkpoint generation in `dir`.
+fn latest_weights(dir: &std::path::Path) -> Vec<u8> {
+    let pointer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("latest.json")).unwrap()).unwrap();
+    std::fs::read(dir.join(pointer["latest"].as_str().unwrap()).join("weights.f32")).unwrap()
+}
+
+#[test]
+fn resume_continues_exactly_and_refuses_other_data() {
+    let dir = scratch("resume");
+    let (straight, split) = (dir.join("straight"), dir.join("split"));
+    let base = ["train", "--preset", "tiny", "--threads", "2"];
+    let run = |extra: &[&str]| {
+        let out = tinygpt(&[&base[..], extra].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&["--steps", "6", "--out", straight.to_str().unwrap()]);
+    // 6 steps = 3 steps, then 3 more resumed from the checkpoint (max_steps grows by --steps).
+    run(&["--steps", "3", "--out", split.to_str().unwrap()]);
+    let out = tinygpt(&["train", "--resume", split.to_str().unwrap(), "--steps", "3", "--threads", "1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        latest_weights(&straight) == latest_weights(&split),
+        "resumed weights differ from a straight run"
+    );
+
+    let other = dir.join("other.txt");
+    std::fs::write(&other, "All the world's a stage, and all the men and women merely players. ".repeat(20))
+        .unwrap();
+    let resume_other =
+        ["train", "--resume", split.to_str().unwrap(), "--steps", "1", "--data", other.to_str().unwrap()];
+    assert_clean_error(&tinygpt(&resume_other), "dataset_id");
+    let forced = tinygpt(&[&resume_other[..], &["--force"]].concat());
+    assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
+}
+
+#[test]
+fn ctrl_c_saves_a_checkpoint_before_exiting() {
+    let dir = scratch("ctrlc").join("run");
+    let child = Command::new(env!("CARGO_BIN_EXE_tinygpt"))
+        .args([
+            "train",
+            "--preset",
+            "small",
+            "--steps",
+            "100000",
+            "--threads",
+            "1",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted at step"), "{stderr}");
+    assert!(!latest_weights(&dir).is_empty());
 }
 
 #[test]
@@ -68,6 +141,7 @@ fn bad_input_gets_one_clear_line() {
         (vec!["train".into(), "--preset".into(), "gigantic".into()], "unknown preset"),
         (vec!["sample".into(), "--model".into(), p(&dir.join("nowhere"))], "nowhere"),
         (vec!["eval".into(), "--model".into(), p(&empty)], "empty.txt"),
+        (vec!["import".into(), "--in".into(), p(&short), "--out".into(), p(&dir.join("imp"))], "short.txt"),
         (vec!["bench".into(), "--steps".into(), "-3".into()], "--steps must be positive"),
     ];
     for (args, needle) in cases {

@@ -90,6 +90,7 @@ impl<B: Backend> Trainer<B> {
     }
 
     /// A run continued from saved state; continuing gives the very same steps as never stopping.
+    /// Empty `adam_m` and `adam_v` (a weights-only checkpoint) start the moments at zero.
     pub fn resume(
         backend: &B,
         model_config: ModelConfig,
@@ -100,6 +101,11 @@ impl<B: Backend> Trainer<B> {
         check_fits(&model_config, &config, &dataset)?;
         let params = Params::from_flat(backend, &model_config, &state.weights)?;
         let n = model_config.param_count();
+        let mut state = state;
+        if state.adam_m.is_empty() && state.adam_v.is_empty() {
+            state.adam_m = vec![0.0; n];
+            state.adam_v = vec![0.0; n];
+        }
         for (name, moments) in [("adam_m", &state.adam_m), ("adam_v", &state.adam_v)] {
             if moments.len() != n {
                 return Err(ModelError::WeightsMismatch {

@@ -35,7 +35,12 @@ fn nanogpt_cpu_recipe_reaches_val_loss_1_95() {
         if r.eval_due {
             val = trainer.evaluate(Split::Val).unwrap();
             trainer.record_eval(r.train_loss, val);
-            println!("step {:>5} train {:.4} val {val:.4} ({:.0} s)", r.step, r.train_loss, started.elapsed().as_secs_f64());
+            println!(
+                "step {:>5} train {:.4} val {val:.4} ({:.0} s)",
+                r.step,
+                r.train_loss,
+                started.elapsed().as_secs_f64()
+            );
         }
     }
     println!(

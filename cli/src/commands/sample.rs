@@ -7,9 +7,9 @@ use tinygpt_model::{Gpt, Params, SampleConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::SampleArgs;
+use crate::checkpoint::load_latest;
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
-use crate::model_dir;
 
 struct Sample(SampleArgs);
 
@@ -26,9 +26,9 @@ impl WithBackend for Sample {
 
     fn run<B: Backend>(self, backend: B, _threads: usize) -> Result<(), CliError> {
         let args = self.0;
-        let saved = model_dir::load(&args.model)?;
-        let params = Params::from_flat(&backend, &saved.model, &saved.weights)?;
-        let model = Gpt::new(saved.model, params)?;
+        let ckpt = load_latest(&args.model)?;
+        let params = Params::from_flat(&backend, &ckpt.model_config, &ckpt.weights)?;
+        let model = Gpt::new(ckpt.model_config, params)?;
         let config = SampleConfig {
             max_tokens: args.tokens,
             temperature: args.temperature,
