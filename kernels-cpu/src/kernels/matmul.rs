@@ -6,13 +6,14 @@
 //!
 //! Every output element is `bias[j] (or 0) + a(i,0)·b(0,j) + a(i,1)·b(1,j) + …`, summed in
 //! f32 in ascending `p`, whatever the tile or thread that computes it; so results do not
-//! depend on the thread count. Work is split over blocks of `MR` output rows; inside a
-//! block, `MR x NR` tiles keep their accumulators in registers while `p` runs, and the
-//! `NR`-wide inner loop over a contiguous row of B is what LLVM vectorizes.
+//! depend on the thread count. Work is split over blocks of `MR` output rows; each block
+//! first copies its rows of op(A) into a small `[k, MR]` panel (reading A in place
+//! through strides, so a transposed A costs nothing extra), then walks `MR x NR` tiles
+//! whose accumulators stay in registers while `p` runs; the `NR`-wide inner loop over a
+//! contiguous row of B is what LLVM vectorizes.
 //!
-//! A transposed A is read in place through strides (one scalar per row and `p`). A
-//! transposed B is copied once to [k, n] first: that costs `k·n` copies against `m·k·n`
-//! multiply-adds, and it makes the inner loop contiguous.
+//! A transposed B is copied once to [k, n] first: that costs `k·n` copies against
+//! `m·k·n` multiply-adds, and it makes the inner loop contiguous.
 
 use tinygpt_tensor::MatmulDims;
 
@@ -69,11 +70,11 @@ pub(crate) fn matmul_forward(
         StridedA { data: a, row_stride: k, col_stride: 1 }
     };
     par.chunks_mut(c, MR * n, |block, c_rows| {
-        let i0 = block * MR;
         let rows = c_rows.len() / n;
+        let panel = pack_rows(a, block * MR, rows, k);
         for j0 in (0..n).step_by(NR) {
             let cols = NR.min(n - j0);
-            let tile = Tile { a, b_kn, bias, k, n, i0, j0 };
+            let tile = Tile { panel: &panel, b_kn, bias, k, n, j0 };
             if rows == MR && cols == NR {
                 tile.full(c_rows);
             } else {
@@ -83,14 +84,25 @@ pub(crate) fn matmul_forward(
     });
 }
 
-/// One `MR x NR` (or smaller, at the edges) tile of C: rows `i0..`, columns `j0..`.
+/// Rows `i0..i0 + rows` of op(A) as a `[k, MR]` panel (`panel[p * MR + r]`), zero past
+/// `rows`: one contiguous `MR`-vector per `p` for the tile loop, whatever A's layout.
+fn pack_rows(a: StridedA<'_>, i0: usize, rows: usize, k: usize) -> Vec<f32> {
+    let mut panel = vec![0f32; k * MR];
+    for (p, col) in panel.chunks_exact_mut(MR).enumerate() {
+        for (r, v) in col[..rows].iter_mut().enumerate() {
+            *v = a.at(i0 + r, p);
+        }
+    }
+    panel
+}
+
+/// One `MR x NR` (or smaller, at the edges) tile of C: the block's rows, columns `j0..`.
 struct Tile<'a> {
-    a: StridedA<'a>,
+    panel: &'a [f32],
     b_kn: &'a [f32],
     bias: Option<&'a [f32]>,
     k: usize,
     n: usize,
-    i0: usize,
     j0: usize,
 }
 
@@ -108,10 +120,10 @@ impl Tile<'_> {
                 *v = self.start(j);
             }
         }
-        for p in 0..self.k {
-            let b: &[f32; NR] = self.b_kn[p * self.n + self.j0..][..NR].try_into().expect("NR columns");
-            for (r, row) in acc.iter_mut().enumerate() {
-                let a = self.a.at(self.i0 + r, p);
+        let b_rows = self.b_kn[self.j0..].chunks(self.n);
+        for (a, b) in self.panel.chunks_exact(MR).zip(b_rows) {
+            let b: &[f32; NR] = b[..NR].try_into().expect("a full tile has NR columns");
+            for (row, &a) in acc.iter_mut().zip(a) {
                 for (v, &bj) in row.iter_mut().zip(b) {
                     *v += a * bj;
                 }
@@ -128,7 +140,7 @@ impl Tile<'_> {
             for j in 0..cols {
                 let mut v = self.start(j);
                 for p in 0..self.k {
-                    v += self.a.at(self.i0 + r, p) * self.b_kn[p * self.n + self.j0 + j];
+                    v += self.panel[p * MR + r] * self.b_kn[p * self.n + self.j0 + j];
                 }
                 c_rows[r * self.n + self.j0 + j] = v;
             }

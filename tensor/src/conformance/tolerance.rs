@@ -44,18 +44,19 @@ impl Tolerance {
             want.len()
         );
         let mut failures = 0;
-        let mut worst: Option<(usize, f64)> = None;
+        let (mut worst, mut worst_excess) = (None, f64::NEG_INFINITY);
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
             let g = g as f64;
             if !self.accepts(g, w) {
                 failures += 1;
-                let excess = if g.is_nan() { f64::INFINITY } else { (g - w).abs() - self.rel * w.abs() };
-                if worst.map_or(true, |(_, e)| excess > e) {
-                    worst = Some((i, excess));
+                let excess = (g - w).abs() - self.rel * w.abs();
+                let excess = if excess.is_nan() { f64::INFINITY } else { excess };
+                if excess > worst_excess {
+                    (worst, worst_excess) = (Some(i), excess);
                 }
             }
         }
-        if let Some((i, _)) = worst {
+        if let Some(i) = worst {
             panic!(
                 "{what}: {failures} of {} values outside {self:?}; worst at [{i}]: got {}, want {}",
                 got.len(),
@@ -63,5 +64,25 @@ impl Tolerance {
                 want[i]
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tolerance;
+
+    #[test]
+    fn bounds_are_abs_plus_rel_and_nan_never_passes() {
+        let tol = Tolerance { abs: 0.1, rel: 0.01 };
+        assert!(tol.accepts(10.19, 10.0));
+        assert!(!tol.accepts(10.21, 10.0));
+        assert!(!tol.accepts(f64::NAN, 0.0));
+        assert!(!tol.accepts(0.0, f64::NAN));
+    }
+
+    #[test]
+    #[should_panic(expected = "2 of 3 values outside")]
+    fn assert_close_reports_failures_including_nan() {
+        Tolerance::POINTWISE.assert_close("test", &[1.0, f32::NAN, 2.0], &[1.0, 1.0, 1.0]);
     }
 }

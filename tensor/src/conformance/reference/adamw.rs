@@ -21,12 +21,13 @@ impl AdamWState {
         let (b1, b2) = (hp.beta1 as f64, hp.beta2 as f64);
         let t = hp.step as i32;
         let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
-        for i in 0..self.param.len() {
-            let g = grad[i] as f64 * clip;
-            self.m[i] = b1 * self.m[i] + (1.0 - b1) * g;
-            self.v[i] = b2 * self.v[i] + (1.0 - b2) * g * g;
-            let update = (self.m[i] / bc1) / ((self.v[i] / bc2).sqrt() + hp.eps as f64);
-            self.param[i] -= hp.lr as f64 * (update + hp.weight_decay as f64 * self.param[i]);
+        let moments = self.m.iter_mut().zip(self.v.iter_mut());
+        for ((p, (m, v)), &g) in self.param.iter_mut().zip(moments).zip(grad) {
+            let g = g as f64 * clip;
+            *m = b1 * *m + (1.0 - b1) * g;
+            *v = b2 * *v + (1.0 - b2) * g * g;
+            let update = (*m / bc1) / ((*v / bc2).sqrt() + hp.eps as f64);
+            *p -= hp.lr as f64 * (update + hp.weight_decay as f64 * *p);
         }
     }
 }
