@@ -126,7 +126,7 @@ impl ModelConfig {
                 return bad(field, format!("is {v}, larger than this implementation supports (65536)"));
             }
         }
-        if self.d_model % self.n_heads != 0 {
+        if !self.d_model.is_multiple_of(self.n_heads) {
             return bad(
                 "d_model",
                 format!("{} is not divisible by n_heads = {}", self.d_model, self.n_heads),

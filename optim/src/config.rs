@@ -83,13 +83,13 @@ impl TrainingConfig {
                 return bad(field, format!("must be in [0, 1), got {b}"));
             }
         }
-        if !(self.eps > 0.0) {
+        if !(self.eps.is_finite() && self.eps > 0.0) {
             return bad("eps", format!("must be positive, got {}", self.eps));
         }
-        if !(self.weight_decay >= 0.0) {
+        if !self.weight_decay.is_finite() || self.weight_decay < 0.0 {
             return bad("weight_decay", format!("must not be negative, got {}", self.weight_decay));
         }
-        if !(self.grad_clip >= 0.0) {
+        if !self.grad_clip.is_finite() || self.grad_clip < 0.0 {
             return bad("grad_clip", format!("must not be negative (0 disables), got {}", self.grad_clip));
         }
         if self.eval_interval == 0 || self.eval_batches == 0 {

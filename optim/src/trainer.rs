@@ -217,7 +217,7 @@ impl<B: Backend> Trainer<B> {
             return Err(TrainError::Diverged { step: self.progress.step, loss: train_loss });
         }
         let step = self.progress.step;
-        let eval_due = step % self.config.eval_interval == 0 || step == self.config.max_steps;
+        let eval_due = step.is_multiple_of(self.config.eval_interval) || step == self.config.max_steps;
         Ok(StepReport { step, train_loss, lr, tokens: batch * seq, eval_due })
     }
 
