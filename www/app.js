@@ -25,6 +25,9 @@ const state = {
   step: 0,
   maxSteps: 0,
   lastProgress: null,
+  /** The first step reported after the run started (a resume continues at saved + 1). */
+  firstProgressStep: null,
+  lastSaved: null,
   checkpoints: [],
   checkpointsLoaded: false,
   sampling: false,
@@ -68,6 +71,7 @@ function startWorker(backend) {
     updateButtons();
   });
   client.on('checkpointSaved', (m) => {
+    state.lastSaved = { id: m.id, step: m.step };
     $('storage-line').textContent = `Saved ${m.id} at step ${m.step} (${formatBytes(m.bytes)}).`;
   });
   client.on('checkpoints', (m) => {
@@ -101,6 +105,7 @@ function onRunStarted({ run }) {
   state.step = run.step;
   state.maxSteps = run.maxSteps;
   state.lastProgress = null;
+  state.firstProgressStep = null;
   chart.clear();
   chart.add(run.history);
   $('resume-banner').hidden = true;
@@ -118,6 +123,7 @@ function onRunStarted({ run }) {
 }
 
 function onProgress(p) {
+  if (state.firstProgressStep == null && p.points.length) state.firstProgressStep = p.points[0].step;
   state.step = p.step;
   state.maxSteps = p.maxSteps;
   state.lastProgress = p;

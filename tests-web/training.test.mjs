@@ -1,0 +1,124 @@
+// The page in headless Chromium: loading, training in the worker, controls, sampling,
+// and the main thread staying responsive. Run by `cargo xtask test-web`.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { ARTIFACTS, openBrowser, openPage, setField, waitStep } from './harness.mjs';
+
+/** Clicks `button` and resolves with the ms until the worker's `status`/`done` answer. */
+function timeAnswer(page, button, type, predicate) {
+  return page.evaluate(
+    ([button, type, predicate]) =>
+      new Promise((resolve) => {
+        const check = new Function('m', `return ${predicate};`);
+        const t0 = performance.now();
+        let answered = false;
+        window.tinygpt.client.on(type, (m) => {
+          if (!answered && check(m)) {
+            answered = true;
+            resolve(performance.now() - t0);
+          }
+        });
+        document.getElementById(button).click();
+      }),
+    [button, type, predicate],
+  );
+}
+
+const stepNow = (page) => page.evaluate(() => window.tinygpt.state.step);
+
+test('the page loads without console errors and is crossOriginIsolated', { timeout: 120_000 }, async () => {
+  const browser = await openBrowser();
+  try {
+    const page = await openPage(browser.context);
+    assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'crossOriginIsolated');
+    assert.equal(await page.evaluate(() => typeof SharedArrayBuffer), 'function');
+    const caps = await page.evaluate(() => window.tinygpt.state.capabilities);
+    assert.equal(caps.simd, true);
+    assert.equal(caps.backend, 'wasm-simd', 'auto picks the SIMD build when it validates');
+    assert.equal(caps.crossOriginIsolated, true);
+    assert.match(await page.textContent('#dataset-name'), /tinyshakespeare\.txt/);
+    assert.match(await page.textContent('#dataset-id'), /^[0-9a-f]{64}$/);
+    assert.match(await page.textContent('#preset-params'), /^[\d,]+$/);
+    assert.equal(await page.locator('#preset option').count(), 6, 'tiny … huge');
+    assert.equal(await page.textContent('#cap-isolated'), 'yes');
+    assert.deepEqual(page.consoleErrors, []);
+    assert.deepEqual(page.pageErrors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('tiny trains in the worker: loss falls, no long task, pause/resume/stop answer within 200 ms, sampling streams', { timeout: 300_000 }, async () => {
+  const browser = await openBrowser();
+  try {
+    const page = await openPage(browser.context, '?storage=memory');
+    await setField(page, 'max_steps', 2000);
+    await setField(page, 'learning_rate', 0.003);
+    await setField(page, 'warmup_steps', 10);
+    await setField(page, 'eval_interval', 50);
+    await setField(page, 'eval_batches', 4);
+    const trainStart = await page.evaluate(() => performance.now());
+    await page.click('#train');
+    await waitStep(page, 60);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'training.png'), fullPage: true });
+    await waitStep(page, 150);
+
+    // Training runs in the worker: the main thread had no task over 100 ms meanwhile.
+    const longTasks = await page.evaluate((t0) => window.__longTasks.filter((t) => t.start >= t0), trainStart);
+    assert.deepEqual(longTasks.filter((t) => t.duration > 100), [], 'main-thread long tasks while training');
+
+    // The loss falls: the last 20 steps average well under the first 5.
+    const train = await page.evaluate(() => window.tinygpt.chart.train.slice());
+    const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const first = mean(train.slice(0, 5));
+    const last = mean(train.slice(-20));
+    assert.ok(first > 5.0, `the first losses start near ln 256: ${first}`);
+    assert.ok(last < first - 1.0, `loss should fall: first 5 steps ${first.toFixed(3)}, last 20 ${last.toFixed(3)}`);
+    const val = await page.evaluate(() => window.tinygpt.chart.val.filter((v) => v != null));
+    assert.ok(val.length >= 2, `validation points on the chart: ${val.length}`);
+    assert.match(await page.textContent('#stat-step'), /^[\d,]+ of 2,000$/);
+    assert.match(await page.textContent('#stat-tps'), /^[\d,]+$/);
+    assert.notEqual(await page.textContent('#stat-eta'), '—');
+
+    // Pause: answered within 200 ms, and no step is taken after it.
+    const pauseMs = await timeAnswer(page, 'pause', 'status', "m.state === 'paused'");
+    assert.ok(pauseMs < 200, `pause took ${pauseMs.toFixed(0)} ms`);
+    const pausedAt = await stepNow(page);
+    await page.waitForTimeout(600);
+    assert.equal(await stepNow(page), pausedAt, 'no steps while paused');
+    assert.equal(await page.textContent('#status-pill'), 'Paused');
+
+    // Sampling streams: several chunks arrive before sampleDone.
+    await page.fill('#length', '400');
+    await page.fill('#prompt', 'ROMEO:');
+    const chunksBefore = await page.evaluate(() => window.tinygpt.messages.filter((t) => t === 'sampleChunk').length);
+    await page.click('#generate');
+    await page.waitForFunction(() => window.tinygpt.messages.at(-1) === 'sampleDone' || window.tinygpt.messages.includes('sampleDone'), null, { timeout: 60_000 });
+    const chunks = (await page.evaluate(() => window.tinygpt.messages.filter((t) => t === 'sampleChunk').length)) - chunksBefore;
+    assert.ok(chunks >= 3, `text should stream in several chunks, got ${chunks}`);
+    const sample = await page.textContent('#sample-output');
+    assert.ok(sample.startsWith('ROMEO:') && sample.length > 100, `sampled text: ${JSON.stringify(sample.slice(0, 80))}`);
+    assert.match(await page.textContent('#sample-stats'), /tokens\/s/);
+
+    // Resume: steps continue from where they paused.
+    const resumeMs = await timeAnswer(page, 'resume', 'status', "m.state === 'training'");
+    assert.ok(resumeMs < 200, `resume took ${resumeMs.toFixed(0)} ms`);
+    await waitStep(page, pausedAt + 20);
+
+    // Stop: `done {reason: "stopped"}` within 200 ms, and training stays stopped.
+    const stopMs = await timeAnswer(page, 'stop', 'done', "m.reason === 'stopped'");
+    assert.ok(stopMs < 200, `stop took ${stopMs.toFixed(0)} ms`);
+    const stoppedAt = await stepNow(page);
+    await page.waitForTimeout(600);
+    assert.equal(await stepNow(page), stoppedAt, 'no steps after stop');
+    assert.equal(await page.textContent('#status-pill'), 'Stopped');
+    assert.deepEqual(page.consoleErrors, []);
+    assert.deepEqual(page.pageErrors, []);
+  } finally {
+    await browser.close();
+  }
+});
