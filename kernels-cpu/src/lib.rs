@@ -14,6 +14,7 @@
 mod backend;
 mod error;
 mod kernels;
+mod ops;
 mod parallel;
 mod storage;
 

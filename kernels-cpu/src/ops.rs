@@ -1,0 +1,288 @@
+//! `impl Backend for CpuBackend`: checks buffer lengths against the sizes passed, takes
+//! the buffers' locks and calls the kernels in `crate::kernels`.
+
+use std::future::{ready, Future};
+
+use tinygpt_tensor::{
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, LayerNormGrads, LayerNormOut,
+    MatmulDims, TensorError,
+};
+
+use crate::kernels::adamw::{self, AdamWBufs};
+use crate::kernels::attention::{self, AttentionGradBufs};
+use crate::kernels::layernorm::{self, RowStats};
+use crate::kernels::{cross_entropy, elementwise, embedding, gelu, matmul};
+use crate::storage::CpuBuffer;
+use crate::CpuBackend;
+
+/// Panics with the op's name when a buffer's length disagrees with the sizes passed.
+fn expect_len<T>(op: &str, what: &str, buf: &CpuBuffer<T>, len: usize) {
+    let got = buf.len();
+    assert!(got == len, "{op}: {what} holds {got} values, the sizes given need {len}");
+}
+
+fn scalar(op: &str, what: &str, buf: &CpuBuffer<f32>) -> f32 {
+    expect_len(op, what, buf, 1);
+    buf.read()[0]
+}
+
+impl Backend for CpuBackend {
+    type Storage = CpuBuffer<f32>;
+    type Indices = CpuBuffer<u32>;
+
+    fn name(&self) -> String {
+        "cpu".to_string()
+    }
+
+    fn zeros(&self, len: usize) -> Self::Storage {
+        CpuBuffer::new(vec![0.0; len])
+    }
+
+    fn upload(&self, data: &[f32]) -> Self::Storage {
+        CpuBuffer::new(data.to_vec())
+    }
+
+    fn upload_indices(&self, data: &[u32]) -> Self::Indices {
+        CpuBuffer::new(data.to_vec())
+    }
+
+    fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>> {
+        ready(src.try_to_vec().ok_or_else(|| TensorError::Readback {
+            backend: self.name(),
+            reason: "the buffer was left half-updated by a kernel that panicked".to_string(),
+        }))
+    }
+
+    fn add(&self, a: &Self::Storage, b: &Self::Storage, len: usize) -> Self::Storage {
+        expect_len("add", "a", a, len);
+        expect_len("add", "b", b, len);
+        self.produce(len, |out| elementwise::add(&self.par, out, &a.read(), &b.read()))
+    }
+
+    fn scale(&self, a: &Self::Storage, alpha: f32, len: usize) -> Self::Storage {
+        expect_len("scale", "a", a, len);
+        self.produce(len, |out| elementwise::scale(&self.par, out, &a.read(), alpha))
+    }
+
+    fn sum_rows(&self, x: &Self::Storage, rows: usize, cols: usize) -> Self::Storage {
+        expect_len("sum_rows", "x", x, rows * cols);
+        self.produce(cols, |out| elementwise::sum_rows(&self.par, out, &x.read(), rows, cols))
+    }
+
+    fn sum_squares(&self, x: &Self::Storage, len: usize) -> Self::Storage {
+        expect_len("sum_squares", "x", x, len);
+        CpuBuffer::new(vec![elementwise::sum_squares(&self.par, &x.read())])
+    }
+
+    fn matmul(
+        &self,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        bias: Option<&Self::Storage>,
+        dims: MatmulDims,
+    ) -> Self::Storage {
+        let bias = bias.map(|b| b.read());
+        self.produce(dims.m * dims.n, |out| {
+            matmul::matmul_forward(
+                &self.par,
+                out,
+                &a.read(),
+                &b.read(),
+                bias.as_deref().map(|b| &b[..]),
+                dims,
+            )
+        })
+    }
+
+    fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
+        expect_len("embedding", "ids", ids, n);
+        self.produce(n * dim, |out| {
+            embedding::embedding_forward(&self.par, out, &table.read(), &ids.read(), dim)
+        })
+    }
+
+    fn embedding_backward(
+        &self,
+        dout: &Self::Storage,
+        ids: &Self::Indices,
+        n: usize,
+        table_rows: usize,
+        dim: usize,
+    ) -> Self::Storage {
+        expect_len("embedding_backward", "ids", ids, n);
+        expect_len("embedding_backward", "dout", dout, n * dim);
+        self.produce(table_rows * dim, |dtable| {
+            embedding::embedding_backward(dtable, &dout.read(), &ids.read(), dim)
+        })
+    }
+
+    fn layer_norm(
+        &self,
+        x: &Self::Storage,
+        gamma: &Self::Storage,
+        beta: &Self::Storage,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+    ) -> LayerNormOut<Self::Storage> {
+        expect_len("layer_norm", "x", x, rows * dim);
+        expect_len("layer_norm", "gamma", gamma, dim);
+        expect_len("layer_norm", "beta", beta, dim);
+        let mut out = vec![0f32; rows * dim];
+        let stats = layernorm::layernorm_forward(
+            &self.par,
+            &mut out,
+            &x.read(),
+            &gamma.read(),
+            &beta.read(),
+            dim,
+            eps,
+        );
+        LayerNormOut {
+            out: CpuBuffer::new(out),
+            mean: CpuBuffer::new(stats.mean),
+            rstd: CpuBuffer::new(stats.rstd),
+        }
+    }
+
+    fn layer_norm_backward(
+        &self,
+        dout: &Self::Storage,
+        x: &Self::Storage,
+        gamma: &Self::Storage,
+        saved: &LayerNormOut<Self::Storage>,
+        rows: usize,
+        dim: usize,
+    ) -> LayerNormGrads<Self::Storage> {
+        expect_len("layer_norm_backward", "dout", dout, rows * dim);
+        expect_len("layer_norm_backward", "x", x, rows * dim);
+        expect_len("layer_norm_backward", "saved mean", &saved.mean, rows);
+        expect_len("layer_norm_backward", "saved rstd", &saved.rstd, rows);
+        let stats = RowStats { mean: saved.mean.read().clone(), rstd: saved.rstd.read().clone() };
+        let (mut dx, mut dgamma, mut dbeta) = (vec![0f32; rows * dim], vec![0f32; dim], vec![0f32; dim]);
+        layernorm::layernorm_backward(
+            &self.par,
+            &mut dx,
+            &mut dgamma,
+            &mut dbeta,
+            &dout.read(),
+            &x.read(),
+            &gamma.read(),
+            &stats,
+            dim,
+        );
+        LayerNormGrads {
+            dx: CpuBuffer::new(dx),
+            dgamma: CpuBuffer::new(dgamma),
+            dbeta: CpuBuffer::new(dbeta),
+        }
+    }
+
+    fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {
+        expect_len("gelu", "x", x, len);
+        self.produce(len, |out| gelu::gelu_forward(&self.par, out, &x.read()))
+    }
+
+    fn gelu_backward(&self, x: &Self::Storage, dout: &Self::Storage, len: usize) -> Self::Storage {
+        expect_len("gelu_backward", "x", x, len);
+        expect_len("gelu_backward", "dout", dout, len);
+        self.produce(len, |dx| gelu::gelu_backward(&self.par, dx, &x.read(), &dout.read()))
+    }
+
+    fn attention(
+        &self,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionOut<Self::Storage> {
+        let len = dims.batch * dims.seq * dims.channels();
+        for (what, buf) in [("q", q), ("k", k), ("v", v)] {
+            expect_len("attention", what, buf, len);
+        }
+        let mut out = vec![0f32; len];
+        let mut probs = vec![0f32; dims.batch * dims.heads * dims.seq * dims.seq];
+        attention::attention_forward(&self.par, &mut out, &mut probs, &q.read(), &k.read(), &v.read(), dims);
+        AttentionOut { out: CpuBuffer::new(out), probs: CpuBuffer::new(probs) }
+    }
+
+    fn attention_backward(
+        &self,
+        dout: &Self::Storage,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        probs: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionGrads<Self::Storage> {
+        let len = dims.batch * dims.seq * dims.channels();
+        for (what, buf) in [("dout", dout), ("q", q), ("k", k), ("v", v)] {
+            expect_len("attention_backward", what, buf, len);
+        }
+        expect_len("attention_backward", "probs", probs, dims.batch * dims.heads * dims.seq * dims.seq);
+        let (mut dq, mut dk, mut dv) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
+        attention::attention_backward(
+            &self.par,
+            AttentionGradBufs { dq: &mut dq, dk: &mut dk, dv: &mut dv },
+            &dout.read(),
+            &q.read(),
+            &k.read(),
+            &v.read(),
+            &probs.read(),
+            dims,
+        );
+        AttentionGrads { dq: CpuBuffer::new(dq), dk: CpuBuffer::new(dk), dv: CpuBuffer::new(dv) }
+    }
+
+    fn cross_entropy(
+        &self,
+        logits: &Self::Storage,
+        targets: &Self::Indices,
+        rows: usize,
+        vocab: usize,
+    ) -> Self::Storage {
+        expect_len("cross_entropy", "logits", logits, rows * vocab);
+        expect_len("cross_entropy", "targets", targets, rows);
+        let loss = cross_entropy::cross_entropy_forward(&self.par, &logits.read(), &targets.read(), vocab);
+        CpuBuffer::new(vec![loss])
+    }
+
+    fn cross_entropy_backward(
+        &self,
+        logits: &Self::Storage,
+        targets: &Self::Indices,
+        dloss: &Self::Storage,
+        rows: usize,
+        vocab: usize,
+    ) -> Self::Storage {
+        expect_len("cross_entropy_backward", "logits", logits, rows * vocab);
+        expect_len("cross_entropy_backward", "targets", targets, rows);
+        let dloss = scalar("cross_entropy_backward", "dloss", dloss);
+        self.produce(rows * vocab, |d| {
+            cross_entropy::cross_entropy_backward(&self.par, d, &logits.read(), &targets.read(), dloss, vocab)
+        })
+    }
+
+    fn adamw(
+        &self,
+        param: &Self::Storage,
+        grad: &Self::Storage,
+        m: &Self::Storage,
+        v: &Self::Storage,
+        grad_sumsq: &Self::Storage,
+        hp: &AdamWStep,
+        len: usize,
+    ) {
+        let named = [("param", param), ("grad", grad), ("m", m), ("v", v)];
+        for (i, (what, buf)) in named.iter().enumerate() {
+            expect_len("adamw", what, buf, len);
+            for (other, buf2) in &named[i + 1..] {
+                assert!(!buf.same_buffer(buf2), "adamw: {what} and {other} must be different buffers");
+            }
+        }
+        let sumsq = scalar("adamw", "grad_sumsq", grad_sumsq);
+        let (mut param, mut m, mut v) = (param.write(), m.write(), v.write());
+        let bufs = AdamWBufs { param: &mut param, m: &mut m, v: &mut v };
+        adamw::adamw(&self.par, bufs, &grad.read(), sumsq, hp);
+    }
+}
