@@ -15,6 +15,8 @@ use crate::error::TensorError;
 ///   put them straight into a uniform; callers ([`crate::Tensor`]) check shapes first.
 /// - Ops return new buffers, except [`Backend::adamw`], which updates in place.
 /// - No op waits for the device; the only way back to the host is [`Backend::read`].
+/// - Ids and targets must lie inside their table or vocabulary; callers guarantee it
+///   (the byte tokenizer only makes ids below 256). A backend may panic on a bad id.
 /// - Results must match the scalar reference (`tinygpt-kernels-cpu`) within the
 ///   tolerances of the conformance kit ([`crate::conformance`], feature `conformance`).
 pub trait Backend: Clone + Debug + 'static {
@@ -140,6 +142,7 @@ pub trait Backend: Clone + Debug + 'static {
 
     /// One AdamW step over `[len]`, in place on `param`, `m` and `v`. `grad_sumsq` `[1]` is
     /// the squared global gradient norm (all parameters), so clipping needs no host sync.
+    /// `param`, `grad`, `m` and `v` are four distinct buffers.
     #[allow(clippy::too_many_arguments)]
     fn adamw(
         &self,
