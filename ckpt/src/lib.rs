@@ -10,6 +10,7 @@
 //! ([`MemoryStorage`]), and in the browser OPFS and IndexedDB (`web`).
 //!
 //! ```no_run
+//! # #[cfg(not(target_arch = "wasm32"))]
 //! # fn demo(ckpt: &tinygpt_ckpt::Checkpoint) -> Result<(), tinygpt_ckpt::CkptError> {
 //! let dir = tinygpt_ckpt::CheckpointDir::open("runs/shakespeare")?;
 //! let report = dir.save(ckpt)?;
@@ -40,6 +41,8 @@ mod memory;
 mod native;
 mod safetensors;
 mod store;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use blocking::CheckpointDir;
