@@ -53,6 +53,9 @@ pub struct Run<B: Backend> {
     /// The step of the last checkpoint written (or loaded).
     pub saved_step: usize,
     eval: Option<(Evaluation, f32)>,
+    /// A checkpoint interval was reached; the save waits for that step's evaluation, so
+    /// the checkpoint's loss history includes it.
+    save_pending: bool,
     points: Vec<LossPoint>,
     last_train_loss: f32,
     last_val_loss: Option<f32>,
@@ -131,6 +134,7 @@ impl<B: Backend> Session<B> {
             saved_step: if checkpoint_id.is_some() { step } else { 0 },
             checkpoint_id,
             eval: None,
+            save_pending: false,
             points: Vec::new(),
             last_train_loss: last.as_ref().map_or(f32::NAN, |p| p.train_loss),
             last_val_loss: last.and_then(|p| p.val_loss),
@@ -306,8 +310,12 @@ impl<B: Backend> Run<B> {
                     self.eval = Some((Evaluation::new(&self.trainer), report.train_loss));
                 }
                 if report.step % interval == 0 {
-                    out.save_due = true;
+                    self.save_pending = true;
                 }
+            }
+            if self.save_pending && self.eval.is_none() {
+                self.save_pending = false;
+                out.save_due = true;
             }
             if self.trainer.is_finished() && self.eval.is_none() {
                 self.state = RunState::Finished;
@@ -317,6 +325,7 @@ impl<B: Backend> Run<B> {
                 }
                 out.messages.push(OutMessage::Status { state: RunState::Finished, step });
                 out.messages.push(OutMessage::Done { reason: DoneReason::Finished, step });
+                self.save_pending = false;
                 out.save_due = true;
                 return Ok(());
             }

@@ -11,7 +11,6 @@ use std::rc::Rc;
 
 use js_sys::{Function, Promise};
 use serde::Serialize;
-use tinygpt_ckpt::MemoryStorage;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_optim::TrainingConfig;
 use wasm_bindgen::prelude::*;
@@ -217,7 +216,7 @@ impl Inner {
     }
 
     async fn init(&self, choice: StorageChoice) -> Result<(), WorkerError> {
-        let (storage, note) = open_storage(choice).await;
+        let (storage, note) = storage::open(choice).await;
         *self.storage_note.borrow_mut() = note.clone();
         let kind = storage.as_ref().map_or(StorageKind::None, |(_, k)| *k);
         *self.store.borrow_mut() = storage.map(|(s, k)| Rc::new(Checkpoints::new(s, k)));
@@ -279,29 +278,12 @@ impl Inner {
     }
 }
 
-/// Opens the storage `choice` asks for: the store and its kind, or `None` and why not.
-async fn open_storage(choice: StorageChoice) -> (Option<(BrowserStorage, StorageKind)>, Option<String>) {
-    match choice {
-        StorageChoice::Memory | StorageChoice::Auto | StorageChoice::Opfs | StorageChoice::Idb => (
-            Some((BrowserStorage::Memory(MemoryStorage::with_label("memory:")), StorageKind::Memory)),
-            Some("browser stores are not wired yet; checkpoints last until the tab closes".into()),
-        ),
-    }
-}
-
-/// `navigator.storage.estimate()` from the worker: `(quota, usage)` in bytes.
+/// `navigator.storage.estimate()`: `(quota, usage)` in bytes, when the browser tells.
 async fn estimate() -> (Option<f64>, Option<f64>) {
-    let Ok(scope) = js_sys::global().dyn_into::<web_sys::WorkerGlobalScope>() else {
-        return (None, None);
-    };
-    let Ok(promise) = scope.navigator().storage().estimate() else {
-        return (None, None);
-    };
-    let Ok(value) = wasm_bindgen_futures::JsFuture::from(promise).await else {
-        return (None, None);
-    };
-    let get = |k: &str| js_sys::Reflect::get(&value, &JsValue::from_str(k)).ok().and_then(|v| v.as_f64());
-    (get("quota"), get("usage"))
+    match tinygpt_ckpt::web::estimate().await {
+        Ok(e) => (Some(e.quota_bytes as f64), Some(e.usage_bytes as f64)),
+        Err(_) => (None, None),
+    }
 }
 
 fn web_sys_log(text: &str) {
