@@ -1,0 +1,64 @@
+// `cargo xtask bench-web`: training speed of the scalar and SIMD builds in headless
+// Chromium, `small` and `medium` presets. One JSON line per run, then the SIMD/scalar ratio
+// per preset. Timing is the page's wall clock between progress messages after warm-up, so
+// it is the speed a user sees (slicing and messaging included).
+
+import { openBrowser, openPage, setField } from './harness.mjs';
+
+const PRESETS = ['small', 'medium'];
+const BACKENDS = ['wasm', 'wasm-simd'];
+const WARMUP = 2;
+const STEPS = Number(process.env.TINYGPT_BENCH_STEPS || 12);
+
+async function run(context, backend, preset) {
+  const page = await openPage(context, `?backend=${backend}&storage=memory&preset=${preset}`);
+  const info = await page.evaluate(() => {
+    const p = window.tinygpt.state;
+    return { backend: p.capabilities.backend };
+  });
+  if (info.backend !== backend) throw new Error(`asked for ${backend}, got ${info.backend}`);
+  const total = WARMUP + STEPS + 1;
+  await setField(page, 'max_steps', total);
+  await setField(page, 'eval_interval', 1_000_000);
+  await setField(page, 'eval_batches', 1);
+  await setField(page, 'checkpoint_interval', 1_000_000);
+  await page.evaluate(() => {
+    window.__progress = [];
+    window.tinygpt.client.on('progress', (m) => window.__progress.push([performance.now(), m.step]));
+  });
+  await page.click('#train');
+  await page.waitForFunction(() => window.tinygpt.state.runState === 'finished', null, { timeout: 590_000, polling: 500 });
+  const records = await page.evaluate(() => window.__progress);
+  const tokensPerStep = await page.evaluate(() => {
+    const r = window.tinygpt.state.run;
+    return r.trainingConfig.batch_size * r.modelConfig.context_length;
+  });
+  await page.close();
+  // From the first report at or after warm-up to the last one before the final step (whose
+  // report waits for the end-of-run evaluation).
+  const usable = records.filter(([, step]) => step >= WARMUP && step < total);
+  const [t0, s0] = usable[0];
+  const [t1, s1] = usable[usable.length - 1];
+  if (s1 <= s0) throw new Error(`too few progress reports to time ${backend}/${preset}: ${JSON.stringify(records)}`);
+  const msPerStep = (t1 - t0) / (s1 - s0);
+  return { backend, preset, ms_per_step: +msPerStep.toFixed(2), tok_per_s: Math.round((tokensPerStep * 1000) / msPerStep), steps: s1 - s0 };
+}
+
+const browser = await openBrowser();
+try {
+  const results = [];
+  for (const preset of PRESETS) {
+    for (const backend of BACKENDS) {
+      const r = await run(browser.context, backend, preset);
+      results.push(r);
+      console.log(JSON.stringify(r));
+    }
+  }
+  for (const preset of PRESETS) {
+    const scalar = results.find((r) => r.preset === preset && r.backend === 'wasm');
+    const simd = results.find((r) => r.preset === preset && r.backend === 'wasm-simd');
+    console.log(JSON.stringify({ preset, simd_over_scalar: +(simd.tok_per_s / scalar.tok_per_s).toFixed(3) }));
+  }
+} finally {
+  await browser.close();
+}

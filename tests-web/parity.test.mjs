@@ -1,0 +1,48 @@
+// The SIMD build trains like the scalar one: same seed, 20 steps of `tiny`, every loss
+// equal within 1e-5 relative.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { openBrowser, openPage, setField } from './harness.mjs';
+
+const STEPS = 20;
+const RELATIVE_TOLERANCE = 1e-5;
+
+async function losses(context, backend) {
+  const page = await openPage(context, `?backend=${backend}&storage=memory`);
+  assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), backend);
+  await setField(page, 'max_steps', STEPS);
+  await setField(page, 'eval_interval', 10);
+  await setField(page, 'eval_batches', 2);
+  await page.click('#train');
+  await page.waitForFunction(() => window.tinygpt.state.runState === 'finished', null, { timeout: 120_000 });
+  const result = await page.evaluate(() => ({
+    steps: window.tinygpt.chart.steps.slice(),
+    train: window.tinygpt.chart.train.slice(),
+    val: window.tinygpt.chart.val.filter((v) => v != null),
+  }));
+  await page.close();
+  return result;
+}
+
+test(`SIMD and scalar builds give the same ${STEPS} losses (within ${RELATIVE_TOLERANCE} relative)`, { timeout: 300_000 }, async () => {
+  const browser = await openBrowser();
+  try {
+    const scalar = await losses(browser.context, 'wasm');
+    const simd = await losses(browser.context, 'wasm-simd');
+    assert.deepEqual(scalar.steps, Array.from({ length: STEPS }, (_, i) => i + 1));
+    assert.deepEqual(simd.steps, scalar.steps);
+    assert.equal(scalar.val.length, 2);
+    const pairs = [...scalar.train.map((x, i) => [x, simd.train[i], `train step ${i + 1}`]),
+      ...scalar.val.map((x, i) => [x, simd.val[i], `val ${i + 1}`])];
+    let worst = 0;
+    for (const [a, b, what] of pairs) {
+      const rel = Math.abs(a - b) / Math.max(Math.abs(a), 1e-12);
+      worst = Math.max(worst, rel);
+      assert.ok(rel <= RELATIVE_TOLERANCE, `${what}: scalar ${a}, simd ${b} (relative ${rel.toExponential(2)})`);
+    }
+    console.log(`parity: ${pairs.length} losses, worst relative difference ${worst.toExponential(2)}`);
+  } finally {
+    await browser.close();
+  }
+});
