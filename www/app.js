@@ -174,6 +174,7 @@ function showDataset(d) {
   $('dataset-name').textContent = d.builtIn ? `${d.name} (built in)` : d.name;
   $('dataset-size').textContent = `${formatBytes(d.bytes.length)} (${d.bytes.length.toLocaleString('en-US')} bytes)`;
   $('dataset-id').textContent = d.id;
+  $('dataset-preview').textContent = new TextDecoder().decode(d.bytes.subarray(0, 400));
   updateButtons();
 }
 

@@ -39,7 +39,11 @@ pub fn snapshot<B: Backend>(run: &Run<B>) -> Result<Checkpoint, WorkerError> {
 
 /// A trainer continuing `ckpt` on `dataset`, which must be the text it trained on. A
 /// weights-only checkpoint resumes with zero moments.
-pub fn restore<B: Backend>(backend: &B, ckpt: Checkpoint, dataset: &DatasetInput) -> Result<Trainer<B>, WorkerError> {
+pub fn restore<B: Backend>(
+    backend: &B,
+    ckpt: Checkpoint,
+    dataset: &DatasetInput,
+) -> Result<Trainer<B>, WorkerError> {
     let ctx = ckpt.model_config.context_length;
     let data = Dataset::new(&dataset.name, &dataset.bytes, ctx, ckpt.dataset.seed)?;
     check_compatible(&ckpt, &ckpt.model_config, data.manifest()).map_err(|e| match e {
@@ -58,8 +62,13 @@ pub fn restore<B: Backend>(backend: &B, ckpt: Checkpoint, dataset: &DatasetInput
     let n = ckpt.model_config.param_count();
     let (adam_m, adam_v) =
         if ckpt.has_moments() { (ckpt.adam_m, ckpt.adam_v) } else { (vec![0.0; n], vec![0.0; n]) };
-    let state =
-        ResumeState { weights: ckpt.weights, adam_m, adam_v, progress: ckpt.progress, history: ckpt.loss_history };
+    let state = ResumeState {
+        weights: ckpt.weights,
+        adam_m,
+        adam_v,
+        progress: ckpt.progress,
+        history: ckpt.loss_history,
+    };
     Ok(Trainer::resume(backend, ckpt.model_config, ckpt.training_config, data, state)?)
 }
 
@@ -129,7 +138,10 @@ impl<S: Storage> Checkpoints<S> {
         if self.store.list().await.map_err(ckpt_error)?.iter().any(|g| g.id == id) {
             Ok(())
         } else {
-            Err(WorkerError::new(ErrorCode::CheckpointNotFound, format!("There is no checkpoint {id} any more.")))
+            Err(WorkerError::new(
+                ErrorCode::CheckpointNotFound,
+                format!("There is no checkpoint {id} any more."),
+            ))
         }
     }
 

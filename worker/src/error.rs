@@ -19,7 +19,10 @@ impl WorkerError {
     }
 
     pub fn no_run(what: &str) -> Self {
-        Self::new(ErrorCode::NoRun, format!("There is no model to {what} yet: start training or load a checkpoint first."))
+        Self::new(
+            ErrorCode::NoRun,
+            format!("There is no model to {what} yet: start training or load a checkpoint first."),
+        )
     }
 
     pub fn to_message(&self) -> OutMessage {
@@ -52,7 +55,9 @@ impl From<TrainError> for WorkerError {
     fn from(e: TrainError) -> Self {
         match e {
             TrainError::Model(m) => m.into(),
-            TrainError::InvalidConfig { .. } => WorkerError::new(ErrorCode::InvalidConfig, capitalize(&e.to_string())),
+            TrainError::InvalidConfig { .. } => {
+                WorkerError::new(ErrorCode::InvalidConfig, capitalize(&e.to_string()))
+            }
             TrainError::Diverged { step, loss } => WorkerError::new(
                 ErrorCode::Diverged,
                 format!("Training diverged at step {step} (loss {loss}). Try a lower learning rate."),

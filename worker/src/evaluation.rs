@@ -8,7 +8,7 @@
 
 use tinygpt_autograd::Tape;
 use tinygpt_model::Split;
-use tinygpt_optim::{Trainer, TrainError, EVAL_SALT_VAL};
+use tinygpt_optim::{TrainError, Trainer, EVAL_SALT_VAL};
 use tinygpt_tensor::{block_on, Backend, Indices, Rng};
 
 #[derive(Clone, Debug)]

@@ -47,6 +47,10 @@ mod tests {
         assert_eq!(tiny.params, tiny.model_config.param_count());
         // Weights, grads and moments alone are 16 bytes a parameter; activations add more.
         assert!(tiny.memory_bytes > 16 * tiny.params as u64);
-        assert!(tiny.memory_bytes < 64 << 20, "tiny should train in well under 64 MiB: {}", tiny.memory_bytes);
+        assert!(
+            tiny.memory_bytes < 64 << 20,
+            "tiny should train in well under 64 MiB: {}",
+            tiny.memory_bytes
+        );
     }
 }

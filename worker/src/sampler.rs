@@ -24,7 +24,15 @@ impl Sampler {
     pub fn new(prompt: &[u8], config: SampleConfig, started_ms: f64) -> Self {
         let tokens = if prompt.is_empty() { vec![b'\n'] } else { prompt.to_vec() };
         let rng = Rng::new(config.seed);
-        Sampler { config, tokens, produced: 0, rng, stream: Utf8Stream::new(), text: String::new(), started_ms }
+        Sampler {
+            config,
+            tokens,
+            produced: 0,
+            rng,
+            stream: Utf8Stream::new(),
+            text: String::new(),
+            started_ms,
+        }
     }
 
     pub fn is_done(&self) -> bool {

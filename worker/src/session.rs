@@ -113,7 +113,8 @@ impl<B: Backend> Session<B> {
         now_ms: f64,
     ) -> Result<Vec<OutMessage>, WorkerError> {
         let (model_config, training_config) = resolve_configs(request)?;
-        let data = Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training_config.seed)?;
+        let data =
+            Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training_config.seed)?;
         let trainer = Trainer::new(&self.backend, model_config, training_config, data)?;
         Ok(self.install(trainer, None, RunState::Training, now_ms))
     }
@@ -305,7 +306,11 @@ impl<B: Backend> Run<B> {
                 self.window_ms += ms;
                 self.step_ms = Some(self.step_ms.map_or(ms, |avg| 0.8 * avg + 0.2 * ms));
                 self.last_train_loss = report.train_loss;
-                self.points.push(LossPoint { step: report.step, train_loss: report.train_loss, val_loss: None });
+                self.points.push(LossPoint {
+                    step: report.step,
+                    train_loss: report.train_loss,
+                    val_loss: None,
+                });
                 if report.eval_due {
                     self.eval = Some((Evaluation::new(&self.trainer), report.train_loss));
                 }

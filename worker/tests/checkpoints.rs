@@ -100,7 +100,11 @@ fn another_text_is_refused_by_name_and_export_import_round_trips() {
     other.bytes.truncate(50_000);
     let err = restore(s.backend(), block_on(store.load(&id)).unwrap(), &other).unwrap_err();
     assert_eq!(err.code, ErrorCode::DatasetMismatch);
-    assert!(err.message.contains("tinyshakespeare.txt") && err.message.contains("other.txt"), "{}", err.message);
+    assert!(
+        err.message.contains("tinyshakespeare.txt") && err.message.contains("other.txt"),
+        "{}",
+        err.message
+    );
 
     let (name, file) = block_on(store.export(None)).unwrap();
     assert_eq!(name, "tinygpt-tiny-step2.safetensors");

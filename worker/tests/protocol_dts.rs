@@ -69,7 +69,8 @@ fn parse_dts(src: &str) -> Dts {
         } else if let Some(body) = rest.strip_prefix("type ") {
             let (name, def) = body.split_once('=').unwrap();
             let end = def.find(';').unwrap();
-            let members = def[..end].split('|').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
+            let members =
+                def[..end].split('|').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
             dts.aliases.insert(name.trim().to_string(), members);
             rest = &def[end..];
         }
@@ -98,7 +99,8 @@ impl Checker<'_> {
             "boolean" => return if value.is_boolean() { Ok(()) } else { fail("a boolean") },
             // serde_bytes natively: an array of byte values (a Uint8Array in the browser).
             "Uint8Array" => {
-                let bytes = value.as_array().is_some_and(|a| a.iter().all(|b| b.as_u64().is_some_and(|b| b < 256)));
+                let bytes =
+                    value.as_array().is_some_and(|a| a.iter().all(|b| b.as_u64().is_some_and(|b| b < 256)));
                 return if bytes { Ok(()) } else { fail("a Uint8Array") };
             }
             _ => {}
@@ -108,7 +110,10 @@ impl Checker<'_> {
         }
         if let Some(inner) = ty.strip_suffix("[]") {
             let items = value.as_array().ok_or_else(|| format!("{path}: {value} is not an array"))?;
-            return items.iter().enumerate().try_for_each(|(i, v)| self.check(v, inner, &format!("{path}[{i}]")));
+            return items
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, v)| self.check(v, inner, &format!("{path}[{i}]")));
         }
         if let Some(inner) = ty.strip_prefix("Partial<").and_then(|t| t.strip_suffix('>')) {
             return self.check_object(value, inner, path, true);
@@ -117,9 +122,10 @@ impl Checker<'_> {
             // A tagged union: the member whose `type` literal is the value's tag.
             if let Some(tag) = value.get("type").and_then(Value::as_str) {
                 let member = members.iter().find(|m| {
-                    self.dts.interfaces.get(*m).is_some_and(|f| {
-                        f.iter().any(|(k, _, t)| k == "type" && t.trim_matches('\'') == tag)
-                    })
+                    self.dts
+                        .interfaces
+                        .get(*m)
+                        .is_some_and(|f| f.iter().any(|(k, _, t)| k == "type" && t.trim_matches('\'') == tag))
                 });
                 return match member {
                     Some(m) => self.check(value, &m.clone(), path),
@@ -127,7 +133,11 @@ impl Checker<'_> {
                 };
             }
             let members = members.clone();
-            return if members.iter().any(|m| self.check(value, m, path).is_ok()) { Ok(()) } else { fail(ty) };
+            return if members.iter().any(|m| self.check(value, m, path).is_ok()) {
+                Ok(())
+            } else {
+                fail(ty)
+            };
         }
         if self.dts.interfaces.contains_key(ty) {
             return self.check_object(value, ty, path, false);
@@ -135,12 +145,21 @@ impl Checker<'_> {
         Err(format!("{path}: the d.ts has no type {ty}"))
     }
 
-    fn check_object(&mut self, value: &Value, interface: &str, path: &str, partial: bool) -> Result<(), String> {
-        let object = value.as_object().ok_or_else(|| format!("{path}: {value} is not an object ({interface})"))?;
+    fn check_object(
+        &mut self,
+        value: &Value,
+        interface: &str,
+        path: &str,
+        partial: bool,
+    ) -> Result<(), String> {
+        let object =
+            value.as_object().ok_or_else(|| format!("{path}: {value} is not an object ({interface})"))?;
         let fields = self.dts.interfaces[interface].clone();
         for key in object.keys() {
             if !fields.iter().any(|(k, _, _)| k == key) {
-                return Err(format!("{path}: field {key:?} is missing from interface {interface} in protocol.d.ts"));
+                return Err(format!(
+                    "{path}: field {key:?} is missing from interface {interface} in protocol.d.ts"
+                ));
             }
         }
         for (key, optional, ty) in &fields {
@@ -150,7 +169,11 @@ impl Checker<'_> {
                     self.check(v, ty, &format!("{path}.{key}"))?;
                 }
                 None if *optional || partial => {}
-                None => return Err(format!("{path}: required field {key:?} of {interface} is absent in the Rust JSON")),
+                None => {
+                    return Err(format!(
+                        "{path}: required field {key:?} of {interface} is absent in the Rust JSON"
+                    ))
+                }
             }
         }
         Ok(())
@@ -203,7 +226,10 @@ fn in_samples() -> Vec<InMessage> {
 }
 
 fn loss_points() -> Vec<LossPoint> {
-    vec![LossPoint { step: 1, train_loss: 5.5, val_loss: None }, LossPoint { step: 2, train_loss: 5.4, val_loss: Some(5.45) }]
+    vec![
+        LossPoint { step: 1, train_loss: 5.5, val_loss: None },
+        LossPoint { step: 2, train_loss: 5.4, val_loss: Some(5.45) },
+    ]
 }
 
 fn out_samples() -> Vec<OutMessage> {
@@ -332,7 +358,8 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
     let states = [RunState::Training, RunState::Paused, RunState::Finished, RunState::Stopped];
     let reasons = [DoneReason::Finished, DoneReason::Stopped];
     let choices = [BackendChoice::Auto, BackendChoice::Wasm, BackendChoice::WasmSimd];
-    let storage_choices = [StorageChoice::Auto, StorageChoice::Opfs, StorageChoice::Idb, StorageChoice::Memory];
+    let storage_choices =
+        [StorageChoice::Auto, StorageChoice::Opfs, StorageChoice::Idb, StorageChoice::Memory];
     let schedules = [tinygpt_optim::ScheduleKind::Constant, tinygpt_optim::ScheduleKind::Cosine];
     for b in backends {
         match b {
@@ -384,7 +411,8 @@ fn every_rust_message_fits_the_declarations_and_every_declaration_is_produced() 
         ("InMessage", in_samples().iter().map(|m| serde_json::to_value(m).unwrap()).collect::<Vec<_>>()),
         ("OutMessage", out_samples().iter().map(|m| serde_json::to_value(m).unwrap()).collect()),
     ] {
-        let rust_tags: BTreeSet<String> = samples.iter().map(|s| s["type"].as_str().unwrap().to_string()).collect();
+        let rust_tags: BTreeSet<String> =
+            samples.iter().map(|s| s["type"].as_str().unwrap().to_string()).collect();
         let dts_tags: BTreeSet<String> = dts.aliases[union]
             .iter()
             .map(|m| {
@@ -423,7 +451,8 @@ fn enum_values_are_the_same_in_both() {
     let dts = dts();
     for (alias, values) in enum_values() {
         let rust: BTreeSet<String> = values.iter().map(|v| format!("'{}'", v.as_str().unwrap())).collect();
-        let declared: BTreeSet<String> = dts.aliases.get(alias).unwrap_or_else(|| panic!("no type {alias}")).iter().cloned().collect();
+        let declared: BTreeSet<String> =
+            dts.aliases.get(alias).unwrap_or_else(|| panic!("no type {alias}")).iter().cloned().collect();
         assert_eq!(rust, declared, "the values of {alias}");
     }
 }

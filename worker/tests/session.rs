@@ -33,7 +33,7 @@ fn run_until_idle(s: &mut Session<CpuBackend>, budget_ms: f64) -> (Vec<OutMessag
         if save_due {
             let run = s.run().unwrap();
             // A save at an evaluation step waits for that evaluation, so the checkpoint has it.
-            if run.step() % run.trainer.config().eval_interval == 0 {
+            if run.step().is_multiple_of(run.trainer.config().eval_interval) {
                 assert_eq!(run.trainer.history().last().map(|p| p.step), Some(run.step()));
             }
             saves.push(run.step());
@@ -78,7 +78,8 @@ fn a_tiny_run_trains_evaluates_reports_every_step_and_finishes() {
     let val_steps: Vec<usize> = by_step.iter().filter(|(_, v)| v.1.is_some()).map(|(s, _)| *s).collect();
     assert_eq!(val_steps, vec![20, 40]);
     let points: Vec<_> = by_step.values().collect();
-    let mean = |r: std::ops::Range<usize>| points[r.clone()].iter().map(|p| p.0).sum::<f32>() / r.len() as f32;
+    let mean =
+        |r: std::ops::Range<usize>| points[r.clone()].iter().map(|p| p.0).sum::<f32>() / r.len() as f32;
     let (first, last) = (mean(0..5), mean(points.len() - 5..points.len()));
     assert!(last < first - 0.3, "loss should fall: first steps {first}, last steps {last}");
     assert_eq!(saves, vec![20, 40], "a save at the checkpoint interval and at the end");
@@ -150,7 +151,8 @@ fn sampling_streams_the_same_text_as_generate() {
     let mut s = session();
     s.start(tiny(json!({"max_steps": 3})), shakespeare(), 0.0).unwrap();
     s.pause().unwrap();
-    let request = SampleRequest { prompt: "ROMEO:".into(), max_tokens: 40, temperature: 0.8, top_k: 40, seed: 7 };
+    let request =
+        SampleRequest { prompt: "ROMEO:".into(), max_tokens: 40, temperature: 0.8, top_k: 40, seed: 7 };
     s.sample(request, 0.0).unwrap();
     let (messages, _) = run_until_idle(&mut s, 0.0);
     let chunks: String = messages

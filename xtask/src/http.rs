@@ -13,7 +13,7 @@
 //! - One thread per connection, `Connection: close`: the page loads a dozen files, so this
 //!   stays simple rather than fast.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -184,9 +184,10 @@ pub fn mime_type(path: &Path) -> &'static str {
     }
 }
 
-/// Fetches `path` from a running server: `(status, headers, body)`. For tests and for
-/// `test-web`'s readiness check.
+/// Fetches `path` from a running server: `(status, headers, body)`, for the tests.
+#[cfg(test)]
 pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String, Vec<u8>)> {
+    use std::io::Read;
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;

@@ -17,10 +17,14 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
     web_test::test_task(&[])
 }
 
-/// The ckpt crate's OPFS and IndexedDB stores, tested in Chromium by wasm-bindgen-test.
+/// The ckpt crate's OPFS and IndexedDB stores, tested in Chromium by wasm-bindgen-test
+/// (`wasm-bindgen-test-runner` drives Debian's chromedriver; `ckpt/webdriver.json` passes
+/// the flags). A target dir of its own keeps these flags from rebuilding anything else.
 fn ckpt_browser_tests(cargo: &str) -> Result<(), String> {
     run(Command::new(cargo)
         .current_dir(workspace_root())
-        .args(["test", "-p", "tinygpt-ckpt", "--target", "wasm32-unknown-unknown"])
+        .args(["test", "-p", "tinygpt-ckpt", "--target", "wasm32-unknown-unknown", "--target-dir"])
+        .arg(workspace_root().join("target/wasm-test"))
+        .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", "wasm-bindgen-test-runner")
         .env("CHROMEDRIVER", "/usr/bin/chromedriver"))
 }

@@ -92,6 +92,8 @@ fn cargo_build(root: &Path, variant: Variant) -> Result<PathBuf, String> {
         .arg("--target-dir")
         .arg(&target_dir)
         .env("RUSTFLAGS", rustflags)
+        // Line tables (the workspace's release setting) only bloat the download.
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
         .env_remove("CARGO_ENCODED_RUSTFLAGS"))?;
     Ok(target_dir.join("wasm32-unknown-unknown/release/tinygpt_worker.wasm"))
 }

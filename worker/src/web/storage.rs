@@ -32,7 +32,9 @@ pub async fn open(choice: StorageChoice) -> (Option<(BrowserStorage, StorageKind
         StorageChoice::Auto | StorageChoice::Opfs => match OpfsStorage::open(STORE_NAME).await {
             Ok(s) => (Some((BrowserStorage::Opfs(s), StorageKind::Opfs)), None),
             Err(opfs) if choice == StorageChoice::Auto => match IdbStorage::open(STORE_NAME).await {
-                Ok(s) => (Some((BrowserStorage::Idb(s), StorageKind::Indexeddb)), Some(format!("OPFS: {opfs}"))),
+                Ok(s) => {
+                    (Some((BrowserStorage::Idb(s), StorageKind::Indexeddb)), Some(format!("OPFS: {opfs}")))
+                }
                 Err(idb) => (None, Some(format!("OPFS: {opfs}; IndexedDB: {idb}"))),
             },
             Err(opfs) => (None, Some(format!("OPFS: {opfs}"))),
