@@ -94,11 +94,17 @@ impl Storage for NativeStorage {
         let path = self.path(key);
         let dir = path.parent().expect("a key has a parent directory");
         let err = self.io_error(key);
-        let created = !dir.is_dir();
+        let (created, root_created) = (!dir.is_dir(), !self.root.is_dir());
         let write = || -> io::Result<()> {
             if created {
                 fs::create_dir_all(dir)?;
+                // New directory entries are durable once their parents are synced.
                 sync_dir(dir.parent().unwrap_or(dir))?;
+                if root_created {
+                    if let Some(parent) = self.root.parent().filter(|p| !p.as_os_str().is_empty()) {
+                        sync_dir(parent)?;
+                    }
+                }
             }
             let name = path.file_name().expect("a key has a name").to_string_lossy();
             let tmp = dir.join(format!(".{name}.tmp"));
