@@ -141,8 +141,10 @@ impl ModelConfig {
         if self.dtype != "float32" {
             return bad("dtype", format!("is {:?}, only \"float32\" is supported", self.dtype));
         }
-        if self.param_count() > 1 << 31 {
-            return bad("d_model", format!("gives {} parameters, over the 2^31 limit", self.param_count()));
+        // Counted in u64: on wasm32 a hostile config would overflow usize before this check.
+        let params = self.param_count_u64();
+        if params > 1 << 31 {
+            return bad("d_model", format!("gives {params} parameters, over the 2^31 limit"));
         }
         Ok(())
     }
@@ -183,8 +185,14 @@ impl ModelConfig {
             .collect()
     }
 
+    /// The number of parameters. Call on a validated config (validation bounds it by 2^31).
     pub fn param_count(&self) -> usize {
-        let (v, c, d, f, l) = (self.vocab_size, self.context_length, self.d_model, self.d_mlp, self.n_layers);
+        self.param_count_u64() as usize
+    }
+
+    fn param_count_u64(&self) -> u64 {
+        let [v, c, d, f, l] =
+            [self.vocab_size, self.context_length, self.d_model, self.d_mlp, self.n_layers].map(|x| x as u64);
         v * d + c * d + l * (4 * d + 4 * (d * d + d) + 2 * d * f + f + d) + 2 * d
     }
 }
