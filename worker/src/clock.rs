@@ -8,17 +8,16 @@ pub trait Clock {
 
 /// The platform clock.
 #[derive(Clone, Debug)]
+#[cfg_attr(target_arch = "wasm32", derive(Default))]
 pub struct SystemClock {
     #[cfg(not(target_arch = "wasm32"))]
     start: std::time::Instant,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Default for SystemClock {
     fn default() -> Self {
-        SystemClock {
-            #[cfg(not(target_arch = "wasm32"))]
-            start: std::time::Instant::now(),
-        }
+        SystemClock { start: std::time::Instant::now() }
     }
 }
 

@@ -88,7 +88,11 @@ pub fn parse_options<'a>(args: &'a [String], known: &[&str]) -> Result<Vec<(&'a 
     while let Some(arg) = it.next() {
         let name = arg.as_str();
         if !known.contains(&name) {
-            return Err(format!("unknown option {name:?}; known: {}", known.join(", ")));
+            return Err(if known.is_empty() {
+                format!("unknown option {name:?}; this task takes no options")
+            } else {
+                format!("unknown option {name:?}; known: {}", known.join(", "))
+            });
         }
         if name.starts_with("--no-") || name == "--release" {
             out.push((name, ""));
