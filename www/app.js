@@ -106,6 +106,8 @@ function onRunStarted({ run }) {
   state.maxSteps = run.maxSteps;
   state.lastProgress = null;
   state.firstProgressStep = null;
+  // A new run ends any sample in progress (the worker drops it).
+  state.sampling = false;
   chart.clear();
   chart.add(run.history);
   $('resume-banner').hidden = true;
@@ -115,6 +117,7 @@ function onRunStarted({ run }) {
   $('stat-tps').textContent = '—';
   $('stat-eta').textContent = '—';
   renderStep();
+  updateButtons();
   drawCheckpoints();
   if (state.pendingResume) {
     state.pendingResume = false;

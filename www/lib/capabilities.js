@@ -2,9 +2,9 @@
 
 import { formatBytes } from './format.js';
 
-const yesNo = (el, value, yes = 'yes', no = 'no') => {
+const yesNo = (el, value, yes = 'yes', no = 'no', noClass = 'no') => {
   el.textContent = value ? yes : no;
-  el.className = value ? 'yes' : 'no';
+  el.className = value ? 'yes' : noClass;
 };
 
 export function renderCapabilities(caps, persisted) {
@@ -15,7 +15,7 @@ export function renderCapabilities(caps, persisted) {
   const storage = { opfs: 'OPFS', indexeddb: 'IndexedDB', memory: 'memory (this tab only)', none: 'unavailable' }[caps.storage];
   $('cap-storage').textContent = caps.storageNote ? `${storage} — ${caps.storageNote}` : storage;
   $('cap-storage').className = caps.storage === 'none' ? 'no' : '';
-  yesNo($('cap-persisted'), persisted, 'yes', 'no (the browser may evict it)');
+  yesNo($('cap-persisted'), persisted, 'yes', 'no (the browser may evict it under pressure)', 'warn');
   $('cap-quota').textContent =
     caps.quotaBytes != null ? `${formatBytes(caps.usageBytes)} used of ${formatBytes(caps.quotaBytes)}` : 'unknown';
   $('cap-threads').textContent = String(caps.hardwareThreads);
