@@ -200,3 +200,36 @@ pub fn ckpt_error(e: CkptError) -> WorkerError {
     };
     WorkerError::new(code, message)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_become_codes_and_plain_words() {
+        let quota = ckpt_error(CkptError::QuotaExceeded { needed_bytes: 3_400_000 });
+        assert_eq!(quota.code, ErrorCode::QuotaExceeded);
+        assert!(
+            quota.message.contains("3.4 MB") && quota.message.contains("previous checkpoint is kept"),
+            "{}",
+            quota.message
+        );
+
+        let private =
+            ckpt_error(CkptError::Unavailable { what: "OPFS".into(), reason: "SecurityError".into() });
+        assert_eq!(private.code, ErrorCode::StorageUnavailable);
+        assert!(
+            private.message.contains("private windows") && private.message.contains("SecurityError"),
+            "{}",
+            private.message
+        );
+
+        let corrupt = ckpt_error(CkptError::ChecksumMismatch {
+            file: "gen-000001/weights.f32".into(),
+            expected: "a".into(),
+            actual: "b".into(),
+        });
+        assert_eq!(corrupt.code, ErrorCode::BadCheckpoint);
+        assert!(corrupt.message.contains("weights.f32"), "{}", corrupt.message);
+    }
+}

@@ -205,8 +205,9 @@ mod tests {
     use super::*;
 
     /// `<tmp>/outside.txt` next to a served `<tmp>/dist/` with `index.html` and `pkg/a.wasm`.
-    fn fixture() -> (PathBuf, PathBuf) {
-        let base = std::env::temp_dir().join(format!("tinygpt-http-test-{}", std::process::id()));
+    /// One folder per test (`name`): tests run in parallel and must not rewrite each other's files.
+    fn fixture(name: &str) -> (PathBuf, PathBuf) {
+        let base = std::env::temp_dir().join(format!("tinygpt-http-{name}-{}", std::process::id()));
         let dist = base.join("dist");
         std::fs::create_dir_all(dist.join("pkg")).unwrap();
         std::fs::write(base.join("outside.txt"), "secret").unwrap();
@@ -217,7 +218,7 @@ mod tests {
 
     #[test]
     fn traversal_plain_and_percent_encoded_is_refused() {
-        let (_, dist) = fixture();
+        let (_, dist) = fixture("traversal");
         for target in [
             "/../outside.txt",
             "/pkg/../../outside.txt",
@@ -240,7 +241,7 @@ mod tests {
 
     #[test]
     fn files_folders_and_queries_resolve_inside_the_root() {
-        let (_, dist) = fixture();
+        let (_, dist) = fixture("resolve");
         assert_eq!(resolve(&dist, "/").unwrap(), dist.join("index.html"));
         assert_eq!(resolve(&dist, "/?storage=idb").unwrap(), dist.join("index.html"));
         assert_eq!(resolve(&dist, "/pkg/a.wasm").unwrap(), dist.join("pkg/a.wasm"));
@@ -250,7 +251,7 @@ mod tests {
 
     #[test]
     fn server_sends_isolation_headers_wasm_type_and_refuses_traversal() {
-        let (_, dist) = fixture();
+        let (_, dist) = fixture("server");
         let server = start(&dist, "127.0.0.1", 0).unwrap();
         let (status, head, body) = get(server.addr, "/pkg/a.wasm").unwrap();
         assert_eq!(status, 200);
