@@ -8,7 +8,7 @@ use tinygpt_ckpt::{
 };
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::{Dataset, Preset, Split};
-use tinygpt_optim::{ResumeState, Trainer, TrainingConfig};
+use tinygpt_optim::{Trainer, TrainingConfig};
 use tinygpt_tensor::block_on;
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -24,29 +24,12 @@ fn steps(t: &mut Trainer<CpuBackend>, n: usize) {
 }
 
 fn snapshot(t: &Trainer<CpuBackend>) -> Checkpoint {
-    let state = block_on(t.resume_state()).unwrap();
-    Checkpoint {
-        model_config: t.model().config().clone(),
-        training_config: t.config().clone(),
-        dataset: t.dataset().manifest().clone(),
-        progress: state.progress,
-        loss_history: state.history,
-        weights: state.weights,
-        adam_m: state.adam_m,
-        adam_v: state.adam_v,
-    }
+    block_on(Checkpoint::capture(t)).unwrap()
 }
 
 fn resume(backend: &CpuBackend, ckpt: Checkpoint, dataset: Dataset) -> Trainer<CpuBackend> {
     check_compatible(&ckpt, &ckpt.model_config, dataset.manifest()).unwrap();
-    let state = ResumeState {
-        weights: ckpt.weights,
-        adam_m: ckpt.adam_m,
-        adam_v: ckpt.adam_v,
-        progress: ckpt.progress,
-        history: ckpt.loss_history,
-    };
-    Trainer::resume(backend, ckpt.model_config, ckpt.training_config, dataset, state).unwrap()
+    ckpt.resume(backend, dataset).unwrap()
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {

@@ -1,11 +1,10 @@
 //! `tinygpt eval`: one JSON line of train and validation loss over fixed, seeded batches.
 
 use tinygpt_model::{Dataset, Split};
-use tinygpt_optim::Trainer;
 use tinygpt_tensor::Backend;
 
 use crate::args::EvalArgs;
-use crate::checkpoint::{load_latest, resume_state};
+use crate::checkpoint::load_latest;
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
 use crate::text;
@@ -24,10 +23,10 @@ impl WithBackend for Eval {
         let args = self.0;
         let ckpt = load_latest(&args.model)?;
         let (name, bytes) = text::load(args.data.as_deref())?;
-        let (model, training) = (ckpt.model_config.clone(), ckpt.training_config.clone());
-        let dataset = Dataset::new(&name, &bytes, model.context_length, training.seed)?;
+        let (context, seed) = (ckpt.model_config.context_length, ckpt.training_config.seed);
+        let dataset = Dataset::new(&name, &bytes, context, seed)?;
         // Evaluation reuses the trainer's fixed, seeded eval batches.
-        let trainer = Trainer::resume(&backend, model, training, dataset, resume_state(ckpt.weights_only()))?;
+        let trainer = ckpt.weights_only().resume(&backend, dataset)?;
         let train_loss = trainer.evaluate(Split::Train)?;
         let val_loss = trainer.evaluate(Split::Val)?;
         let c = trainer.config();

@@ -11,10 +11,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tinygpt_ckpt::{check_compatible, Checkpoint, CheckpointDir, CkptError};
 use tinygpt_model::{Dataset, ModelConfig, Split};
 use tinygpt_optim::{Trainer, TrainingConfig};
-use tinygpt_tensor::Backend;
+use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::TrainArgs;
-use crate::checkpoint::{load_latest, resume_state, snapshot};
+use crate::checkpoint::load_latest;
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
 use crate::{run_config, text};
@@ -99,9 +99,7 @@ impl WithBackend for Train {
         let mut trainer = match start {
             Start::Fresh { model, training } => Trainer::new(&backend, model, training, dataset)?,
             Start::Resume { ckpt, steps } => {
-                let ckpt = *ckpt;
-                let (model, training) = (ckpt.model_config.clone(), ckpt.training_config.clone());
-                let mut t = Trainer::resume(&backend, model, training, dataset, resume_state(ckpt))?;
+                let mut t = ckpt.resume(&backend, dataset)?;
                 if let Some(steps) = steps {
                     t.set_max_steps(t.progress().step + steps);
                 }
@@ -129,7 +127,7 @@ impl WithBackend for Train {
         let mut tokens_per_s = 0.0;
         let mut last_save = Instant::now();
         let save = |trainer: &Trainer<B>, bar: &ProgressBar| -> Result<(), CliError> {
-            let report = store.save(&snapshot(trainer)?)?;
+            let report = store.save(&block_on(Checkpoint::capture(trainer))?)?;
             log(bar, format!("checkpoint {} at step {} ({} bytes)", report.id, report.step, report.bytes));
             Ok(())
         };
