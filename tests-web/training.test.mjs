@@ -60,7 +60,11 @@ test('tiny trains in the worker: loss falls, no long task, pause/resume/stop ans
     await setField(page, 'warmup_steps', 10);
     await setField(page, 'eval_interval', 50);
     await setField(page, 'eval_batches', 4);
-    const trainStart = await page.evaluate(() => performance.now());
+    const trainStart = await page.evaluate(() => {
+      window.__progressTimes = [];
+      window.tinygpt.client.on('progress', () => window.__progressTimes.push(performance.now()));
+      return performance.now();
+    });
     await page.click('#train');
     await waitStep(page, 60);
     mkdirSync(ARTIFACTS, { recursive: true });
@@ -70,6 +74,11 @@ test('tiny trains in the worker: loss falls, no long task, pause/resume/stop ans
     // Training runs in the worker: the main thread had no task over 100 ms meanwhile.
     const longTasks = await page.evaluate((t0) => window.__longTasks.filter((t) => t.start >= t0), trainStart);
     assert.deepEqual(longTasks.filter((t) => t.duration > 100), [], 'main-thread long tasks while training');
+
+    // Progress arrives at least once a second.
+    const gaps = await page.evaluate(() => window.__progressTimes.slice(1).map((t, i) => t - window.__progressTimes[i]));
+    assert.ok(gaps.length >= 5, `progress messages: ${gaps.length + 1}`);
+    assert.ok(Math.max(...gaps) < 1000, `longest gap between progress messages: ${Math.max(...gaps).toFixed(0)} ms`);
 
     // The loss falls: the last 20 steps average well under the first 5.
     const train = await page.evaluate(() => window.tinygpt.chart.train.slice());

@@ -11,7 +11,7 @@ use tinygpt_ckpt::{
     LoadOptions, Storage, DATASET_MANIFEST, MODEL_CONFIG, TRAINER_STATE, TRAINING_CONFIG,
 };
 use tinygpt_model::{Dataset, DatasetManifest, ModelConfig};
-use tinygpt_optim::{ResumeState, Trainer, TrainingConfig};
+use tinygpt_optim::{Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::error::WorkerError;
@@ -23,22 +23,11 @@ pub const KEEP: usize = 4;
 
 /// The run's full state (weights, moments, progress, history).
 pub fn snapshot<B: Backend>(run: &Run<B>) -> Result<Checkpoint, WorkerError> {
-    let t = &run.trainer;
-    let state = block_on(t.resume_state())?;
-    Ok(Checkpoint {
-        model_config: t.model().config().clone(),
-        training_config: t.config().clone(),
-        dataset: t.dataset().manifest().clone(),
-        progress: state.progress,
-        loss_history: state.history,
-        weights: state.weights,
-        adam_m: state.adam_m,
-        adam_v: state.adam_v,
-    })
+    Ok(block_on(Checkpoint::capture(&run.trainer))?)
 }
 
-/// A trainer continuing `ckpt` on `dataset`, which must be the text it trained on. A
-/// weights-only checkpoint resumes with zero moments.
+/// A trainer continuing `ckpt` on `dataset`, which must be the text it trained on (a
+/// weights-only checkpoint resumes with zero moments).
 pub fn restore<B: Backend>(
     backend: &B,
     ckpt: Checkpoint,
@@ -59,17 +48,7 @@ pub fn restore<B: Backend>(
         ),
         other => ckpt_error(other),
     })?;
-    let n = ckpt.model_config.param_count();
-    let (adam_m, adam_v) =
-        if ckpt.has_moments() { (ckpt.adam_m, ckpt.adam_v) } else { (vec![0.0; n], vec![0.0; n]) };
-    let state = ResumeState {
-        weights: ckpt.weights,
-        adam_m,
-        adam_v,
-        progress: ckpt.progress,
-        history: ckpt.loss_history,
-    };
-    Ok(Trainer::resume(backend, ckpt.model_config, ckpt.training_config, data, state)?)
+    Ok(ckpt.resume(backend, data)?)
 }
 
 /// The browser's checkpoint store and what kind it is.
