@@ -143,6 +143,14 @@ test('an empty or too-short upload shows the error and keeps the run; download a
     await page.waitForFunction((n) => document.querySelectorAll('#checkpoint-rows tr').length > n, before.rows);
     const rows = await page.evaluate(() => [...document.querySelectorAll('#checkpoint-rows tr')].map((r) => r.dataset.id));
     assert.equal(rows.length, before.rows + 1, `rows: ${rows}`);
+
+    // Delete the older one (the latest cannot be deleted: its button is disabled).
+    assert.equal(await page.isDisabled(`#checkpoint-rows tr[data-id="${rows[0]}"] button:has-text("Delete")`), true);
+    page.once('dialog', (dialog) => dialog.accept());
+    await page.click(`#checkpoint-rows tr[data-id="${rows[1]}"] button:has-text("Delete")`);
+    await page.waitForFunction((n) => document.querySelectorAll('#checkpoint-rows tr').length === n, before.rows);
+    const left = await page.evaluate(() => [...document.querySelectorAll('#checkpoint-rows tr')].map((r) => r.dataset.id));
+    assert.deepEqual(left, rows.filter((id) => id !== rows[1]));
     assert.deepEqual(page.pageErrors, []);
   } finally {
     await browser.close();

@@ -36,10 +36,16 @@ export function renderCheckpoints(tbody, items, { onResume, onDownload, onDelete
         b.className = cls;
         b.onclick = () => handler(item);
         actions.append(b);
+        return b;
       };
       button('Resume', onResume);
       button('Download', onDownload);
-      button('Delete', onDelete, 'danger');
+      const del = button('Delete', onDelete, 'danger');
+      if (i === 0) {
+        // The store keeps the latest generation: it is what "Resume last run" loads.
+        del.disabled = true;
+        del.title = 'The latest checkpoint cannot be deleted; save a newer one first.';
+      }
       row.append(actions);
       return row;
     }),
