@@ -32,8 +32,17 @@ const stepNow = (page) => page.evaluate(() => window.tinygpt.state.step);
 test('the page loads without console errors and is crossOriginIsolated', { timeout: 120_000 }, async () => {
   const browser = await openBrowser();
   try {
+    const requests = [];
+    browser.context.on('request', (r) => requests.push(r.url()));
     const page = await openPage(browser.context);
     assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'crossOriginIsolated');
+    // Everything comes from the one output folder: no CDN, no other origin.
+    const origin = new URL(page.url()).origin;
+    const foreign = requests.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith('data:') && !u.startsWith('blob:'));
+    assert.deepEqual(foreign, [], 'requests to another origin');
+    for (const path of ['/vendor/uplot/uPlot.esm.js', '/pkg/simd/tinygpt_worker_bg.wasm', '/data/tinyshakespeare.txt']) {
+      assert.ok(requests.includes(`${origin}${path}`), `${path} was loaded`);
+    }
     assert.equal(await page.evaluate(() => typeof SharedArrayBuffer), 'function');
     const caps = await page.evaluate(() => window.tinygpt.state.capabilities);
     assert.equal(caps.simd, true);
