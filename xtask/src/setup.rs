@@ -22,12 +22,19 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
 }
 
 pub fn setup() -> Result<(), String> {
-    wasm_target()?;
-    wasm_bindgen_cli()?;
+    web_build_tools()?;
     apt_packages()?;
-    npm_packages()?;
     eprintln!("xtask setup: everything is installed");
     Ok(())
+}
+
+/// What `build-web` (and so `serve`) needs: the wasm target, wasm-bindgen-cli and the npm
+/// packages, so a new user's first `cargo xtask serve` works with only Rust and Node.
+/// The browser (apt) is for the tests only.
+pub fn web_build_tools() -> Result<(), String> {
+    wasm_target()?;
+    wasm_bindgen_cli()?;
+    npm_packages()
 }
 
 fn wasm_target() -> Result<(), String> {
@@ -43,6 +50,7 @@ fn wasm_bindgen_cli() -> Result<(), String> {
     if installed_wasm_bindgen_version().as_deref() == Some(locked.as_str()) {
         return Ok(());
     }
+    eprintln!("xtask: installing wasm-bindgen-cli {locked} to match Cargo.lock (about 3 minutes, once)");
     run(Command::new("cargo").args(["install", "--force", "wasm-bindgen-cli", "--version", &locked]))
 }
 

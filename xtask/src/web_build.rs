@@ -12,10 +12,13 @@
 //! Each variant builds into its own target dir (`target/wasm-<variant>`), because the two
 //! differ in RUSTFLAGS and would otherwise rebuild each other from scratch every time.
 //! No wasm-opt: Debian's (binaryen 108) breaks wasm-bindgen 0.2.130 output (TOOLCHAIN.md).
+//! Missing build tools (wasm target, wasm-bindgen-cli at Cargo.lock's version, npm
+//! packages) are installed first, see `setup::web_build_tools`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::setup;
 use crate::util::{
     copy_file, copy_tree, installed_wasm_bindgen_version, locked_wasm_bindgen_version, parse_options, run,
     workspace_root,
@@ -49,6 +52,7 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
 /// Builds everything into `dist/`.
 pub fn build() -> Result<(), String> {
     let root = workspace_root();
+    setup::web_build_tools()?;
     check_wasm_bindgen()?;
     let uplot = root.join("node_modules/uplot/dist");
     if !uplot.join("uPlot.esm.js").is_file() {
