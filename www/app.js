@@ -79,6 +79,7 @@ function startWorker(backend) {
     state.checkpointsLoaded = true;
     drawCheckpoints();
     offerResume();
+    refreshQuota();
   });
   client.on('exported', download);
   client.on('deleted', (m) => notices.info('Deleted.', `Checkpoint ${m.id} was removed.`));
@@ -168,6 +169,17 @@ function updateButtons() {
   $('stop').disabled = !(s === 'training' || s === 'paused');
   $('generate').disabled = !hasRun || state.sampling;
   $('save-now').disabled = !hasRun;
+}
+
+/** Storage use changes with every save; the page can ask the browser directly. */
+async function refreshQuota() {
+  if (!navigator.storage?.estimate) return;
+  try {
+    const { usage, quota } = await navigator.storage.estimate();
+    $('cap-quota').textContent = `${formatBytes(usage)} used of ${formatBytes(quota)}`;
+  } catch {
+    // Keep what the worker reported.
+  }
 }
 
 // ---- dataset ---------------------------------------------------------------------------
