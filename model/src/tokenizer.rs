@@ -23,20 +23,34 @@ impl Utf8Stream {
         Self::default()
     }
 
-    /// Adds one byte; returns the text it completes (possibly empty).
+    /// Adds one byte; returns the text it completes (possibly empty). An invalid sequence
+    /// becomes one U+FFFD per maximal invalid run (as `String::from_utf8_lossy` does), and a
+    /// byte that starts the next character stays pending.
     pub fn push(&mut self, byte: u8) -> String {
         self.pending.push(byte);
-        match std::str::from_utf8(&self.pending) {
-            Ok(s) => {
-                let out = s.to_string();
-                self.pending.clear();
-                out
-            }
-            Err(e) if e.error_len().is_none() && self.pending.len() < 4 => String::new(),
-            Err(_) => {
-                let out = decode(&self.pending);
-                self.pending.clear();
-                out
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    out.push_str(s);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    out.push_str(std::str::from_utf8(&self.pending[..valid]).expect("valid prefix"));
+                    match e.error_len() {
+                        // An incomplete character at the end: wait for its remaining bytes.
+                        None => {
+                            self.pending.drain(..valid);
+                            return out;
+                        }
+                        Some(bad) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            self.pending.drain(..valid + bad);
+                        }
+                    }
+                }
             }
         }
     }
@@ -58,6 +72,15 @@ mod tests {
         let mut s = Utf8Stream::new();
         let text: String = "héllo ✓".bytes().map(|b| s.push(b)).collect();
         assert_eq!(text + &s.finish(), "héllo ✓");
+    }
+
+    #[test]
+    fn a_broken_sequence_does_not_swallow_the_next_character() {
+        let mut s = Utf8Stream::new();
+        let bytes = [0xE2, 0x82, 0xE2, 0x82, 0xAC];
+        let text: String = bytes.iter().map(|&b| s.push(b)).collect::<String>() + &s.finish();
+        assert_eq!(text, String::from_utf8_lossy(&bytes));
+        assert_eq!(text, "\u{FFFD}€");
     }
 
     #[test]
