@@ -20,4 +20,4 @@ pub use data::{Batch, Dataset, DatasetManifest, Split};
 pub use error::ModelError;
 pub use gpt::{Forward, Gpt, LN_EPS};
 pub use params::Params;
-pub use sample::{pick_token, SampleConfig};
+pub use sample::{pick_token, Generation, SampleConfig};

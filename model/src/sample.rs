@@ -47,38 +47,70 @@ pub fn pick_token(logits: &[f32], temperature: f32, top_k: usize, rng: &mut Rng)
     order[order.len() - 1] as u8
 }
 
+/// Generation one token at a time, so callers can stream it and interleave it with other
+/// work (the web worker answers pause and stop between tokens). The context is the last
+/// `context_length` tokens, prompt included; an empty prompt starts from a newline, a
+/// natural document boundary; one `Rng::new(seed)` drives the whole sample.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    config: SampleConfig,
+    tokens: Vec<u8>,
+    produced: usize,
+    rng: Rng,
+}
+
+impl Generation {
+    pub fn new(prompt: &[u8], config: SampleConfig) -> Self {
+        let tokens = if prompt.is_empty() { vec![b'\n'] } else { prompt.to_vec() };
+        let rng = Rng::new(config.seed);
+        Generation { config, tokens, produced: 0, rng }
+    }
+
+    /// Whether `max_tokens` have been produced.
+    pub fn is_done(&self) -> bool {
+        self.produced >= self.config.max_tokens
+    }
+
+    /// The bytes produced so far (prompt excluded).
+    pub fn generated(&self) -> &[u8] {
+        &self.tokens[self.tokens.len() - self.produced..]
+    }
+
+    /// Samples the next token (one forward pass over the context window).
+    pub async fn next_token<B: Backend>(&mut self, model: &Gpt<B>) -> Result<u8, TensorError> {
+        let (ctx, vocab) = (model.config().context_length, model.config().vocab_size);
+        let window = &self.tokens[self.tokens.len().saturating_sub(ctx)..];
+        let ids: Vec<u32> = window.iter().map(|&b| b as u32).collect();
+        let backend = model.params().tensors()[0].backend().clone();
+        let tape = Tape::no_grad();
+        let fwd = model.forward(&tape, &Indices::new(&backend, &ids), 1, ids.len());
+        let logits = fwd.logits.value().read().await?;
+        let last = &logits[(ids.len() - 1) * vocab..ids.len() * vocab];
+        let token = pick_token(last, self.config.temperature, self.config.top_k, &mut self.rng);
+        self.tokens.push(token);
+        self.produced += 1;
+        Ok(token)
+    }
+}
+
 impl<B: Backend> Gpt<B> {
-    /// Generates up to `config.max_tokens` bytes after `prompt`, calling `on_token` with each
-    /// one as it is sampled; `on_token` returning false stops early. Returns the new bytes.
-    /// The context is the last `context_length` tokens (prompt included).
+    /// Generates up to `config.max_tokens` bytes after `prompt` (see [`Generation`]), calling
+    /// `on_token` with each as it is sampled; `on_token` returning false stops early.
+    /// Returns the new bytes.
     pub async fn generate(
         &self,
         prompt: &[u8],
         config: &SampleConfig,
         mut on_token: impl FnMut(u8) -> bool,
     ) -> Result<Vec<u8>, TensorError> {
-        let ctx = self.config().context_length;
-        let backend = self.params().tensors()[0].backend().clone();
-        let mut rng = Rng::new(config.seed);
-        // An empty prompt starts from a newline, a natural document boundary.
-        let mut tokens: Vec<u8> = if prompt.is_empty() { vec![b'\n'] } else { prompt.to_vec() };
-        let mut out = Vec::with_capacity(config.max_tokens);
-        for _ in 0..config.max_tokens {
-            let window = &tokens[tokens.len().saturating_sub(ctx)..];
-            let ids: Vec<u32> = window.iter().map(|&b| b as u32).collect();
-            let tape = Tape::no_grad();
-            let fwd = self.forward(&tape, &Indices::new(&backend, &ids), 1, ids.len());
-            let logits = fwd.logits.value().read().await?;
-            let vocab = self.config().vocab_size;
-            let last = &logits[(ids.len() - 1) * vocab..ids.len() * vocab];
-            let token = pick_token(last, config.temperature, config.top_k, &mut rng);
-            tokens.push(token);
-            out.push(token);
+        let mut generation = Generation::new(prompt, config.clone());
+        while !generation.is_done() {
+            let token = generation.next_token(self).await?;
             if !on_token(token) {
                 break;
             }
         }
-        Ok(out)
+        Ok(generation.generated().to_vec())
     }
 }
 

@@ -12,4 +12,4 @@ pub use config::{ScheduleKind, TrainingConfig};
 pub use error::TrainError;
 pub use schedule::learning_rate;
 pub use state::{LossPoint, TrainerProgress};
-pub use trainer::{ResumeState, StepReport, Trainer, BATCH_SALT, EVAL_SALT_TRAIN, EVAL_SALT_VAL};
+pub use trainer::{Evaluation, ResumeState, StepReport, Trainer, BATCH_SALT, EVAL_SALT_TRAIN, EVAL_SALT_VAL};

@@ -228,23 +228,12 @@ impl<B: Backend> Trainer<B> {
 
     /// Mean loss over `eval_batches` fixed batches of `split` (the same windows every time).
     pub async fn evaluate_async(&self, split: Split) -> Result<f32, TrainError> {
-        let salt = match split {
-            Split::Train => EVAL_SALT_TRAIN,
-            Split::Val => EVAL_SALT_VAL,
-        };
-        let mut rng = Rng::new(self.config.seed ^ salt);
-        let (batch, seq) = (self.config.batch_size, self.model.config().context_length);
-        let backend = self.model.params().tensors()[0].backend().clone();
-        let mut total = 0.0f64;
-        for _ in 0..self.config.eval_batches {
-            let data = self.dataset.batch(split, batch, seq, &mut rng);
-            let tape = Tape::no_grad();
-            let inputs = Indices::new(&backend, &data.inputs);
-            let targets = Indices::new(&backend, &data.targets);
-            let (loss, _) = self.model.loss(&tape, &inputs, &targets, batch, seq);
-            total += loss.value().read().await?[0] as f64;
+        let mut evaluation = Evaluation::new(self, split);
+        loop {
+            if let Some(loss) = evaluation.next_batch(self).await? {
+                return Ok(loss);
+            }
         }
-        Ok((total / self.config.eval_batches as f64) as f32)
     }
 
     /// [`Trainer::evaluate_async`] for synchronous callers.
@@ -258,5 +247,42 @@ impl<B: Backend> Trainer<B> {
         if self.progress.best_val_loss.is_none_or(|best| val_loss < best) {
             self.progress.best_val_loss = Some(val_loss);
         }
+    }
+}
+
+/// An evaluation scored a batch at a time, so callers can spread it over several slices
+/// of work (the web worker answers pause and stop between batches). It draws
+/// `eval_batches` batches of the training batch size from a fresh `Rng::new(seed ^
+/// EVAL_SALT_*)` and averages their losses in f64.
+#[derive(Clone, Debug)]
+pub struct Evaluation {
+    split: Split,
+    rng: Rng,
+    done: usize,
+    total: f64,
+}
+
+impl Evaluation {
+    pub fn new<B: Backend>(trainer: &Trainer<B>, split: Split) -> Self {
+        let salt = match split {
+            Split::Train => EVAL_SALT_TRAIN,
+            Split::Val => EVAL_SALT_VAL,
+        };
+        Evaluation { split, rng: Rng::new(trainer.config.seed ^ salt), done: 0, total: 0.0 }
+    }
+
+    /// Scores one more batch; returns the mean loss once all `eval_batches` are in.
+    pub async fn next_batch<B: Backend>(&mut self, trainer: &Trainer<B>) -> Result<Option<f32>, TrainError> {
+        let config = &trainer.config;
+        let (batch, seq) = (config.batch_size, trainer.model.config().context_length);
+        let data = trainer.dataset.batch(self.split, batch, seq, &mut self.rng);
+        let backend = trainer.model.params().tensors()[0].backend().clone();
+        let tape = Tape::no_grad();
+        let inputs = Indices::new(&backend, &data.inputs);
+        let targets = Indices::new(&backend, &data.targets);
+        let (loss, _) = trainer.model.loss(&tape, &inputs, &targets, batch, seq);
+        self.total += loss.value().read().await?[0] as f64;
+        self.done += 1;
+        Ok((self.done >= config.eval_batches).then(|| (self.total / config.eval_batches as f64) as f32))
     }
 }
