@@ -1,15 +1,15 @@
 //! The TinyGPT Web Worker: the page's messages in, training, sampling and checkpoints out.
 //!
 //! Layout: [`protocol`] (the messages, plain serde), [`session`] (one run, advanced in
-//! time-budgeted ticks), [`evaluation`] and [`sampler`] (the same, a batch or a token at a
-//! time), [`presets`] (what the picker shows). Everything above compiles and is tested
-//! natively; `web` (wasm32 only) binds it to JavaScript and to the browser checkpoint
-//! stores. The JS side is `www/worker.js`; the protocol is documented in `PROTOCOL.md`.
+//! time-budgeted ticks; it evaluates with `tinygpt_optim::Evaluation`, a batch at a time),
+//! [`sampler`] (a `tinygpt_model::Generation` streamed as text, a token at a time),
+//! [`presets`] (what the picker shows). Everything above compiles and is tested natively;
+//! `web` (wasm32 only) binds it to JavaScript and to the browser checkpoint stores. The JS
+//! side is `www/worker.js`; the protocol is documented in `PROTOCOL.md`.
 
 pub mod checkpoints;
 pub mod clock;
 pub mod error;
-pub mod evaluation;
 pub mod presets;
 pub mod protocol;
 pub mod sampler;

@@ -8,13 +8,12 @@
 //! the budget plus one step. A tick started while sampling samples instead of training.
 
 use serde_json::Value;
-use tinygpt_model::{Dataset, ModelConfig, Preset, SampleConfig};
-use tinygpt_optim::{Trainer, TrainingConfig};
-use tinygpt_tensor::Backend;
+use tinygpt_model::{Dataset, ModelConfig, Preset, SampleConfig, Split};
+use tinygpt_optim::{Evaluation, Trainer, TrainingConfig};
+use tinygpt_tensor::{block_on, Backend};
 
 use crate::clock::Clock;
 use crate::error::WorkerError;
-use crate::evaluation::Evaluation;
 use crate::protocol::{
     BackendKind, DatasetInput, DoneReason, ErrorCode, LossPoint, OutMessage, RunInfo, RunState,
     TrainingProgress,
@@ -283,7 +282,7 @@ impl<B: Backend> Run<B> {
         let interval = self.trainer.config().checkpoint_interval;
         loop {
             if let Some((eval, train_loss)) = self.eval.as_mut() {
-                if let Some(val) = eval.advance(&self.trainer)? {
+                if let Some(val) = block_on(eval.next_batch(&self.trainer))? {
                     let train_loss = *train_loss;
                     self.eval = None;
                     self.trainer.record_eval(train_loss, val);
@@ -312,7 +311,7 @@ impl<B: Backend> Run<B> {
                     val_loss: None,
                 });
                 if report.eval_due {
-                    self.eval = Some((Evaluation::new(&self.trainer), report.train_loss));
+                    self.eval = Some((Evaluation::new(&self.trainer, Split::Val), report.train_loss));
                 }
                 if report.step % interval == 0 {
                     self.save_pending = true;

@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 use js_sys::{Function, Promise};
 use serde::Serialize;
+use tinygpt_ckpt::web::WebStorage;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_optim::TrainingConfig;
 use wasm_bindgen::prelude::*;
@@ -24,7 +25,6 @@ use crate::protocol::{
     BackendKind, Capabilities, ErrorCode, InMessage, OutMessage, RunState, StorageChoice, StorageKind,
 };
 use crate::session::{SampleRequest, Session, TrainRequest};
-use storage::BrowserStorage;
 
 /// What only the JS side can see, passed to the constructor.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
@@ -41,7 +41,7 @@ const BACKEND: BackendKind =
 
 struct Inner {
     session: RefCell<Session<CpuBackend>>,
-    store: RefCell<Option<Rc<Checkpoints<BrowserStorage>>>>,
+    store: RefCell<Option<Rc<Checkpoints<WebStorage>>>>,
     /// Why the chosen storage could not be opened.
     storage_note: RefCell<Option<String>>,
     /// A run without storage reports that once, not at every checkpoint interval.
@@ -138,11 +138,11 @@ impl Inner {
         self.clock.now_ms()
     }
 
-    fn store(&self) -> Option<Rc<Checkpoints<BrowserStorage>>> {
+    fn store(&self) -> Option<Rc<Checkpoints<WebStorage>>> {
         self.store.borrow().clone()
     }
 
-    fn require_store(&self) -> Result<Rc<Checkpoints<BrowserStorage>>, WorkerError> {
+    fn require_store(&self) -> Result<Rc<Checkpoints<WebStorage>>, WorkerError> {
         self.store().ok_or_else(|| {
             let why = self.storage_note.borrow().clone().unwrap_or_else(|| "no storage could be opened".into());
             WorkerError::new(
@@ -218,8 +218,8 @@ impl Inner {
     async fn init(&self, choice: StorageChoice) -> Result<(), WorkerError> {
         let (storage, note) = storage::open(choice).await;
         *self.storage_note.borrow_mut() = note.clone();
-        let kind = storage.as_ref().map_or(StorageKind::None, |(_, k)| *k);
-        *self.store.borrow_mut() = storage.map(|(s, k)| Rc::new(Checkpoints::new(s, k)));
+        let kind = storage.as_ref().map_or(StorageKind::None, storage::kind);
+        *self.store.borrow_mut() = storage.map(|s| Rc::new(Checkpoints::new(s, kind)));
         let (quota_bytes, usage_bytes) = estimate().await;
         let capabilities = Capabilities {
             backend: BACKEND,
