@@ -4,10 +4,15 @@
 //! `Rng::new(seed)` (see `Params::init`), training batches from `Rng::new(seed ^ BATCH_SALT)`
 //! (whose state checkpoints save as `rng_state`), and evaluation batches from a fresh
 //! `Rng::new(seed ^ EVAL_SALT_*)` on every evaluation, so each one scores the same windows.
+//!
+//! A step can also be taken a few batch rows at a time ([`Trainer::step_part`]): gradient
+//! accumulation over row parts of the one batch the step draws, so a caller that must stay
+//! responsive (the web worker) can stop between parts. One part of the whole batch is the
+//! plain step, bit for bit; several parts give the same step up to float rounding.
 
 use tinygpt_autograd::Tape;
-use tinygpt_model::{Dataset, Gpt, ModelConfig, ModelError, Params, Split};
-use tinygpt_tensor::{block_on, Backend, Indices, Rng};
+use tinygpt_model::{Batch, Dataset, Gpt, ModelConfig, ModelError, Params, Split};
+use tinygpt_tensor::{block_on, Backend, Indices, Rng, Tensor};
 
 use crate::adamw::AdamW;
 use crate::config::TrainingConfig;
@@ -43,6 +48,25 @@ pub struct Trainer<B: Backend> {
     rng: Rng,
     progress: TrainerProgress,
     history: Vec<LossPoint>,
+    /// The step in progress when it is being taken in parts (see [`Trainer::step_part`]).
+    partial: Option<PartialStep<B>>,
+}
+
+/// A step taken in row parts, between parts: its batch, and the gradients and losses of
+/// the rows done so far.
+#[derive(Debug)]
+struct PartialStep<B: Backend> {
+    /// The step's whole batch, `[batch_size, context_length]`.
+    data: Batch,
+    /// The batch sampler after drawing `data`; it becomes the trainer's when the step ends,
+    /// so until then `progress.rng_state` (and a checkpoint) still describes the step before.
+    rng: Rng,
+    rows_done: usize,
+    /// Per parameter (canonical order; `None` when frozen): the sum over parts of each part's
+    /// gradient scaled by `rows / batch_size`, i.e. the whole batch's mean-loss gradient.
+    grads: Vec<Option<Tensor<B>>>,
+    /// Each part's mean loss (`[1]`, read when the step ends) and its row count.
+    losses: Vec<(Tensor<B>, usize)>,
 }
 
 /// The parts of a saved run that [`Trainer::resume`] restores.
@@ -86,7 +110,7 @@ impl<B: Backend> Trainer<B> {
             wall_time_sec: 0.0,
             rng_state: rng.state(),
         };
-        Ok(Trainer { model, optimizer, config, dataset, rng, progress, history: Vec::new() })
+        Ok(Trainer { model, optimizer, config, dataset, rng, progress, history: Vec::new(), partial: None })
     }
 
     /// A run continued from saved state; continuing gives the very same steps as never stopping.
@@ -132,6 +156,7 @@ impl<B: Backend> Trainer<B> {
             rng,
             progress: state.progress,
             history: state.history,
+            partial: None,
         })
     }
 
@@ -192,24 +217,84 @@ impl<B: Backend> Trainer<B> {
         })
     }
 
-    /// One optimizer step on the next training batch.
+    /// One optimizer step on the next training batch: [`Trainer::step_part_async`] with one
+    /// part of the whole batch (or of the rows left, if a step is in progress).
     pub async fn step_async(&mut self) -> Result<StepReport, TrainError> {
+        let rows = self.config.batch_size;
+        Ok(self.step_part_async(rows).await?.expect("a part of all the rows left ends the step"))
+    }
+
+    /// [`Trainer::step_async`] for synchronous callers (see `tinygpt_tensor::block_on`).
+    pub fn step(&mut self) -> Result<StepReport, TrainError> {
+        block_on(self.step_async())
+    }
+
+    /// Rows of the step in progress already done by [`Trainer::step_part`] (0 between steps).
+    pub fn rows_done(&self) -> usize {
+        self.partial.as_ref().map_or(0, |p| p.rows_done)
+    }
+
+    /// Advances the current step by the next `rows` rows of its batch (at least one; the
+    /// rest if fewer remain), first drawing the step's batch from the batch sampler if no
+    /// step is in progress. A part is a forward and backward pass on a `[rows,
+    /// context_length]` sub-batch whose gradients, scaled by `rows / batch_size`, add up to
+    /// the whole batch's. After the last row AdamW is applied once and the step's report
+    /// returned, `train_loss` being the row-weighted mean of the parts' losses (summed in
+    /// f64); before that, `None`, and weights, progress and the sampler state are untouched.
+    ///
+    /// With `rows >= batch_size` this is the plain step (a test holds it to the unsplit
+    /// step's code bit for bit); several parts give the same step up to float rounding.
+    /// Between parts the model may be read (sampled, evaluated, saved as the state before
+    /// the step) but not changed.
+    pub async fn step_part_async(&mut self, rows: usize) -> Result<Option<StepReport>, TrainError> {
         let (batch, seq) = (self.config.batch_size, self.model.config().context_length);
-        let data = self.dataset.batch(Split::Train, batch, seq, &mut self.rng);
         let backend = self.model.params().tensors()[0].backend().clone();
-        let inputs = Indices::new(&backend, &data.inputs);
-        let targets = Indices::new(&backend, &data.targets);
+        let partial = match &mut self.partial {
+            Some(partial) => partial,
+            empty => {
+                let mut rng = self.rng.clone();
+                let data = self.dataset.batch(Split::Train, batch, seq, &mut rng);
+                empty.insert(PartialStep { data, rng, rows_done: 0, grads: Vec::new(), losses: Vec::new() })
+            }
+        };
+        let rows = rows.clamp(1, batch - partial.rows_done);
+        let tokens = partial.rows_done * seq..(partial.rows_done + rows) * seq;
+        let inputs = Indices::new(&backend, &partial.data.inputs[tokens.clone()]);
+        let targets = Indices::new(&backend, &partial.data.targets[tokens]);
 
         let tape = Tape::new();
-        let (loss, fwd) = self.model.loss(&tape, &inputs, &targets, batch, seq);
-        let mut grads = tape.backward(&loss);
-        let grads: Vec<_> = fwd.params.iter().map(|p| grads.take(p)).collect();
+        let (loss, fwd) = self.model.loss(&tape, &inputs, &targets, rows, seq);
+        // d(batch mean)/d(part mean) = rows / batch: exactly 1 for a whole-batch part.
+        let scale = vec![rows as f32 / batch as f32; loss.value().numel()];
+        let seed = Tensor::from_slice(&backend, &scale, loss.value().shape().clone());
+        let mut grads = tape.backward_from(&loss, seed);
+        let part_grads = fwd.params.iter().map(|p| grads.take(p));
+        if partial.grads.is_empty() {
+            partial.grads = part_grads.collect();
+        } else {
+            for (sum, g) in partial.grads.iter_mut().zip(part_grads) {
+                if let (Some(sum), Some(g)) = (sum.as_mut(), g) {
+                    *sum = sum.add(&g);
+                }
+            }
+        }
         drop(tape);
+        partial.losses.push((loss.value().clone(), rows));
+        partial.rows_done += rows;
+        if partial.rows_done < batch {
+            return Ok(None);
+        }
 
+        let PartialStep { rng, grads, losses, .. } = self.partial.take().expect("the step in progress");
         let lr = learning_rate(&self.config, self.progress.step);
         self.optimizer.update(self.model.params().tensors(), &grads, lr, &self.config);
-        let train_loss = loss.value().read().await?[0];
+        let mut weighted = 0.0f64;
+        for (loss, rows) in &losses {
+            weighted += loss.read().await?[0] as f64 * *rows as f64;
+        }
+        let train_loss = (weighted / batch as f64) as f32;
 
+        self.rng = rng;
         self.progress.step += 1;
         self.progress.tokens_seen += (batch * seq) as u64;
         self.progress.rng_state = self.rng.state();
@@ -218,12 +303,12 @@ impl<B: Backend> Trainer<B> {
         }
         let step = self.progress.step;
         let eval_due = step.is_multiple_of(self.config.eval_interval) || step == self.config.max_steps;
-        Ok(StepReport { step, train_loss, lr, tokens: batch * seq, eval_due })
+        Ok(Some(StepReport { step, train_loss, lr, tokens: batch * seq, eval_due }))
     }
 
-    /// [`Trainer::step_async`] for synchronous callers (see `tinygpt_tensor::block_on`).
-    pub fn step(&mut self) -> Result<StepReport, TrainError> {
-        block_on(self.step_async())
+    /// [`Trainer::step_part_async`] for synchronous callers.
+    pub fn step_part(&mut self, rows: usize) -> Result<Option<StepReport>, TrainError> {
+        block_on(self.step_part_async(rows))
     }
 
     /// Mean loss over `eval_batches` fixed batches of `split` (the same windows every time).
@@ -253,13 +338,18 @@ impl<B: Backend> Trainer<B> {
 /// An evaluation scored a batch at a time, so callers can spread it over several slices
 /// of work (the web worker answers pause and stop between batches). It draws
 /// `eval_batches` batches of the training batch size from a fresh `Rng::new(seed ^
-/// EVAL_SALT_*)` and averages their losses in f64.
+/// EVAL_SALT_*)` and averages their losses in f64. A batch can itself be scored in row
+/// parts ([`Evaluation::next_part`]): its loss is then the row-weighted mean of the parts'.
 #[derive(Clone, Debug)]
 pub struct Evaluation {
     split: Split,
     rng: Rng,
     done: usize,
     total: f64,
+    /// The batch being scored in parts, the rows of it done, and their losses times rows.
+    batch: Option<Batch>,
+    rows_done: usize,
+    batch_total: f64,
 }
 
 impl Evaluation {
@@ -268,21 +358,186 @@ impl Evaluation {
             Split::Train => EVAL_SALT_TRAIN,
             Split::Val => EVAL_SALT_VAL,
         };
-        Evaluation { split, rng: Rng::new(trainer.config.seed ^ salt), done: 0, total: 0.0 }
+        let rng = Rng::new(trainer.config.seed ^ salt);
+        Evaluation { split, rng, done: 0, total: 0.0, batch: None, rows_done: 0, batch_total: 0.0 }
     }
 
-    /// Scores one more batch; returns the mean loss once all `eval_batches` are in.
+    /// Scores one more batch (the rest of it, if it was begun in parts); returns the mean
+    /// loss once all `eval_batches` are in.
     pub async fn next_batch<B: Backend>(&mut self, trainer: &Trainer<B>) -> Result<Option<f32>, TrainError> {
+        self.next_part(trainer, trainer.config.batch_size).await
+    }
+
+    /// Scores the next `rows` rows (at least one; the rest if fewer remain) of the current
+    /// batch, drawing it first if none is begun; returns the mean loss once all
+    /// `eval_batches` are in. A batch scored in one part counts exactly as in
+    /// [`Evaluation::next_batch`] (`loss · rows / rows` is exact in f64).
+    pub async fn next_part<B: Backend>(
+        &mut self,
+        trainer: &Trainer<B>,
+        rows: usize,
+    ) -> Result<Option<f32>, TrainError> {
         let config = &trainer.config;
         let (batch, seq) = (config.batch_size, trainer.model.config().context_length);
-        let data = trainer.dataset.batch(self.split, batch, seq, &mut self.rng);
+        let data =
+            self.batch.get_or_insert_with(|| trainer.dataset.batch(self.split, batch, seq, &mut self.rng));
+        let rows = rows.clamp(1, batch - self.rows_done);
+        let tokens = self.rows_done * seq..(self.rows_done + rows) * seq;
         let backend = trainer.model.params().tensors()[0].backend().clone();
         let tape = Tape::no_grad();
-        let inputs = Indices::new(&backend, &data.inputs);
-        let targets = Indices::new(&backend, &data.targets);
-        let (loss, _) = trainer.model.loss(&tape, &inputs, &targets, batch, seq);
-        self.total += loss.value().read().await?[0] as f64;
+        let inputs = Indices::new(&backend, &data.inputs[tokens.clone()]);
+        let targets = Indices::new(&backend, &data.targets[tokens]);
+        let (loss, _) = trainer.model.loss(&tape, &inputs, &targets, rows, seq);
+        self.batch_total += loss.value().read().await?[0] as f64 * rows as f64;
+        self.rows_done += rows;
+        if self.rows_done < batch {
+            return Ok(None);
+        }
+        self.total += self.batch_total / batch as f64;
+        (self.batch, self.rows_done, self.batch_total) = (None, 0, 0.0);
         self.done += 1;
         Ok((self.done >= config.eval_batches).then(|| (self.total / config.eval_batches as f64) as f32))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tinygpt_kernels_cpu::CpuBackend;
+    use tinygpt_model::Preset;
+
+    use super::*;
+
+    const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
+
+    fn trainer(batch_size: usize) -> Trainer<CpuBackend> {
+        let model = Preset::by_name("tiny").unwrap().model;
+        let config = TrainingConfig {
+            batch_size,
+            max_steps: 100,
+            warmup_steps: 2,
+            learning_rate: 3e-3,
+            ..Default::default()
+        };
+        let dataset =
+            Dataset::new("shakespeare", &TEXT[..100_000], model.context_length, config.seed).unwrap();
+        Trainer::new(&CpuBackend::new(1), model, config, dataset).unwrap()
+    }
+
+    /// The step as it was before steps could be split (one forward and backward over the
+    /// whole batch, AdamW, then the loss read back): the oracle for a one-part step.
+    async fn reference_step(t: &mut Trainer<CpuBackend>) -> f32 {
+        let (batch, seq) = (t.config.batch_size, t.model.config().context_length);
+        let data = t.dataset.batch(Split::Train, batch, seq, &mut t.rng);
+        let backend = t.model.params().tensors()[0].backend().clone();
+        let inputs = Indices::new(&backend, &data.inputs);
+        let targets = Indices::new(&backend, &data.targets);
+        let tape = Tape::new();
+        let (loss, fwd) = t.model.loss(&tape, &inputs, &targets, batch, seq);
+        let mut grads = tape.backward(&loss);
+        let grads: Vec<_> = fwd.params.iter().map(|p| grads.take(p)).collect();
+        drop(tape);
+        let lr = learning_rate(&t.config, t.progress.step);
+        t.optimizer.update(t.model.params().tensors(), &grads, lr, &t.config);
+        let train_loss = loss.value().read().await.unwrap()[0];
+        t.progress.step += 1;
+        t.progress.rng_state = t.rng.state();
+        train_loss
+    }
+
+    fn state(t: &Trainer<CpuBackend>) -> ResumeState {
+        block_on(t.resume_state()).unwrap()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    fn relative(a: f32, b: f32) -> f32 {
+        (a - b).abs() / b.abs().max(1e-12)
+    }
+
+    #[test]
+    fn one_part_of_the_whole_batch_is_the_plain_step_bit_for_bit() {
+        let (mut reference, mut one_part, mut plain) = (trainer(8), trainer(8), trainer(8));
+        for _ in 0..4 {
+            let expected = block_on(reference_step(&mut reference));
+            let part = one_part.step_part(8).unwrap().expect("a whole-batch part ends the step");
+            let step = plain.step().unwrap();
+            assert_eq!(part.train_loss.to_bits(), expected.to_bits(), "{} vs {expected}", part.train_loss);
+            assert_eq!(step, part);
+        }
+        let (r, p, s) = (state(&reference), state(&one_part), state(&plain));
+        for other in [&p, &s] {
+            assert_eq!(bits(&other.weights), bits(&r.weights), "weights");
+            assert_eq!(bits(&other.adam_m), bits(&r.adam_m), "adam_m");
+            assert_eq!(bits(&other.adam_v), bits(&r.adam_v), "adam_v");
+            assert_eq!(other.progress.rng_state, r.progress.rng_state, "batch sampler");
+        }
+    }
+
+    #[test]
+    fn several_parts_match_the_whole_step_within_rounding() {
+        let (mut whole, mut parts) = (trainer(12), trainer(12));
+        for _ in 0..5 {
+            let w = whole.step().unwrap();
+            // Uneven parts: 5 + 5 + the 2 rows left.
+            assert_eq!(parts.step_part(5).unwrap(), None);
+            assert_eq!(parts.rows_done(), 5);
+            assert_eq!(parts.step_part(5).unwrap(), None);
+            let p = parts.step_part(5).unwrap().expect("the last rows end the step");
+            assert_eq!(parts.rows_done(), 0);
+            assert_eq!((p.step, p.lr.to_bits(), p.tokens), (w.step, w.lr.to_bits(), w.tokens));
+            let rel = relative(p.train_loss, w.train_loss);
+            assert!(rel <= 1e-5, "step {}: {} vs {} (relative {rel:e})", w.step, p.train_loss, w.train_loss);
+        }
+        let (w, p) = (state(&whole), state(&parts));
+        assert_eq!(p.progress, w.progress, "same step count, tokens and sampler state");
+        // Rounding in the summed gradients moves each AdamW update (about lr = 3e-3 a step) by
+        // far less than 1e-5 over these 5 steps (about 1.4e-6 at worst when written).
+        for (name, a, b) in [("weights", &w.weights, &p.weights), ("adam_m", &w.adam_m, &p.adam_m)] {
+            let worst = a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+            assert!(worst <= 1e-5, "{name}: worst difference {worst:e}");
+        }
+    }
+
+    #[test]
+    fn between_parts_the_trainer_is_still_at_the_step_before() {
+        let mut t = trainer(8);
+        t.step().unwrap();
+        let before = state(&t);
+        assert_eq!(t.step_part(3).unwrap(), None);
+        let during = state(&t);
+        assert_eq!(bits(&during.weights), bits(&before.weights));
+        assert_eq!(during.progress, before.progress, "a checkpoint now would replay the whole step");
+        let finished = t.step_part(8).unwrap().expect("the 5 rows left end the step");
+        assert_eq!(finished.step, 2);
+
+        let (model, config, data) = (t.model.config().clone(), t.config.clone(), t.dataset.clone());
+        let mut resumed = Trainer::resume(&CpuBackend::new(1), model, config, data, before).unwrap();
+        let whole = resumed.step().unwrap();
+        assert!(relative(finished.train_loss, whole.train_loss) <= 1e-5, "{finished:?} vs {whole:?}");
+        assert_eq!(state(&resumed).progress, state(&t).progress);
+    }
+
+    #[test]
+    fn evaluation_in_parts_matches_whole_batches() {
+        let mut t = trainer(8);
+        t.step().unwrap();
+        let expected = t.evaluate(Split::Val).unwrap();
+        let score = |rows: usize| {
+            let mut eval = Evaluation::new(&t, Split::Val);
+            let mut parts = 0;
+            loop {
+                parts += 1;
+                if let Some(loss) = block_on(eval.next_part(&t, rows)).unwrap() {
+                    return (loss, parts);
+                }
+            }
+        };
+        let batches = t.config.eval_batches;
+        assert_eq!(score(8), (expected, batches), "one part a batch is next_batch bit for bit");
+        let (split, parts) = score(3);
+        assert_eq!(parts, 3 * batches, "3 + 3 + 2 rows a batch");
+        assert!(relative(split, expected) <= 1e-6, "{split} vs {expected}");
     }
 }
