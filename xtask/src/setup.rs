@@ -5,7 +5,8 @@
 //! - `wasm-bindgen-cli` at Cargo.lock's wasm-bindgen version (`cargo install`, no `--locked`:
 //!   that pins a webpki-roots release the registry here lacks);
 //! - Debian's `chromium`, `chromium-driver` and `mesa-vulkan-drivers` (apt-get);
-//! - the npm packages in `package-lock.json` (`npm ci`): uPlot and playwright-core.
+//! - the npm packages in `package-lock.json` (`npm ci`): uPlot and playwright-core;
+//! - Python's `safetensors` and `numpy` (pip), with which a test reads our `.safetensors` export.
 
 use std::process::Command;
 
@@ -24,6 +25,7 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
 pub fn setup() -> Result<(), String> {
     web_build_tools()?;
     apt_packages()?;
+    python_packages()?;
     eprintln!("xtask setup: everything is installed");
     Ok(())
 }
@@ -94,4 +96,17 @@ fn npm_packages() -> Result<(), String> {
         return Ok(());
     }
     run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&root))
+}
+
+/// The Python packages the safetensors interoperability test reads our export with.
+const PYTHON_PACKAGES: [&str; 2] = ["safetensors", "numpy"];
+
+fn python_packages() -> Result<(), String> {
+    let probe = "import safetensors.numpy, numpy";
+    if output_of("python3", &["-c", probe]).is_some() {
+        return Ok(());
+    }
+    run(Command::new("python3")
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+        .args(PYTHON_PACKAGES))
 }

@@ -12,7 +12,11 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
     parse_options(args, &[])?;
     setup::setup()?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(Command::new(&cargo).current_dir(workspace_root()).args(["test", "--workspace"]))?;
+    // setup installed Python's safetensors, so the export must really be read by it here.
+    run(Command::new(&cargo)
+        .current_dir(workspace_root())
+        .args(["test", "--workspace"])
+        .env("TINYGPT_REQUIRE_PYTHON", "1"))?;
     ckpt_browser_tests(&cargo)?;
     web_test::test_task(&[])
 }
