@@ -131,6 +131,7 @@ test('tiny trains in the worker: loss falls, no long task, pause/resume/stop ans
     const stopMs = await timeAnswer(page, 'stop', 'done', "m.reason === 'stopped'");
     assert.ok(stopMs < 200, `stop took ${stopMs.toFixed(0)} ms`);
     const stoppedAt = await stepNow(page);
+    console.log(`tiny: pause ${pauseMs.toFixed(0)} ms; resume ${resumeMs.toFixed(0)} ms; stop ${stopMs.toFixed(0)} ms`);
     await page.waitForTimeout(600);
     assert.equal(await stepNow(page), stoppedAt, 'no steps after stop');
     assert.equal(await page.textContent('#status-pill'), 'Stopped');
@@ -140,3 +141,53 @@ test('tiny trains in the worker: loss falls, no long task, pause/resume/stop ans
     await browser.close();
   }
 });
+
+// Bigger presets take a step in row parts (worker/src/parts.rs), so commands still get in
+// between parts: a step of `small` is about 360 ms and of `medium` about 1 s in SIMD wasm.
+for (const preset of ['small', 'medium']) {
+  test(`${preset} trains in parts: pause and stop answer within 200 ms, progress at least once a second`, { timeout: 180_000 }, async () => {
+    const browser = await openBrowser();
+    try {
+      const page = await openPage(browser.context, `?storage=memory&preset=${preset}`);
+      assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'wasm-simd');
+      await setField(page, 'max_steps', 1000);
+      // Validation batches are cut in parts too: evaluate often so pauses land in them as well.
+      await setField(page, 'eval_interval', 2);
+      await setField(page, 'eval_batches', 2);
+      await setField(page, 'checkpoint_interval', 1000);
+      await page.evaluate(() => {
+        window.__progressTimes = [];
+        window.tinygpt.client.on('progress', () => window.__progressTimes.push(performance.now()));
+      });
+      await page.click('#train');
+      await waitStep(page, 3);
+      const gaps = await page.evaluate(() => window.__progressTimes.slice(1).map((t, i) => t - window.__progressTimes[i]));
+      assert.ok(gaps.length >= 3, `progress messages: ${gaps.length + 1}`);
+      const longestGap = Math.max(...gaps);
+      assert.ok(longestGap < 1000, `longest gap between progress messages: ${longestGap.toFixed(0)} ms`);
+
+      // Pause at several points of a step (and of an evaluation); each answer within 200 ms.
+      const pauses = [];
+      for (let i = 0; i < 4; i++) {
+        pauses.push(await timeAnswer(page, 'pause', 'status', "m.state === 'paused'"));
+        const pausedAt = await stepNow(page);
+        await page.waitForTimeout(300);
+        assert.equal(await stepNow(page), pausedAt, 'no steps while paused');
+        await timeAnswer(page, 'resume', 'status', "m.state === 'training'");
+        await page.waitForTimeout(150 + 170 * i);
+      }
+      const stopMs = await timeAnswer(page, 'stop', 'done', "m.reason === 'stopped'");
+      const stoppedAt = await stepNow(page);
+      console.log(`${preset}: pause ${pauses.map((ms) => ms.toFixed(0)).join(', ')} ms; stop ${stopMs.toFixed(0)} ms; ` +
+        `longest progress gap ${longestGap.toFixed(0)} ms; ${stoppedAt} steps`);
+      for (const ms of pauses) assert.ok(ms < 200, `pause took ${ms.toFixed(0)} ms`);
+      assert.ok(stopMs < 200, `stop took ${stopMs.toFixed(0)} ms`);
+      await page.waitForTimeout(400);
+      assert.equal(await stepNow(page), stoppedAt, 'no steps after stop');
+      assert.deepEqual(page.consoleErrors, []);
+      assert.deepEqual(page.pageErrors, []);
+    } finally {
+      await browser.close();
+    }
+  });
+}

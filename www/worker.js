@@ -5,7 +5,8 @@
 // Messages and ticks go through one promise queue, so the wasm side never runs two calls
 // at once. Between ticks the worker yields to its event loop through a MessageChannel (no
 // 4 ms setTimeout clamp), which is when `pause` and `stop` get in: a command waits for at
-// most one slice (SLICE_MS plus the step in flight).
+// most one slice (about SLICE_MS, or one part of a step when a part takes longer; see
+// worker/PROTOCOL.md, "Timing").
 
 import { simdSupported } from './simd.js';
 

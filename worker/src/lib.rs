@@ -1,7 +1,7 @@
 //! The TinyGPT Web Worker: the page's messages in, training, sampling and checkpoints out.
 //!
 //! Layout: [`protocol`] (the messages, plain serde), [`session`] (one run, advanced in
-//! time-budgeted ticks; it evaluates with `tinygpt_optim::Evaluation`, a batch at a time),
+//! time-budgeted ticks; it trains and evaluates in row [`parts`] of a batch),
 //! [`sampler`] (a `tinygpt_model::Generation` streamed as text, a token at a time),
 //! [`presets`] (what the picker shows). Everything above compiles and is tested natively;
 //! `web` (wasm32 only) binds it to JavaScript and to the browser checkpoint stores. The JS
@@ -10,6 +10,7 @@
 pub mod checkpoints;
 pub mod clock;
 pub mod error;
+pub mod parts;
 pub mod presets;
 pub mod protocol;
 pub mod sampler;

@@ -3,9 +3,11 @@
 //!
 //! Why slices: the worker must answer `pause` and `stop` within 200 ms, but a wasm call
 //! cannot be interrupted. So the JS glue calls `tick(budget)` repeatedly and yields to the
-//! event loop in between; a tick runs whole training steps (and validation batches, and
-//! sampled tokens) until the budget is spent. The latency of a command is therefore at most
-//! the budget plus one step. A tick started while sampling samples instead of training.
+//! event loop in between. A tick runs units of work (a part of a training step, a part of
+//! a validation batch, a sampled token; parts are cut by [`crate::parts`]) until the budget
+//! is spent, and does not start a unit that the last one's duration says would overrun it.
+//! So a tick lasts at most about the budget or one unit, whichever is longer, and so does
+//! the wait of a command. A tick started while sampling samples instead of training.
 
 use serde_json::Value;
 use tinygpt_model::{Dataset, ModelConfig, Preset, SampleConfig, Split};
@@ -14,6 +16,7 @@ use tinygpt_tensor::{block_on, Backend};
 
 use crate::clock::Clock;
 use crate::error::WorkerError;
+use crate::parts::rows_per_part;
 use crate::protocol::{
     BackendKind, DatasetInput, DoneReason, ErrorCode, LossPoint, OutMessage, RunInfo, RunState,
     TrainingProgress,
@@ -51,6 +54,8 @@ pub struct Run<B: Backend> {
     pub checkpoint_id: Option<String>,
     /// The step of the last checkpoint written (or loaded).
     pub saved_step: usize,
+    /// Batch rows a unit of training or validation covers (see [`crate::parts`]).
+    rows_per_part: usize,
     eval: Option<(Evaluation, f32)>,
     /// A checkpoint interval was reached; the save waits for that step's evaluation, so
     /// the checkpoint's loss history includes it.
@@ -63,6 +68,8 @@ pub struct Run<B: Backend> {
     last_progress_ms: f64,
     /// Exponential average of a step's duration, for the ETA.
     step_ms: Option<f64>,
+    /// Time spent so far on the parts of the step in progress.
+    partial_step_ms: f64,
 }
 
 /// What a tick did.
@@ -129,8 +136,10 @@ impl<B: Backend> Session<B> {
     ) -> Vec<OutMessage> {
         let step = trainer.progress().step;
         let last = trainer.history().last().cloned();
+        let rows_per_part = rows_per_part(trainer.model().config(), trainer.config().batch_size);
         let run = Run {
             state,
+            rows_per_part,
             saved_step: if checkpoint_id.is_some() { step } else { 0 },
             checkpoint_id,
             eval: None,
@@ -142,6 +151,7 @@ impl<B: Backend> Session<B> {
             window_ms: 0.0,
             last_progress_ms: now_ms,
             step_ms: None,
+            partial_step_ms: 0.0,
             trainer,
         };
         let info = run_info(&run);
@@ -271,6 +281,11 @@ impl<B: Backend> Run<B> {
         run_info(self)
     }
 
+    /// Batch rows a unit of training or validation covers (see [`crate::parts`]).
+    pub fn rows_per_part(&self) -> usize {
+        self.rows_per_part
+    }
+
     fn train_slice(
         &mut self,
         kind: BackendKind,
@@ -280,9 +295,11 @@ impl<B: Backend> Run<B> {
         out: &mut TickOutcome,
     ) -> Result<(), WorkerError> {
         let interval = self.trainer.config().checkpoint_interval;
+        let (batch, seq) = (self.trainer.config().batch_size, self.trainer.model().config().context_length);
         loop {
+            let unit_start = clock.now_ms();
             if let Some((eval, train_loss)) = self.eval.as_mut() {
-                if let Some(val) = block_on(eval.next_batch(&self.trainer))? {
+                if let Some(val) = block_on(eval.next_part(&self.trainer, self.rows_per_part))? {
                     let train_loss = *train_loss;
                     self.eval = None;
                     self.trainer.record_eval(train_loss, val);
@@ -297,24 +314,29 @@ impl<B: Backend> Run<B> {
                     self.last_progress_ms = f64::NEG_INFINITY;
                 }
             } else if !self.trainer.is_finished() {
-                let t0 = clock.now_ms();
-                let report = self.trainer.step()?;
-                let ms = clock.now_ms() - t0;
+                let rows_before = self.trainer.rows_done();
+                let report = self.trainer.step_part(self.rows_per_part)?;
+                let ms = clock.now_ms() - unit_start;
+                let rows_after = if report.is_some() { batch } else { self.trainer.rows_done() };
                 self.trainer.add_wall_time(ms / 1e3);
-                self.window_tokens += report.tokens;
+                self.window_tokens += (rows_after - rows_before) * seq;
                 self.window_ms += ms;
-                self.step_ms = Some(self.step_ms.map_or(ms, |avg| 0.8 * avg + 0.2 * ms));
-                self.last_train_loss = report.train_loss;
-                self.points.push(LossPoint {
-                    step: report.step,
-                    train_loss: report.train_loss,
-                    val_loss: None,
-                });
-                if report.eval_due {
-                    self.eval = Some((Evaluation::new(&self.trainer, Split::Val), report.train_loss));
-                }
-                if report.step % interval == 0 {
-                    self.save_pending = true;
+                self.partial_step_ms += ms;
+                if let Some(report) = report {
+                    let ms = std::mem::take(&mut self.partial_step_ms);
+                    self.step_ms = Some(self.step_ms.map_or(ms, |avg| 0.8 * avg + 0.2 * ms));
+                    self.last_train_loss = report.train_loss;
+                    self.points.push(LossPoint {
+                        step: report.step,
+                        train_loss: report.train_loss,
+                        val_loss: None,
+                    });
+                    if report.eval_due {
+                        self.eval = Some((Evaluation::new(&self.trainer, Split::Val), report.train_loss));
+                    }
+                    if report.step % interval == 0 {
+                        self.save_pending = true;
+                    }
                 }
             }
             if self.save_pending && self.eval.is_none() {
@@ -333,7 +355,9 @@ impl<B: Backend> Run<B> {
                 out.save_due = true;
                 return Ok(());
             }
-            if out.save_due || clock.now_ms() - start >= budget_ms {
+            // Stop before a unit that, taking as long as this one, would overrun the budget.
+            let now = clock.now_ms();
+            if out.save_due || now - start + (now - unit_start) >= budget_ms {
                 break;
             }
         }

@@ -4,6 +4,7 @@ use serde_json::json;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::tokenizer::decode;
 use tinygpt_model::{Preset, SampleConfig, Split};
+use tinygpt_optim::Trainer;
 use tinygpt_tensor::block_on;
 use tinygpt_worker::clock::{Clock, SystemClock};
 use tinygpt_worker::protocol::{BackendKind, DatasetInput, DoneReason, ErrorCode, OutMessage, RunState};
@@ -60,20 +61,8 @@ fn a_tiny_run_trains_evaluates_reports_every_step_and_finishes() {
         other => panic!("unexpected start messages {other:?}"),
     }
     let (messages, saves) = run_until_idle(&mut s, 30.0);
-    let points: Vec<_> = messages
-        .iter()
-        .filter_map(|m| match m {
-            OutMessage::Progress(p) => Some(p.points.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
     // A step's validation loss may arrive in a later message than its training loss: merge by step.
-    let mut by_step = std::collections::BTreeMap::new();
-    for p in &points {
-        let entry = by_step.entry(p.step).or_insert((p.train_loss, None));
-        entry.1 = p.val_loss.or(entry.1);
-    }
+    let by_step = losses_by_step(&messages);
     assert_eq!(by_step.keys().copied().collect::<Vec<_>>(), (1..=40).collect::<Vec<_>>());
     let val_steps: Vec<usize> = by_step.iter().filter(|(_, v)| v.1.is_some()).map(|(s, _)| *s).collect();
     assert_eq!(val_steps, vec![20, 40]);
@@ -111,6 +100,67 @@ fn pause_stops_stepping_resume_continues_and_stop_reports_done() {
     assert!(matches!(stopped.last(), Some(OutMessage::Done { reason: DoneReason::Stopped, step: 2 })));
     assert!(!s.tick(50.0, &clock).unwrap().busy);
     assert!(s.run().unwrap().needs_save());
+}
+
+/// Every step's training loss and every validation loss, merged by step.
+fn losses_by_step(messages: &[OutMessage]) -> std::collections::BTreeMap<usize, (f32, Option<f32>)> {
+    let mut by_step = std::collections::BTreeMap::new();
+    for m in messages {
+        if let OutMessage::Progress(p) = m {
+            for point in &p.points {
+                let entry = by_step.entry(point.step).or_insert((point.train_loss, None));
+                entry.1 = point.val_loss.or(entry.1);
+            }
+        }
+    }
+    by_step
+}
+
+#[test]
+fn a_big_batch_trains_in_parts_a_tick_each_pausing_between_them_like_whole_steps() {
+    let mut s = session();
+    let clock = SystemClock::default();
+    let config = json!({"max_steps": 4, "batch_size": 64, "eval_interval": 2, "eval_batches": 2,
+                        "learning_rate": 3e-3, "warmup_steps": 2});
+    let mut messages = s.start(tiny(config), shakespeare(), 0.0).unwrap();
+    let run = s.run().unwrap();
+    assert_eq!(run.rows_per_part(), 22, "tiny at batch 64: 22 + 22 + 20 rows (see parts.rs)");
+    let at = |s: &Session<CpuBackend>| (s.run().unwrap().step(), s.run().unwrap().trainer.rows_done());
+
+    // A zero budget is one part per tick; a pause between parts holds the step where it is.
+    messages.extend(s.tick(0.0, &clock).unwrap().messages);
+    assert_eq!(at(&s), (0, 22));
+    s.pause().unwrap();
+    assert!(!s.tick(50.0, &clock).unwrap().busy);
+    assert_eq!(at(&s), (0, 22));
+    s.resume(clock.now_ms()).unwrap();
+    messages.extend(s.tick(0.0, &clock).unwrap().messages);
+    assert_eq!(at(&s), (0, 44));
+    messages.extend(s.tick(0.0, &clock).unwrap().messages);
+    assert_eq!(at(&s), (1, 0), "the last 20 rows end the step");
+    messages.extend(run_until_idle(&mut s, 0.0).0);
+
+    // The same run in whole steps: the same losses up to rounding in the summed gradients.
+    let trainer = &s.run().unwrap().trainer;
+    let (model, training) = (trainer.model().config().clone(), trainer.config().clone());
+    let mut whole = Trainer::new(&CpuBackend::new(1), model, training, trainer.dataset().clone()).unwrap();
+    let mut expected = std::collections::BTreeMap::new();
+    while !whole.is_finished() {
+        let r = whole.step().unwrap();
+        let val = r.eval_due.then(|| whole.evaluate(Split::Val).unwrap());
+        expected.insert(r.step, (r.train_loss, val));
+    }
+    let got = losses_by_step(&messages);
+    assert_eq!(got.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
+    let close = |a: f32, b: f32| (a - b).abs() <= 1e-5 * b.abs();
+    for (step, (train, val)) in &got {
+        let (want_train, want_val) = expected[step];
+        assert!(close(*train, want_train), "step {step}: train {train} vs {want_train}");
+        assert_eq!(val.is_some(), want_val.is_some(), "step {step}");
+        if let (Some(v), Some(w)) = (val, want_val) {
+            assert!(close(*v, w), "step {step}: val {v} vs {w}");
+        }
+    }
 }
 
 #[test]
