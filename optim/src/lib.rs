@@ -3,6 +3,7 @@
 mod adamw;
 mod config;
 mod error;
+mod evaluation;
 mod schedule;
 mod state;
 mod trainer;
@@ -10,6 +11,7 @@ mod trainer;
 pub use adamw::AdamW;
 pub use config::{ScheduleKind, TrainingConfig};
 pub use error::TrainError;
+pub use evaluation::Evaluation;
 pub use schedule::learning_rate;
 pub use state::{LossPoint, TrainerProgress};
-pub use trainer::{Evaluation, ResumeState, StepReport, Trainer, BATCH_SALT, EVAL_SALT_TRAIN, EVAL_SALT_VAL};
+pub use trainer::{ResumeState, StepReport, Trainer, BATCH_SALT, EVAL_SALT_TRAIN, EVAL_SALT_VAL};
