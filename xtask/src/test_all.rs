@@ -1,7 +1,7 @@
 //! `cargo xtask test`: the project's one test command (README, `.ci/run`).
 //!
-//! setup → `cargo test --workspace` → the ckpt crate's browser-store tests under
-//! wasm-bindgen-test in headless Chromium → the page's browser tests (`test-web`).
+//! `cargo fmt --check` → setup → `cargo test --workspace` → the ckpt crate's browser-store
+//! tests under wasm-bindgen-test in headless Chromium → the page's browser tests (`test-web`).
 
 use std::process::Command;
 
@@ -10,8 +10,13 @@ use crate::{setup, web_test};
 
 pub fn run_task(args: &[String]) -> Result<(), String> {
     parse_options(args, &[])?;
-    setup::setup()?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // Formatting first: it takes a second and fails before minutes of building.
+    if crate::util::output_of(&cargo, &["fmt", "--version"]).is_none() {
+        run(Command::new("rustup").args(["component", "add", "rustfmt"]))?;
+    }
+    run(Command::new(&cargo).current_dir(workspace_root()).args(["fmt", "--all", "--", "--check"]))?;
+    setup::setup()?;
     // setup installed Python's safetensors, so the export must really be read by it here.
     run(Command::new(&cargo)
         .current_dir(workspace_root())
