@@ -89,8 +89,10 @@ fn resume_continues_exactly_and_refuses_other_data() {
 
 #[test]
 fn ctrl_c_saves_a_checkpoint_before_exiting() {
+    use std::io::{BufRead, BufReader, Read};
+
     let dir = scratch("ctrlc").join("run");
-    let child = Command::new(env!("CARGO_BIN_EXE_tinygpt"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tinygpt"))
         .args([
             "train",
             "--preset",
@@ -105,12 +107,18 @@ fn ctrl_c_saves_a_checkpoint_before_exiting() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    // The "training …" line comes after the Ctrl-C handler is installed; then let it step.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    assert!(first.starts_with("training "), "{first}");
+    std::thread::sleep(std::time::Duration::from_secs(1));
     Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
-    assert!(stderr.contains("interrupted at step"), "{stderr}");
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(rest.contains("interrupted at step"), "{rest}");
     assert!(!latest_weights(&dir).is_empty());
 }
 
