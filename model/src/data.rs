@@ -59,6 +59,17 @@ pub fn dataset_id(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Both splits of a `len`-byte text must hold one window of `context` + 1 bytes. The
+/// validation split has `len - len*9/10` bytes, so the shortest text that fits is
+/// `10·context + 1` bytes; the error suggests the round `10·(context + 1)`.
+fn check_splits(len: usize, context: usize) -> Result<(), ModelError> {
+    let train_len = len * 9 / 10;
+    if train_len.min(len - train_len) < context + 1 {
+        return Err(ModelError::DatasetTooShort { bytes: len, context, needed: 10 * (context + 1) });
+    }
+    Ok(())
+}
+
 impl Dataset {
     /// Tokenizes `text` and checks both splits can hold a window of `context` + 1 bytes.
     /// `seed` is the sampler's seed, recorded in the manifest.
@@ -66,13 +77,8 @@ impl Dataset {
         if text.is_empty() {
             return Err(ModelError::EmptyDataset);
         }
+        check_splits(text.len(), context)?;
         let train_len = text.len() * 9 / 10;
-        let val_len = text.len() - train_len;
-        if train_len.min(val_len) < context + 1 {
-            // Smallest n with both n*9/10 and n - n*9/10 at least context + 1.
-            let needed = (10 * (context + 1)).max(1);
-            return Err(ModelError::DatasetTooShort { bytes: text.len(), context, needed });
-        }
         let manifest = DatasetManifest {
             dataset_id: dataset_id(text),
             name: name.to_string(),
@@ -84,6 +90,12 @@ impl Dataset {
             seed,
         };
         Ok(Dataset { tokens: text.to_vec(), train_len, manifest })
+    }
+
+    /// Whether both splits hold a window of `context` + 1 bytes (a model with another
+    /// context than the one this dataset was made for may not fit).
+    pub fn fits_context(&self, context: usize) -> Result<(), ModelError> {
+        check_splits(self.tokens.len(), context)
     }
 
     pub fn manifest(&self) -> &DatasetManifest {
@@ -134,6 +146,9 @@ mod tests {
         assert_eq!(Dataset::new("e", b"", 8, 1).unwrap_err(), ModelError::EmptyDataset);
         let err = Dataset::new("s", b"hello world", 8, 1).unwrap_err();
         assert!(matches!(err, ModelError::DatasetTooShort { bytes: 11, .. }), "{err}");
+        // The split rule's minimum: 10·context + 1 bytes fit, one fewer does not.
+        assert!(Dataset::new("m", &[b'a'; 81], 8, 1).is_ok());
+        assert!(Dataset::new("m", &[b'a'; 80], 8, 1).is_err());
     }
 
     #[test]

@@ -9,7 +9,7 @@ pub enum ModelError {
     UnknownPreset { name: String, known: String },
     #[error("the dataset is empty")]
     EmptyDataset,
-    #[error("the dataset is too short: {bytes} bytes, but a context of {context} needs at least {needed} bytes in each of the train and validation splits")]
+    #[error("the dataset is too short: {bytes} bytes, but a context of {context} needs about 10× the context so that the validation split (the last 10%) holds one window of context + 1 bytes; use at least {needed} bytes")]
     DatasetTooShort { bytes: usize, context: usize, needed: usize },
     #[error("parameter {name}: expected {expected} values, got {got}")]
     WeightsMismatch { name: String, expected: usize, got: usize },

@@ -83,13 +83,7 @@ pub struct ResumeState {
 fn check_fits(model: &ModelConfig, config: &TrainingConfig, dataset: &Dataset) -> Result<(), TrainError> {
     model.validate()?;
     config.validate()?;
-    let shortest = dataset.split(Split::Train).len().min(dataset.split(Split::Val).len());
-    if shortest <= model.context_length {
-        let bytes = dataset.manifest().raw_bytes;
-        let context = model.context_length;
-        return Err(ModelError::DatasetTooShort { bytes, context, needed: 10 * (context + 1) }.into());
-    }
-    Ok(())
+    Ok(dataset.fits_context(model.context_length)?)
 }
 
 impl<B: Backend> Trainer<B> {
