@@ -103,8 +103,8 @@ fn memory_quota_exceeded_at_each_write() {
     interrupt_every_write(MemoryStorage::new, Fault::QuotaExceeded);
 }
 
-#[test]
-fn native_crash_after_each_write() {
+/// [`interrupt_every_write`] over native stores, each in a fresh directory.
+fn native_interrupt_every_write(fault: Fault) {
     let tmp = tempfile::tempdir().unwrap();
     let counter = std::cell::Cell::new(0);
     interrupt_every_write(
@@ -112,21 +112,18 @@ fn native_crash_after_each_write() {
             counter.set(counter.get() + 1);
             NativeStorage::open(tmp.path().join(format!("run{}", counter.get()))).unwrap()
         },
-        Fault::Crash,
+        fault,
     );
 }
 
 #[test]
+fn native_crash_after_each_write() {
+    native_interrupt_every_write(Fault::Crash);
+}
+
+#[test]
 fn native_quota_exceeded_at_each_write() {
-    let tmp = tempfile::tempdir().unwrap();
-    let counter = std::cell::Cell::new(0);
-    interrupt_every_write(
-        || {
-            counter.set(counter.get() + 1);
-            NativeStorage::open(tmp.path().join(format!("run{}", counter.get()))).unwrap()
-        },
-        Fault::QuotaExceeded,
-    );
+    native_interrupt_every_write(Fault::QuotaExceeded);
 }
 
 #[test]
