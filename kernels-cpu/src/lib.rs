@@ -12,6 +12,8 @@
 //! normalisers, cross-entropy sums) and `sum_rows`/`sum_squares` accumulate in f64.
 
 mod backend;
+#[cfg(feature = "counting")]
+pub mod counting;
 mod error;
 mod kernels;
 mod ops;

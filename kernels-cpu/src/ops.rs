@@ -4,14 +4,14 @@
 use std::future::{ready, Future};
 
 use tinygpt_tensor::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, LayerNormGrads, LayerNormOut,
-    MatmulDims, TensorError,
+    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, LayerNormGrads,
+    LayerNormOut, MatmulDims, TensorError,
 };
 
 use crate::kernels::adamw::{self, AdamWBufs};
 use crate::kernels::attention::{self, AttentionGradBufs};
 use crate::kernels::layernorm::{self, RowStats};
-use crate::kernels::{cross_entropy, elementwise, embedding, gelu, matmul};
+use crate::kernels::{copy, cross_entropy, elementwise, embedding, gelu, matmul};
 use crate::storage::CpuBuffer;
 use crate::CpuBackend;
 
@@ -51,6 +51,26 @@ impl Backend for CpuBackend {
             backend: self.name(),
             reason: "the buffer was left half-updated by a kernel that panicked".to_string(),
         }))
+    }
+
+    fn copy(
+        &self,
+        src: &Self::Storage,
+        src_offset: usize,
+        dst: &Self::Storage,
+        dst_offset: usize,
+        len: usize,
+    ) {
+        assert!(!src.same_buffer(dst), "copy: src and dst must be different buffers");
+        assert_copy_in_bounds(src.len(), src_offset, dst.len(), dst_offset, len);
+        let src = src.read();
+        copy::copy(&mut dst.write()[dst_offset..dst_offset + len], &src[src_offset..src_offset + len]);
+    }
+
+    fn flush(&self) -> impl Future<Output = Result<(), TensorError>> {
+        // Every op has already run to completion on the calling thread (or its pool) by
+        // the time it returns, and a host buffer cannot be lost.
+        ready(Ok(()))
     }
 
     fn add(&self, a: &Self::Storage, b: &Self::Storage, len: usize) -> Self::Storage {

@@ -7,10 +7,11 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// `Indices` (`T = u32`).
 ///
 /// Cloning is cheap and shares the data, as the [`tinygpt_tensor::Backend`] contract
-/// requires. The lock exists for [`tinygpt_tensor::Backend::adamw`], the one op that
-/// writes into existing buffers; every other op only reads its inputs and returns a new
-/// buffer. Kernels may hold several read guards of one buffer at once (e.g. `add(x, x)`),
-/// which is fine because the only writer, AdamW, runs on the calling thread between ops.
+/// requires. The lock exists for [`tinygpt_tensor::Backend::copy`] and
+/// [`tinygpt_tensor::Backend::adamw`], the ops that write into existing buffers; every
+/// other op only reads its inputs and returns a new buffer. Kernels may hold several read
+/// guards of one buffer at once (e.g. `add(x, x)`), which is fine because the writers run
+/// on the calling thread between ops and never write a buffer they also read.
 pub struct CpuBuffer<T> {
     data: Arc<RwLock<Vec<T>>>,
 }
@@ -55,7 +56,7 @@ impl<T> CpuBuffer<T> {
         self.data.read().expect("CpuBuffer: a kernel panicked while updating this buffer")
     }
 
-    /// Write access, for the in-place optimizer step only.
+    /// Write access, for the in-place ops (`copy`, `adamw`) only.
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Vec<T>> {
         self.data.write().expect("CpuBuffer: a kernel panicked while updating this buffer")
     }

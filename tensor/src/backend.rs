@@ -13,8 +13,11 @@ use crate::error::TensorError;
 /// - Buffers are row-major f32 (`Storage`) or u32 (`Indices`) handles; cloning a handle
 ///   shares the buffer. Sizes are passed explicitly (llm.c style) so a GPU backend can
 ///   put them straight into a uniform; callers ([`crate::Tensor`]) check shapes first.
-/// - Ops return new buffers, except [`Backend::adamw`], which updates in place.
-/// - No op waits for the device; the only way back to the host is [`Backend::read`].
+/// - Ops return new buffers, except [`Backend::copy`] and [`Backend::adamw`], which write
+///   into buffers the caller passes (so an optimizer can keep flat, reused buffers).
+/// - Ops run in the order they are called: a read or op sees every earlier write.
+/// - No op waits for the device; only [`Backend::read`] and [`Backend::flush`] do, and they
+///   are where a device failure (lost device, out of memory) comes back as an error.
 /// - Ids and targets must lie inside their table or vocabulary; callers guarantee it
 ///   (the byte tokenizer only makes ids below 256). A backend may panic on a bad id.
 /// - Results must match the scalar reference (`tinygpt-kernels-cpu`) within the
@@ -36,6 +39,30 @@ pub trait Backend: Clone + Debug + 'static {
     /// Copies a buffer back to host memory. On a GPU this waits for queued work, so call
     /// it only where a value is needed (logging, sampling, checkpoints).
     fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>>;
+    /// Copies `src[src_offset .. src_offset + len]` into `dst[dst_offset .. dst_offset + len]`
+    /// bit for bit, in place: the rest of `dst` and all of `src` are left as they were, and
+    /// every handle sharing `dst` sees the new values. It is a snapshot, not a view: later
+    /// writes to `src` do not reach `dst`. This is how an optimizer gathers per-tensor
+    /// gradients into one flat buffer and scatters updated weights back (llm.c's layout),
+    /// so that clipping and AdamW are one call per parameter group instead of per tensor.
+    ///
+    /// `src` and `dst` must be different buffers (WebGPU forbids copying a buffer into
+    /// itself), and both ranges must lie inside their buffers; `len` may be 0. A backend
+    /// panics, naming the op, on either mistake, before writing anything.
+    fn copy(
+        &self,
+        src: &Self::Storage,
+        src_offset: usize,
+        dst: &Self::Storage,
+        dst_offset: usize,
+        len: usize,
+    );
+    /// Waits until every op called so far has finished on the device, and reports a device
+    /// failure (lost device, out of memory) as an error instead of a panic. Callers use it
+    /// where they must know the work is done or failed (before timing a step, before saving)
+    /// without reading anything back; a training step itself never waits. On a backend that
+    /// runs ops as they are called (the CPU one) it is ready at once.
+    fn flush(&self) -> impl Future<Output = Result<(), TensorError>>;
 
     // ---- elementwise and reductions ------------------------------------------------
 
@@ -154,4 +181,24 @@ pub trait Backend: Clone + Debug + 'static {
         hp: &AdamWStep,
         len: usize,
     );
+}
+
+/// The bounds rule of [`Backend::copy`], written once so every backend refuses the same
+/// mistakes with the same words: panics, naming the side, when `src_offset + len` or
+/// `dst_offset + len` lies past the end of its buffer (`src_len`, `dst_len` values) or
+/// overflows.
+pub fn assert_copy_in_bounds(
+    src_len: usize,
+    src_offset: usize,
+    dst_len: usize,
+    dst_offset: usize,
+    len: usize,
+) {
+    for (what, offset, held) in [("src", src_offset, src_len), ("dst", dst_offset, dst_len)] {
+        let end = offset.checked_add(len);
+        assert!(
+            end.is_some_and(|end| end <= held),
+            "copy: {what} range {offset}..{offset}+{len} lies outside its {held} values"
+        );
+    }
 }

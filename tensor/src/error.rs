@@ -9,4 +9,8 @@ pub enum TensorError {
     Readback { backend: String, reason: String },
     #[error("the {backend} device is unavailable: {reason}")]
     DeviceLost { backend: String, reason: String },
+    /// An allocation or a kernel failed for lack of device memory (reported by `read` or
+    /// `flush`, since ops themselves do not wait).
+    #[error("the {backend} device ran out of memory: {reason} (a smaller preset or batch size needs less)")]
+    OutOfMemory { backend: String, reason: String },
 }

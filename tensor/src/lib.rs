@@ -17,7 +17,7 @@ mod rng;
 mod shape;
 mod tensor;
 
-pub use backend::Backend;
+pub use backend::{assert_copy_in_bounds, Backend};
 pub use dims::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, LayerNormGrads, LayerNormOut, MatmulDims,
 };

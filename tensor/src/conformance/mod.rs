@@ -16,7 +16,8 @@
 //!   backward passes) also with central finite differences of the backend's *own*
 //!   forward op: step [`FD_EPS`], objective accumulated in f64, [`Tolerance::FINITE_DIFF`].
 //!
-//! Buffer copies (`zeros`, `upload`/`read`, `upload_indices`) are checked bit for bit.
+//! Buffer copies (`zeros`, `upload`/`read`, `upload_indices`, `copy`) are checked bit for
+//! bit; `copy`'s misuse checks catch panics, so they need unwinding (native tests).
 
 pub mod checks;
 mod finite_diff;
@@ -43,6 +44,10 @@ macro_rules! backend_conformance_tests {
             zeros,
             upload_read_round_trip,
             indices_round_trip,
+            copy,
+            copy_is_a_snapshot,
+            copy_misuse_panics,
+            flush,
             add,
             scale,
             sum_rows,

@@ -3,9 +3,11 @@
 
 mod adamw;
 mod attention;
+mod copy;
 mod cross_entropy;
 mod elementwise;
 mod embedding;
+mod flush;
 mod gelu;
 mod layernorm;
 mod matmul;
@@ -13,9 +15,11 @@ mod memory;
 
 pub use adamw::adamw;
 pub use attention::{attention, attention_backward};
+pub use copy::{copy, copy_is_a_snapshot, copy_misuse_panics};
 pub use cross_entropy::{cross_entropy, cross_entropy_backward};
 pub use elementwise::{add, scale, sum_rows, sum_squares};
 pub use embedding::{embedding, embedding_backward};
+pub use flush::flush;
 pub use gelu::{gelu, gelu_backward};
 pub use layernorm::{layer_norm, layer_norm_backward};
 pub use matmul::{matmul, matmul_backward};

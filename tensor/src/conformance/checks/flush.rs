@@ -1,0 +1,27 @@
+//! `flush`: completes with `Ok` on a healthy device, whether work is queued or not, and
+//! every write before it is visible after it.
+
+use crate::conformance::harness::normal;
+use crate::{block_on, Backend, Rng};
+
+pub fn flush<B: Backend>(backend: &B) {
+    let name = backend.name();
+    block_on(backend.flush()).unwrap_or_else(|e| panic!("{name}: flush with nothing queued failed: {e}"));
+
+    let mut rng = Rng::new(0xF1_0511);
+    let len = 20_001;
+    let (a, b) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
+    let sum = backend.add(&backend.upload(&a), &backend.upload(&b), len);
+    let dst = backend.zeros(len);
+    backend.copy(&sum, 0, &dst, 0, len);
+    block_on(backend.flush()).unwrap_or_else(|e| panic!("{name}: flush after queued ops failed: {e}"));
+    block_on(backend.flush()).unwrap_or_else(|e| panic!("{name}: a second flush failed: {e}"));
+
+    let read = |s: &B::Storage| block_on(backend.read(s)).unwrap_or_else(|e| panic!("{name}: read: {e}"));
+    let (got, want) = (read(&dst), read(&sum));
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&got) == bits(&want), "{name}: the copy queued before a flush was not there after it");
+    let added =
+        want.iter().zip(a.iter().zip(&b)).all(|(s, (x, y))| (s - (x + y)).abs() <= 1e-6 * (1.0 + s.abs()));
+    assert!(added, "{name}: the add queued before a flush did not give a + b");
+}
