@@ -11,6 +11,11 @@ pub enum ModelError {
     EmptyDataset,
     #[error("the dataset is too short: {bytes} bytes, but a context of {context} needs about 10× the context so that the validation split (the last 10%) holds one window of context + 1 bytes; use at least {needed} bytes")]
     DatasetTooShort { bytes: usize, context: usize, needed: usize },
+    #[error(
+        "training needs about {} but {available_what} is {}; use a smaller model, batch size or context length",
+        crate::memory::human_bytes(*needed), crate::memory::human_bytes(*available)
+    )]
+    OutOfMemory { needed: u64, available: u64, available_what: String },
     #[error("parameter {name}: expected {expected} values, got {got}")]
     WeightsMismatch { name: String, expected: usize, got: usize },
 }

@@ -1,60 +1,150 @@
-//! AdamW over a model's parameters, with global-norm clipping computed on the device.
+//! AdamW over parameter groups, with global-norm clipping computed on the device.
+//!
+//! Each group keeps its parameters, gradients and moments in flat buffers (`crate::flat`),
+//! so a step is, whatever the number of tensors: one gradient copy per trainable tensor,
+//! one `sum_squares` per group (added into the global norm), one `adamw` per group, and
+//! one copy per trainable tensor back into the model. The per-element update is the one
+//! documented on [`AdamWStep`].
+//!
+//! The squared global norm is each group's sum of squares (one reduction over the group's
+//! flat gradient) added group by group. The sum is the same as summing tensor by tensor,
+//! but it is rounded at other places, so the clip factor (and so a run) may differ from
+//! a per-tensor sum in the last bits of f32.
 
 use tinygpt_tensor::{AdamWStep, Backend, Tensor, TensorError};
 
 use crate::config::TrainingConfig;
+use crate::flat::{FlatGroup, Slot};
+use crate::groups::ParamGroup;
 
-/// First and second moments for every parameter (canonical order) and the step count.
+/// AdamW state: the flat buffers of every parameter group and the step count.
 #[derive(Clone, Debug)]
 pub struct AdamW<B: Backend> {
-    m: Vec<Tensor<B>>,
-    v: Vec<Tensor<B>>,
+    groups: Vec<FlatGroup<B>>,
+    /// Values in the whole parameter list (the length of `weights.f32`).
+    total: usize,
     /// Updates applied so far (bias correction uses `step + 1` for the next one).
     step: u32,
 }
 
+fn total<B: Backend>(params: &[Tensor<B>]) -> usize {
+    params.iter().map(Tensor::numel).sum()
+}
+
+fn check_groups<B: Backend>(params: &[Tensor<B>], groups: &[ParamGroup]) {
+    let mut seen = vec![false; params.len()];
+    for group in groups {
+        assert!(
+            group.members.windows(2).all(|w| w[0] < w[1]),
+            "group {:?}: members not ascending",
+            group.name
+        );
+        for &i in &group.members {
+            assert!(i < params.len(), "group {:?}: no parameter {i}", group.name);
+            assert!(!seen[i], "parameter {i} is in two groups");
+            seen[i] = true;
+        }
+    }
+}
+
 impl<B: Backend> AdamW<B> {
-    /// Zero moments shaped like `params`.
-    pub fn new(params: &[Tensor<B>]) -> Self {
-        let zeros = |p: &Tensor<B>| Tensor::zeros(p.backend(), p.shape().clone());
-        AdamW { m: params.iter().map(zeros).collect(), v: params.iter().map(zeros).collect(), step: 0 }
+    /// Zero moments for the members of `groups` (tensors in no group are frozen).
+    pub fn new(params: &[Tensor<B>], groups: Vec<ParamGroup>) -> Self {
+        check_groups(params, &groups);
+        let groups = groups.into_iter().map(|g| FlatGroup::new(params, g, None)).collect();
+        AdamW { groups, total: total(params), step: 0 }
     }
 
-    /// Moments from their flat, canonical-order concatenations (`adam_m.f32`, `adam_v.f32`).
-    pub fn from_flat(params: &[Tensor<B>], m: &[f32], v: &[f32], step: u32) -> Self {
-        let split = |flat: &[f32]| {
-            let mut offset = 0;
-            params
-                .iter()
-                .map(|p| {
-                    let t =
-                        Tensor::from_slice(p.backend(), &flat[offset..offset + p.numel()], p.shape().clone());
-                    offset += p.numel();
-                    t
-                })
-                .collect()
-        };
-        AdamW { m: split(m), v: split(v), step }
+    /// Moments from their canonical concatenations (`adam_m.f32`, `adam_v.f32`); the values
+    /// of tensors in no group are ignored.
+    pub fn from_flat(params: &[Tensor<B>], groups: Vec<ParamGroup>, m: &[f32], v: &[f32], step: u32) -> Self {
+        check_groups(params, &groups);
+        let n = total(params);
+        assert!(
+            m.len() == n && v.len() == n,
+            "moments of {} and {} values for {n} parameters",
+            m.len(),
+            v.len()
+        );
+        let groups = groups.into_iter().map(|g| FlatGroup::new(params, g, Some((m, v)))).collect();
+        AdamW { groups, total: n, step }
     }
 
-    /// `(m, v)` concatenated in canonical order.
+    /// The groups being trained, in order.
+    pub fn groups(&self) -> impl Iterator<Item = &ParamGroup> {
+        self.groups.iter().map(|g| &g.group)
+    }
+
+    /// Where each member of group `g` lives in that group's flat buffers.
+    pub fn slots(&self, g: usize) -> &[Slot] {
+        &self.groups[g].slots
+    }
+
+    /// Trains `groups` from now on (e.g. after a tensor was frozen or unfrozen). A tensor
+    /// that stays trainable keeps its moments (copied on the device); one that joins starts
+    /// from zero moments; one that leaves loses its moments.
+    pub fn regroup(&mut self, params: &[Tensor<B>], groups: Vec<ParamGroup>) {
+        check_groups(params, &groups);
+        let old = std::mem::take(&mut self.groups);
+        self.groups = groups.into_iter().map(|g| FlatGroup::new(params, g, None)).collect();
+        for new in &self.groups {
+            let backend = new.param.backend();
+            for slot in &new.slots {
+                let found =
+                    old.iter().find_map(|o| o.slots.iter().find(|s| s.index == slot.index).map(|s| (o, s)));
+                if let Some((o, s)) = found {
+                    backend.copy(o.m.storage(), s.offset, new.m.storage(), slot.offset, slot.len);
+                    backend.copy(o.v.storage(), s.offset, new.v.storage(), slot.offset, slot.len);
+                }
+            }
+        }
+    }
+
+    /// `(m, v)` concatenated in canonical order, zeros for frozen tensors: one readback per
+    /// group and moment.
     pub async fn to_flat(&self) -> Result<(Vec<f32>, Vec<f32>), TensorError> {
-        let mut m = Vec::new();
-        let mut v = Vec::new();
-        for (a, b) in self.m.iter().zip(&self.v) {
-            m.extend(a.read().await?);
-            v.extend(b.read().await?);
+        let (mut m, mut v) = (vec![0.0; self.total], vec![0.0; self.total]);
+        for g in &self.groups {
+            let (gm, gv) = (g.m.read().await?, g.v.read().await?);
+            for s in &g.slots {
+                m[s.canonical..][..s.len].copy_from_slice(&gm[s.offset..][..s.len]);
+                v[s.canonical..][..s.len].copy_from_slice(&gv[s.offset..][..s.len]);
+            }
         }
         Ok((m, v))
+    }
+
+    /// Every parameter concatenated in canonical order (`weights.f32`): one readback per
+    /// group, plus one per frozen tensor.
+    pub async fn weights(&self, params: &[Tensor<B>]) -> Result<Vec<f32>, TensorError> {
+        assert_eq!(total(params), self.total, "the parameters this optimizer was built for");
+        let mut flat = vec![0.0; self.total];
+        let mut trained = vec![false; params.len()];
+        for g in &self.groups {
+            let values = g.param.read().await?;
+            for s in &g.slots {
+                flat[s.canonical..][..s.len].copy_from_slice(&values[s.offset..][..s.len]);
+                trained[s.index] = true;
+            }
+        }
+        let mut start = 0;
+        for (p, trained) in params.iter().zip(trained) {
+            if !trained {
+                flat[start..][..p.numel()].copy_from_slice(&p.read().await?);
+            }
+            start += p.numel();
+        }
+        Ok(flat)
     }
 
     pub fn step(&self) -> u32 {
         self.step
     }
 
-    /// One update. `grads[i]` is `None` for frozen parameters, which are left untouched
-    /// (moments included). Weight decay applies to tensors of rank ≥ 2 only; clipping uses
-    /// the global norm over every gradient present.
+    /// One update at learning rate `lr` (times each group's `lr_scale`). `grads[i]` is the
+    /// gradient of `params[i]`: present for every group member, `None` for every other
+    /// tensor (a mismatch panics: call [`AdamW::regroup`] after changing what trains).
+    /// Clipping uses the global norm over all groups; weight decay is each group's own.
     pub fn update(
         &mut self,
         params: &[Tensor<B>],
@@ -63,31 +153,34 @@ impl<B: Backend> AdamW<B> {
         config: &TrainingConfig,
     ) {
         assert_eq!(params.len(), grads.len(), "one gradient slot per parameter");
-        let present: Vec<&Tensor<B>> = grads.iter().flatten().collect();
-        let Some(first) = present.first() else { return };
-        let sumsq = present[1..].iter().fold(first.sum_squares(), |acc, g| acc.add(&g.sum_squares()));
+        assert_eq!(total(params), self.total, "the parameters this optimizer was built for");
+        let members: usize = self.groups.iter().map(|g| g.slots.len()).sum();
+        let present = grads.iter().flatten().count();
+        assert_eq!(
+            present, members,
+            "gradients for {present} tensors, {members} in groups (regroup after freezing)"
+        );
+        let Some(first) = self.groups.first() else { return };
+        for g in &self.groups {
+            g.gather_grads(grads);
+        }
+        let sumsq =
+            self.groups[1..].iter().fold(first.grad.sum_squares(), |acc, g| acc.add(&g.grad.sum_squares()));
         self.step += 1;
-        let backend = first.backend();
-        for (i, (p, g)) in params.iter().zip(grads).enumerate() {
-            let Some(g) = g else { continue };
+        let backend = first.param.backend();
+        for g in &self.groups {
             let hp = AdamWStep {
-                lr,
+                lr: lr * g.group.options.lr_scale,
                 beta1: config.beta1,
                 beta2: config.beta2,
                 eps: config.eps,
-                weight_decay: if p.shape().rank() >= 2 { config.weight_decay } else { 0.0 },
+                weight_decay: g.group.options.weight_decay,
                 step: self.step,
                 max_grad_norm: (config.grad_clip > 0.0).then_some(config.grad_clip),
             };
-            backend.adamw(
-                p.storage(),
-                g.storage(),
-                self.m[i].storage(),
-                self.v[i].storage(),
-                sumsq.storage(),
-                &hp,
-                p.numel(),
-            );
+            let (p, gr, m, v) = (g.param.storage(), g.grad.storage(), g.m.storage(), g.v.storage());
+            backend.adamw(p, gr, m, v, sumsq.storage(), &hp, g.len());
+            g.scatter_params(params);
         }
     }
 }

@@ -38,6 +38,10 @@ pub struct TrainingConfig {
     pub seed: u64,
     /// A checkpoint is written every `checkpoint_interval` steps.
     pub checkpoint_interval: usize,
+    /// Stop training once this many evaluations in a row have not improved on the best
+    /// validation loss (see [`crate::early_stop`]); `None` or 0 (the default) never stops early.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub early_stop_patience: Option<usize>,
 }
 
 impl Default for TrainingConfig {
@@ -58,6 +62,7 @@ impl Default for TrainingConfig {
             eval_batches: 20,
             seed: 1337,
             checkpoint_interval: 200,
+            early_stop_patience: None,
         }
     }
 }
@@ -116,6 +121,7 @@ mod tests {
         assert_eq!(c.weight_decay, 0.1);
         assert_eq!(c.grad_clip, 1.0);
         assert_eq!(c.checkpoint_interval, 200);
+        assert_eq!(c.early_stop_patience, None, "early stopping is off by default");
         c.validate().unwrap();
     }
 
@@ -124,6 +130,18 @@ mod tests {
         let c: TrainingConfig = serde_json::from_str(r#"{"max_steps": 10}"#).unwrap();
         assert_eq!(c, TrainingConfig { max_steps: 10, ..TrainingConfig::default() });
         assert!(serde_json::from_str::<TrainingConfig>(r#"{"learning_rat": 1}"#).is_err());
+    }
+
+    #[test]
+    fn early_stop_patience_is_off_by_default_and_null_or_0_keep_it_off() {
+        let json = serde_json::to_string(&TrainingConfig::default()).unwrap();
+        assert!(!json.contains("early_stop_patience"), "the default is not written: {json}");
+        for off in [r#"{}"#, r#"{"early_stop_patience": null}"#, r#"{"early_stop_patience": 0}"#] {
+            let c: TrainingConfig = serde_json::from_str(off).unwrap();
+            assert!(!crate::early_stop::enabled(&c), "{off}");
+        }
+        let c: TrainingConfig = serde_json::from_str(r#"{"early_stop_patience": 3}"#).unwrap();
+        assert_eq!(c.early_stop_patience, Some(3));
     }
 
     #[test]

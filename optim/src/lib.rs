@@ -1,9 +1,14 @@
-//! Training: AdamW, learning-rate schedules, gradient clipping and the training step.
+//! Training: AdamW over parameter groups in flat buffers, learning-rate schedules,
+//! gradient clipping and the training step.
 
 mod adamw;
 mod config;
+pub mod early_stop;
 mod error;
 mod evaluation;
+mod flat;
+mod groups;
+mod recipe;
 mod schedule;
 mod state;
 mod trainer;
@@ -12,6 +17,9 @@ pub use adamw::AdamW;
 pub use config::{ScheduleKind, TrainingConfig};
 pub use error::TrainError;
 pub use evaluation::Evaluation;
+pub use flat::Slot;
+pub use groups::{GroupOptions, ParamGroup};
+pub use recipe::{Overrides, Recipe};
 pub use schedule::learning_rate;
 pub use state::{LossPoint, TrainerProgress};
-pub use trainer::{ResumeState, StepReport, Trainer, BATCH_SALT, EVAL_SALT_TRAIN, EVAL_SALT_VAL};
+pub use trainer::{ResumeState, StepDone, StepReport, Trainer, BATCH_SALT, EVAL_SALT_TRAIN, EVAL_SALT_VAL};

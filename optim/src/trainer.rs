@@ -18,6 +18,7 @@ use crate::adamw::AdamW;
 use crate::config::TrainingConfig;
 use crate::error::TrainError;
 use crate::evaluation::Evaluation;
+use crate::groups::ParamGroup;
 use crate::schedule::learning_rate;
 use crate::state::{LossPoint, TrainerProgress};
 
@@ -39,6 +40,45 @@ pub struct StepReport {
     pub eval_due: bool,
 }
 
+/// A finished optimizer step whose loss is still on the device ([`Trainer::step_part_deferred`]):
+/// everything a [`StepReport`] says except the loss, which the trainer keeps queued until
+/// [`Trainer::read_losses`] brings it back (e.g. only when a progress message is due).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepDone {
+    /// Steps completed, this one included.
+    pub step: usize,
+    pub lr: f32,
+    /// Tokens in this step's batch.
+    pub tokens: usize,
+    /// See [`StepReport::eval_due`].
+    pub eval_due: bool,
+}
+
+/// A step's mean training loss, still on the device: each row part's mean loss (`[1]`)
+/// and its row count.
+#[derive(Clone, Debug)]
+struct StepLoss<B: Backend> {
+    step: usize,
+    batch: usize,
+    parts: Vec<(Tensor<B>, usize)>,
+}
+
+impl<B: Backend> StepLoss<B> {
+    /// The row-weighted mean of the parts' losses (summed in f64); a loss that is not
+    /// finite is [`TrainError::Diverged`].
+    async fn read(&self) -> Result<LossPoint, TrainError> {
+        let mut weighted = 0.0f64;
+        for (loss, rows) in &self.parts {
+            weighted += loss.read().await?[0] as f64 * *rows as f64;
+        }
+        let train_loss = (weighted / self.batch as f64) as f32;
+        if !train_loss.is_finite() {
+            return Err(TrainError::Diverged { step: self.step, loss: train_loss });
+        }
+        Ok(LossPoint { step: self.step, train_loss, val_loss: None })
+    }
+}
+
 /// Everything a run needs besides the backend: model, optimizer, data and progress.
 #[derive(Debug)]
 pub struct Trainer<B: Backend> {
@@ -51,6 +91,9 @@ pub struct Trainer<B: Backend> {
     history: Vec<LossPoint>,
     /// The step in progress when it is being taken in parts (see [`Trainer::step_part`]).
     partial: Option<PartialStep<B>>,
+    /// Losses of finished steps not read back yet, oldest first (see
+    /// [`Trainer::step_part_deferred`]); they join `history` when read.
+    unread: Vec<StepLoss<B>>,
 }
 
 /// A step taken in row parts, between parts: its batch, and the gradients and losses of
@@ -96,7 +139,8 @@ impl<B: Backend> Trainer<B> {
     ) -> Result<Self, TrainError> {
         check_fits(&model_config, &config, &dataset)?;
         let model = Gpt::init(backend, model_config, &mut Rng::new(config.seed))?;
-        let optimizer = AdamW::new(model.params().tensors());
+        let params = model.params().tensors();
+        let optimizer = AdamW::new(params, ParamGroup::decay_split(params, model.trainable(), &config));
         let rng = Rng::new(config.seed ^ BATCH_SALT);
         let progress = TrainerProgress {
             step: 0,
@@ -105,7 +149,17 @@ impl<B: Backend> Trainer<B> {
             wall_time_sec: 0.0,
             rng_state: rng.state(),
         };
-        Ok(Trainer { model, optimizer, config, dataset, rng, progress, history: Vec::new(), partial: None })
+        Ok(Trainer {
+            model,
+            optimizer,
+            config,
+            dataset,
+            rng,
+            progress,
+            history: Vec::new(),
+            partial: None,
+            unread: Vec::new(),
+        })
     }
 
     /// A run continued from saved state; continuing gives the very same steps as never stopping.
@@ -136,8 +190,10 @@ impl<B: Backend> Trainer<B> {
             }
         }
         let model = Gpt::new(model_config, params)?;
+        let params = model.params().tensors();
         let optimizer = AdamW::from_flat(
-            model.params().tensors(),
+            params,
+            ParamGroup::decay_split(params, model.trainable(), &config),
             &state.adam_m,
             &state.adam_v,
             state.progress.step as u32,
@@ -152,6 +208,7 @@ impl<B: Backend> Trainer<B> {
             progress: state.progress,
             history: state.history,
             partial: None,
+            unread: Vec::new(),
         })
     }
 
@@ -159,9 +216,15 @@ impl<B: Backend> Trainer<B> {
         &self.model
     }
 
-    /// Mutable access, e.g. to freeze parameters before training.
+    /// Mutable access, e.g. to freeze parameters; the optimizer's groups follow at the
+    /// next step (see [`AdamW::regroup`]).
     pub fn model_mut(&mut self) -> &mut Gpt<B> {
         &mut self.model
+    }
+
+    /// The optimizer: its parameter groups, their flat layout, the step count.
+    pub fn optimizer(&self) -> &AdamW<B> {
+        &self.optimizer
     }
 
     pub fn config(&self) -> &TrainingConfig {
@@ -199,17 +262,18 @@ impl<B: Backend> Trainer<B> {
         Ok(self.optimizer.to_flat().await?)
     }
 
-    /// Everything [`Trainer::resume`] needs, read back from the device.
+    /// Everything [`Trainer::resume`] needs, read back from the device (the weights one
+    /// parameter group at a time, see [`AdamW::weights`]). Losses not read back yet (see
+    /// [`Trainer::step_part_deferred`]) are read for it, so its history holds every step
+    /// either way.
     pub async fn resume_state(&self) -> Result<ResumeState, TrainError> {
-        let weights = self.model.params().to_flat().await?;
+        let weights = self.optimizer.weights(self.model.params().tensors()).await?;
         let (adam_m, adam_v) = self.moments().await?;
-        Ok(ResumeState {
-            weights,
-            adam_m,
-            adam_v,
-            progress: self.progress.clone(),
-            history: self.history.clone(),
-        })
+        let mut history = self.history.clone();
+        for loss in &self.unread {
+            history.push(loss.read().await?);
+        }
+        Ok(ResumeState { weights, adam_m, adam_v, progress: self.progress.clone(), history })
     }
 
     /// One optimizer step on the next training batch: [`Trainer::step_part_async`] with one
@@ -242,6 +306,18 @@ impl<B: Backend> Trainer<B> {
     /// Between parts the model may be read (sampled, evaluated, saved as the state before
     /// the step) but not changed.
     pub async fn step_part_async(&mut self, rows: usize) -> Result<Option<StepReport>, TrainError> {
+        let Some(done) = self.step_part_deferred(rows) else { return Ok(None) };
+        let points = self.read_losses().await?;
+        let train_loss = points.last().expect("the step just taken is unread").train_loss;
+        let StepDone { step, lr, tokens, eval_due } = done;
+        Ok(Some(StepReport { step, train_loss, lr, tokens, eval_due }))
+    }
+
+    /// [`Trainer::step_part_async`] without the loss readback: queues the part's work and
+    /// returns at once, reading nothing from the device. A step's loss stays queued on the
+    /// device until [`Trainer::read_losses`]; [`Trainer::step_part_async`] is this plus that
+    /// read, so the two take the very same steps. A diverged loss is reported by the read.
+    pub fn step_part_deferred(&mut self, rows: usize) -> Option<StepDone> {
         let (batch, seq) = (self.config.batch_size, self.model.config().context_length);
         let backend = self.model.params().tensors()[0].backend().clone();
         let partial = match &mut self.partial {
@@ -277,28 +353,46 @@ impl<B: Backend> Trainer<B> {
         partial.losses.push((loss.value().clone(), rows));
         partial.rows_done += rows;
         if partial.rows_done < batch {
-            return Ok(None);
+            return None;
         }
 
         let PartialStep { rng, grads, losses, .. } = self.partial.take().expect("the step in progress");
         let lr = learning_rate(&self.config, self.progress.step);
-        self.optimizer.update(self.model.params().tensors(), &grads, lr, &self.config);
-        let mut weighted = 0.0f64;
-        for (loss, rows) in &losses {
-            weighted += loss.read().await?[0] as f64 * *rows as f64;
+        let params = self.model.params().tensors();
+        let groups = ParamGroup::decay_split(params, self.model.trainable(), &self.config);
+        if !self.optimizer.groups().eq(&groups) {
+            self.optimizer.regroup(params, groups);
         }
-        let train_loss = (weighted / batch as f64) as f32;
+        self.optimizer.update(params, &grads, lr, &self.config);
 
         self.rng = rng;
         self.progress.step += 1;
         self.progress.tokens_seen += (batch * seq) as u64;
         self.progress.rng_state = self.rng.state();
-        if !train_loss.is_finite() {
-            return Err(TrainError::Diverged { step: self.progress.step, loss: train_loss });
-        }
         let step = self.progress.step;
+        // The run's learning curve, every step's training loss, once read (evaluations add
+        // val_loss).
+        self.unread.push(StepLoss { step, batch, parts: losses });
         let eval_due = step.is_multiple_of(self.config.eval_interval) || step == self.config.max_steps;
-        Ok(Some(StepReport { step, train_loss, lr, tokens: batch * seq, eval_due }))
+        Some(StepDone { step, lr, tokens: batch * seq, eval_due })
+    }
+
+    /// Reads back the losses of the steps taken since the last read (oldest first), adds
+    /// them to the history and returns them. A loss that is not finite ends the read with
+    /// [`TrainError::Diverged`]; it and the ones after it are dropped.
+    pub async fn read_losses(&mut self) -> Result<Vec<LossPoint>, TrainError> {
+        let mut points = Vec::with_capacity(self.unread.len());
+        for loss in std::mem::take(&mut self.unread) {
+            let point = loss.read().await?;
+            self.history.push(point.clone());
+            points.push(point);
+        }
+        Ok(points)
+    }
+
+    /// Steps whose loss has not been read back yet.
+    pub fn unread_losses(&self) -> usize {
+        self.unread.len()
     }
 
     /// [`Trainer::step_part_async`] for synchronous callers.
@@ -321,9 +415,21 @@ impl<B: Backend> Trainer<B> {
         block_on(self.evaluate_async(split))
     }
 
-    /// Appends an evaluation point to the loss history and tracks the best validation loss.
+    /// Whether `early_stop_patience` evaluations in a row have not improved on the best
+    /// validation loss (never when the patience is off; see [`crate::early_stop`]).
+    pub fn should_stop_early(&self) -> bool {
+        crate::early_stop::should_stop(&self.config, &self.history)
+    }
+
+    /// Records an evaluation in the loss history (on the current step's point, which the
+    /// step already added once its loss is read — read it first, see
+    /// [`Trainer::read_losses`] — or as a new point) and tracks the best validation loss.
     pub fn record_eval(&mut self, train_loss: f32, val_loss: f32) {
-        self.history.push(LossPoint { step: self.progress.step, train_loss, val_loss: Some(val_loss) });
+        let step = self.progress.step;
+        match self.history.last_mut() {
+            Some(last) if last.step == step => last.val_loss = Some(val_loss),
+            _ => self.history.push(LossPoint { step, train_loss, val_loss: Some(val_loss) }),
+        }
         if self.progress.best_val_loss.is_none_or(|best| val_loss < best) {
             self.progress.best_val_loss = Some(val_loss);
         }
@@ -428,6 +534,38 @@ mod tests {
             let worst = a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
             assert!(worst <= 1e-5, "{name}: worst difference {worst:e}");
         }
+    }
+
+    #[test]
+    fn deferred_steps_read_later_are_the_same_steps() {
+        let (mut read_now, mut deferred) = (trainer(12), trainer(12));
+        let mut expected = Vec::new();
+        for _ in 0..9 {
+            let a = read_now.step_part(5).unwrap();
+            let b = deferred.step_part_deferred(5);
+            assert_eq!(a.is_some(), b.is_some(), "the same parts end the same steps");
+            if let (Some(a), Some(b)) = (a, b) {
+                assert_eq!(
+                    (b.step, b.lr.to_bits(), b.tokens, b.eval_due),
+                    (a.step, a.lr.to_bits(), a.tokens, a.eval_due)
+                );
+                expected.push(a.train_loss);
+            }
+        }
+        assert_eq!(expected.len(), 3, "9 parts of 5, 5, 2 rows are 3 steps");
+        assert_eq!((deferred.unread_losses(), deferred.history().len()), (3, 0));
+        // A checkpoint taken now still has every step in its history.
+        let unread_state = state(&deferred);
+        // The losses are read only now, after later steps changed the weights.
+        let points = block_on(deferred.read_losses()).unwrap();
+        assert_eq!(deferred.unread_losses(), 0);
+        for history in [&points[..], deferred.history(), read_now.history(), &unread_state.history] {
+            let steps: Vec<_> = history.iter().map(|p| p.step).collect();
+            let losses: Vec<_> = history.iter().map(|p| p.train_loss.to_bits()).collect();
+            assert_eq!(steps, [1, 2, 3]);
+            assert_eq!(losses, bits(&expected));
+        }
+        assert_eq!(bits(&state(&deferred).weights), bits(&state(&read_now).weights));
     }
 
     #[test]

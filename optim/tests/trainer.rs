@@ -2,7 +2,7 @@
 
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::{Dataset, ModelConfig, Preset};
-use tinygpt_optim::{AdamW, Trainer, TrainingConfig};
+use tinygpt_optim::{AdamW, ParamGroup, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Tensor};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -77,7 +77,13 @@ fn n_plus_m_steps_equal_n_steps_saved_resumed_and_m_more() {
     assert_eq!(a.history, b.history, "loss history");
     assert_eq!(a.progress.step, 10);
     assert_eq!(a.progress.rng_state, b.progress.rng_state);
-    assert_eq!(a.history.iter().map(|p| p.step).collect::<Vec<_>>(), [4, 8, 10], "eval points");
+    assert_eq!(
+        a.history.iter().map(|p| p.step).collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<_>>(),
+        "every step"
+    );
+    let evals: Vec<usize> = a.history.iter().filter(|p| p.val_loss.is_some()).map(|p| p.step).collect();
+    assert_eq!(evals, [4, 8, 10], "eval points");
 }
 
 #[test]
@@ -90,7 +96,7 @@ fn weight_decay_touches_matrices_only() {
     let grads: Vec<_> = params.iter().map(|p| Some(Tensor::zeros(&backend, p.dims()))).collect();
     let config = TrainingConfig { weight_decay: 0.5, ..TrainingConfig::default() };
     let before = block_on(model.params().to_flat()).unwrap();
-    let mut adamw = AdamW::new(params);
+    let mut adamw = AdamW::new(params, ParamGroup::decay_split(params, model.trainable(), &config));
     adamw.update(params, &grads, 0.1, &config);
     let after = block_on(model.params().to_flat()).unwrap();
     for spec in model.config().tensor_specs() {
@@ -110,8 +116,9 @@ fn clipping_scales_the_gradient_to_the_global_norm() {
     let p = Tensor::from_slice(&backend, &[1.0, 1.0], [2]);
     let g = Tensor::from_slice(&backend, &[30.0, 40.0], [2]); // ‖g‖ = 50
     let config = TrainingConfig { grad_clip: 1.0, ..TrainingConfig::default() };
-    let mut adamw = AdamW::new(std::slice::from_ref(&p));
-    adamw.update(std::slice::from_ref(&p), &[Some(g)], 1e-3, &config);
+    let params = std::slice::from_ref(&p);
+    let mut adamw = AdamW::new(params, ParamGroup::decay_split(params, &[true], &config));
+    adamw.update(params, &[Some(g)], 1e-3, &config);
     let (m, _) = block_on(adamw.to_flat()).unwrap();
     let expected = [0.1 * 30.0 / 50.0, 0.1 * 40.0 / 50.0];
     for (a, e) in m.iter().zip(expected) {

@@ -1,0 +1,139 @@
+//! How much memory training a model takes, estimated before anything is allocated, so that
+//! a run that cannot fit is refused with a number instead of aborting the process (natively)
+//! or killing the worker (in the browser). One function serves the CLI, the worker and the
+//! page's preset picker.
+
+use crate::config::ModelConfig;
+use crate::error::ModelError;
+
+/// A wasm32 module addresses at most 4 GiB, whatever the machine has.
+pub const WASM32_ADDRESS_SPACE: u64 = 4 << 30;
+
+/// Estimated bytes to train `model` at `batch` rows of `context_length` tokens: weights,
+/// gradients and both AdamW moments (4 × params × 4 bytes = params × 16), plus the
+/// activations a step keeps for backward, doubled for their gradients. Per layer (B, T, C,
+/// F, H = batch, context, d_model, d_mlp, heads): about 10·BTC (norms, q/k/v, attention
+/// output, projections, residuals) + 2·BTF (MLP) + BHT² (attention probabilities); the head
+/// keeps logits and their softmax, 2·BTV. An estimate, not a bound: allocator slack and
+/// temporaries come on top.
+///
+/// Counted in saturating u64, so a hostile config (any sizes, any batch) gives a huge number
+/// instead of overflowing, on wasm32 too.
+pub fn training_memory_bytes(model: &ModelConfig, batch: usize) -> u64 {
+    let [b, t, c, f, h, v, l] = [
+        batch,
+        model.context_length,
+        model.d_model,
+        model.d_mlp,
+        model.n_heads,
+        model.vocab_size,
+        model.n_layers,
+    ]
+    .map(|x| x as u64);
+    let mul = |xs: &[u64]| xs.iter().fold(1u64, |acc, &x| acc.saturating_mul(x));
+    let per_layer = mul(&[10, b, t, c]).saturating_add(mul(&[2, b, t, f])).saturating_add(mul(&[b, h, t, t]));
+    let activations =
+        mul(&[l, per_layer]).saturating_add(mul(&[2, b, t, v])).saturating_add(mul(&[2, b, t, c]));
+    // ModelConfig::param_count, saturating.
+    let per_block =
+        mul(&[4, c, c]).saturating_add(mul(&[2, c, f])).saturating_add(f).saturating_add(mul(&[9, c]));
+    let params = mul(&[v, c])
+        .saturating_add(mul(&[t, c]))
+        .saturating_add(mul(&[l, per_block]))
+        .saturating_add(mul(&[2, c]));
+    mul(&[16, params]).saturating_add(mul(&[4, 2, activations]))
+}
+
+/// Refuses to train `model` at `batch` when [`training_memory_bytes`] exceeds `available`
+/// bytes; `available_what` names that budget for the message ("physical memory", "the
+/// 4 GiB wasm32 address space"). Returns the estimate otherwise.
+pub fn check_training_memory(
+    model: &ModelConfig,
+    batch: usize,
+    available: u64,
+    available_what: &str,
+) -> Result<u64, ModelError> {
+    let needed = training_memory_bytes(model, batch);
+    if needed > available {
+        return Err(ModelError::OutOfMemory {
+            needed,
+            available,
+            available_what: available_what.to_string(),
+        });
+    }
+    Ok(needed)
+}
+
+/// `bytes` for people: `512 MiB`, `31.7 GiB`, `1.2 EiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 7] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{bytes} bytes"),
+        _ if value < 10.0 => format!("{value:.1} {}", UNITS[unit]),
+        _ => format!("{value:.0} {}", UNITS[unit]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Preset;
+
+    #[test]
+    fn the_estimate_counts_16_bytes_a_parameter_plus_activations() {
+        let tiny = Preset::by_name("tiny").unwrap();
+        let bytes = training_memory_bytes(&tiny.model, tiny.batch_size);
+        assert!(bytes > 16 * tiny.model.param_count() as u64);
+        assert!(bytes < 64 << 20, "tiny should train in well under 64 MiB: {bytes}");
+        // Activations grow with the batch; parameters do not.
+        assert!(training_memory_bytes(&tiny.model, 2 * tiny.batch_size) > bytes);
+    }
+
+    #[test]
+    fn hostile_sizes_saturate_instead_of_overflowing() {
+        let mut c = ModelConfig::reference();
+        assert_eq!(training_memory_bytes(&c, usize::MAX), u64::MAX);
+        for p in Preset::all() {
+            let at_batch_0 = training_memory_bytes(&p.model, 0);
+            assert_eq!(at_batch_0, 16 * p.model.param_count() as u64, "{}", p.name);
+        }
+        c.d_model = usize::MAX;
+        assert_eq!(training_memory_bytes(&c, 1), u64::MAX);
+        c = ModelConfig::reference();
+        c.context_length = 1 << 16;
+        c.n_heads = 1 << 16;
+        assert!(training_memory_bytes(&c, 1 << 30) > WASM32_ADDRESS_SPACE);
+    }
+
+    #[test]
+    fn a_model_that_cannot_fit_is_refused_with_the_estimate_and_the_budget() {
+        // 1 layer, d_model 13312: under the 2^31-parameter limit, but ~34 GB to train.
+        let c = ModelConfig {
+            n_layers: 1,
+            n_heads: 8,
+            d_model: 13312,
+            d_mlp: 4 * 13312,
+            ..ModelConfig::reference()
+        };
+        c.validate().unwrap();
+        let err = check_training_memory(&c, 1, WASM32_ADDRESS_SPACE, "the 4 GiB wasm32 address space")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("GiB") && err.contains("wasm32 address space"), "{err}");
+        let small = Preset::by_name("small").unwrap();
+        check_training_memory(&small.model, small.batch_size, WASM32_ADDRESS_SPACE, "wasm32").unwrap();
+    }
+
+    #[test]
+    fn bytes_read_like_a_person_would_write_them() {
+        assert_eq!(human_bytes(512), "512 bytes");
+        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+        assert_eq!(human_bytes(34_000_000_000), "32 GiB");
+    }
+}
