@@ -9,7 +9,7 @@ use tinygpt_tensor::block_on;
 use crate::checkpoint::Checkpoint;
 use crate::decode::LoadOptions;
 use crate::error::Result;
-use crate::generations::{CheckpointStore, GenerationInfo, SaveReport};
+use crate::generations::{BestLoad, CheckpointStore, GenerationInfo, SaveReport};
 use crate::native::NativeStorage;
 
 /// Checkpoint generations in a local directory.
@@ -47,6 +47,11 @@ impl CheckpointDir {
 
     pub fn load(&self, id: &str) -> Result<Checkpoint> {
         block_on(self.store.load(id))
+    }
+
+    /// See [`CheckpointStore::load_best`].
+    pub fn load_best(&self) -> Result<BestLoad> {
+        block_on(self.store.load_best())
     }
 
     pub fn list(&self) -> Result<Vec<GenerationInfo>> {

@@ -182,7 +182,18 @@ pub(crate) fn parse_trainer_state(file: &str, bytes: &[u8]) -> Result<TrainerSta
             supported: FORMAT_VERSION,
         });
     }
-    from_json(file, bytes)
+    let state: TrainerState = from_json(file, bytes)?;
+    if let Some(expected) = &state.state_sha256 {
+        let actual = state.checksum();
+        if &actual != expected {
+            return Err(CkptError::ChecksumMismatch {
+                file: file.to_string(),
+                expected: expected.clone(),
+                actual,
+            });
+        }
+    }
+    Ok(state)
 }
 
 /// Checks trainer_state.json lists exactly the layout's files; returns whether the

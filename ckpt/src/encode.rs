@@ -43,7 +43,7 @@ pub(crate) fn encode(ckpt: &Checkpoint, with_moments: bool) -> Result<Vec<Encode
         })
         .collect();
     let p = &ckpt.progress;
-    let state = TrainerState {
+    let mut state = TrainerState {
         format_version: FORMAT_VERSION,
         step: p.step,
         tokens_seen: p.tokens_seen,
@@ -51,7 +51,9 @@ pub(crate) fn encode(ckpt: &Checkpoint, with_moments: bool) -> Result<Vec<Encode
         wall_time_sec: p.wall_time_sec,
         rng_state: p.rng_state,
         files: files_table,
+        state_sha256: None,
     };
+    state.state_sha256 = Some(state.checksum());
     files.push(EncodedFile { name: TRAINER_STATE, bytes: to_json(TRAINER_STATE, &state, 2)? });
     Ok(files)
 }

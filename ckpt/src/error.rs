@@ -38,12 +38,18 @@ pub enum CkptError {
     TooLarge { file: String, bytes: u64, limit: u64 },
 
     #[error(
-        "{file}: {tensor}[{index}] is {value}; non-finite values are refused (set LoadOptions::allow_non_finite to load them anyway)"
+        "{file}: {tensor}[{index}] is {value}; the saved model diverged (NaN or infinity) and cannot be used; an earlier generation may still be intact"
     )]
     NonFinite { file: String, tensor: String, index: usize, value: f32 },
 
     #[error("{location} holds files that are not part of a TinyGPT checkpoint ({found}); use an empty directory or a checkpoint directory")]
     ForeignFiles { location: String, found: String },
+
+    #[error(
+        "{location} is in use by another training process{}; wait for it to finish or stop it, or train into another --out folder",
+        match pid { Some(pid) => format!(" (pid {pid})"), None => String::new() }
+    )]
+    Locked { location: String, pid: Option<u32> },
 
     #[error("{path} is a file, not a checkpoint directory")]
     NotADirectory { path: String },
@@ -51,8 +57,8 @@ pub enum CkptError {
     #[error("{location}: no checkpoint found ({detail})")]
     NoCheckpoint { location: String, detail: String },
 
-    #[error("{location}: there is no generation {id}; `list` shows the saved ones")]
-    GenerationNotFound { location: String, id: String },
+    #[error("{location}: there is no generation {id:?}; {saved}")]
+    GenerationNotFound { location: String, id: String, saved: String },
 
     #[error("{id} is the latest checkpoint and cannot be deleted; save a newer one first")]
     DeleteLatest { id: String },
@@ -79,6 +85,9 @@ pub enum CkptError {
 
     #[error("saved {saved}, but removing old generations failed: {reason}")]
     Prune { saved: String, reason: String },
+
+    #[error("saved {saved} (latest.json names it), but moving best.json failed: {reason}; the previous best is kept")]
+    BestPointer { saved: String, reason: String },
 
     #[error("{file}: model config field {field} is {checkpoint} in the checkpoint but {requested} was requested; the weights do not fit this model")]
     ConfigMismatch { file: String, field: &'static str, checkpoint: String, requested: String },

@@ -18,7 +18,23 @@
 //! older one. A root without latest.json that directly holds the layout's files (a plain
 //! checkpoint directory written by another tool) is loaded as it is.
 //!
-//! One writer per root: two processes saving into the same root at once is not supported.
+//! Beside the newest generations the store keeps the *best* one, the generation with the
+//! lowest validation loss measured on exactly its weights (a loss point at its own step):
+//!
+//! ```text
+//! <root>/best.json        {"format_version": 1, "best": "gen-000040", "step": 8000,
+//!                          "val_loss": 1.4672, "trainer_state_sha256": "…"}
+//! ```
+//! best.json is flipped with the same [`Storage::put_atomic`] as latest.json, after it
+//! (an interrupted save leaves the old best pointed at and unpruned), and records the
+//! sha256 of the generation's trainer_state.json (which checksums every other file), so a
+//! pointer that no longer matches its generation is refused by name. Pruning never removes
+//! the best generation. A missing or corrupt best.json is not trusted: the next save (and
+//! [`CheckpointStore::load_best`], which says why) recomputes the best from the
+//! generations that verify.
+//!
+//! One writer per root: two processes saving into the same root at once is not supported
+//! (natively, `WriterLock` enforces it).
 
 use std::collections::BTreeMap;
 
@@ -29,11 +45,13 @@ use crate::decode::{read_checkpoint, LoadOptions};
 use crate::encode::encode;
 use crate::error::{CkptError, Result};
 use crate::json::{from_json, to_json};
-use crate::layout::{FILES, FORMAT_VERSION, TRAINER_STATE};
+use crate::layout::{sha256_hex, FILES, FORMAT_VERSION, TRAINER_STATE};
 use crate::store::Storage;
 
 /// The pointer's key.
 pub const POINTER: &str = "latest.json";
+/// The best generation's pointer key.
+pub const BEST_POINTER: &str = "best.json";
 const MAX_POINTER_BYTES: u64 = 64 << 10;
 
 /// latest.json: the current generation and the older ones still kept, newest first.
@@ -43,6 +61,41 @@ struct Pointer {
     format_version: u32,
     latest: String,
     previous: Vec<String>,
+}
+
+/// best.json: the generation with the lowest validation loss at its own step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BestPointer {
+    format_version: u32,
+    best: String,
+    step: usize,
+    val_loss: f32,
+    /// sha256 of the generation's trainer_state.json.
+    trainer_state_sha256: String,
+}
+
+/// The best generation: the one with the lowest validation loss measured at its own step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BestInfo {
+    pub id: String,
+    pub step: usize,
+    pub val_loss: f32,
+}
+
+/// What [`CheckpointStore::load_best`] read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BestLoad {
+    pub best: BestInfo,
+    pub checkpoint: Checkpoint,
+    /// Why best.json was not used (missing or corrupt, naming it), when the best was
+    /// recomputed from the generations that verify instead.
+    pub fallback: Option<String>,
+}
+
+/// The validation loss measured on `ckpt`'s own weights: its history's point at its step.
+pub fn val_loss_at_step(ckpt: &Checkpoint) -> Option<f32> {
+    ckpt.loss_history.iter().rev().find(|p| p.step == ckpt.progress.step).and_then(|p| p.val_loss)
 }
 
 /// What a save wrote.
@@ -55,6 +108,8 @@ pub struct SaveReport {
     pub bytes: u64,
     /// Generations deleted after the pointer moved.
     pub pruned: Vec<String>,
+    /// Whether best.json now names this generation.
+    pub best: bool,
 }
 
 /// One saved generation.
@@ -65,6 +120,8 @@ pub struct GenerationInfo {
     pub bytes: u64,
     /// Whether latest.json points at it.
     pub latest: bool,
+    /// Whether best.json points at it (and matches it).
+    pub best: bool,
 }
 
 /// Saves, loads and lists checkpoints in a [`Storage`].
@@ -130,6 +187,12 @@ impl<S: Storage> CheckpointStore<S> {
             return Err(self.foreign_error(&found));
         }
         let pointer = self.read_pointer().await?;
+        // The best so far, before anything changes: a missing or corrupt best.json is
+        // recomputed from the generations that verify.
+        let old_best = match self.verified_best().await {
+            Ok(Some(best)) => Some(best),
+            _ => self.recompute_best(None).await?.map(|(best, _)| best),
+        };
         let number = scan.generations.keys().next_back().map_or(1, |n| n + 1);
         let id = generation_id(number);
         let bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
@@ -143,22 +206,70 @@ impl<S: Storage> CheckpointStore<S> {
             });
         }
 
-        let mut previous = Vec::new();
+        // The generations kept behind the new one: the newest that verify. A corrupt one is
+        // never kept in place of an intact older one (it would be pruned first).
+        let mut candidates: Vec<String> = Vec::new();
         if let Some(p) = pointer {
-            previous.push(p.latest);
-            previous.extend(p.previous);
+            candidates.push(p.latest);
+            candidates.extend(p.previous);
         }
-        previous.truncate(self.keep - 1);
+        for &n in scan.generations.keys().rev() {
+            let older = generation_id(n);
+            if !candidates.contains(&older) {
+                candidates.push(older);
+            }
+        }
+        let mut previous = Vec::new();
+        for candidate in candidates {
+            if previous.len() + 1 >= self.keep {
+                break;
+            }
+            if self.load(&candidate).await.is_ok() {
+                previous.push(candidate);
+            }
+        }
         let new_pointer = Pointer { format_version: FORMAT_VERSION, latest: id.clone(), previous };
         if let Err(e) = self.storage.put_atomic(POINTER, &to_json(POINTER, &new_pointer, 1)?).await {
             let _ = self.storage.delete(&format!("{id}/")).await;
             return Err(e);
         }
 
+        // The new generation becomes the best when its own validation loss beats the best's.
+        let new_val = val_loss_at_step(ckpt);
+        let is_best = new_val.is_some_and(|v| old_best.as_ref().is_none_or(|b| v < b.val_loss));
+        let kept_best = if is_best {
+            let state =
+                files.iter().find(|f| f.name == TRAINER_STATE).expect("encode writes trainer_state.json");
+            let best = BestPointer {
+                format_version: FORMAT_VERSION,
+                best: id.clone(),
+                step: ckpt.progress.step,
+                val_loss: new_val.expect("is_best"),
+                trainer_state_sha256: sha256_hex(&state.bytes),
+            };
+            // latest.json already names the new generation; on failure nothing is pruned,
+            // so the old best stays pointed at and intact.
+            self.storage
+                .put_atomic(BEST_POINTER, &to_json(BEST_POINTER, &best, 1)?)
+                .await
+                .map_err(|e| CkptError::BestPointer { saved: id.clone(), reason: e.to_string() })?;
+            Some(id.clone())
+        } else {
+            if let Some(best) = &old_best {
+                // A recomputed best (best.json was missing or corrupt) is written back.
+                if !matches!(self.verified_best().await, Ok(Some(ref b)) if b.id == best.id) {
+                    self.write_best_pointer(&best.id)
+                        .await
+                        .map_err(|e| CkptError::BestPointer { saved: id.clone(), reason: e.to_string() })?;
+                }
+            }
+            old_best.map(|b| b.id)
+        };
+
         let mut pruned = Vec::new();
         for &n in scan.generations.keys() {
             let old = generation_id(n);
-            if !new_pointer.previous.contains(&old) {
+            if !new_pointer.previous.contains(&old) && kept_best.as_ref() != Some(&old) {
                 self.storage
                     .delete(&format!("{old}/"))
                     .await
@@ -166,7 +277,7 @@ impl<S: Storage> CheckpointStore<S> {
                 pruned.push(old);
             }
         }
-        Ok(SaveReport { id, step: ckpt.progress.step, bytes, pruned })
+        Ok(SaveReport { id, step: ckpt.progress.step, bytes, pruned, best: is_best })
     }
 
     /// The checkpoint latest.json points at (see the module docs for what happens when it
@@ -187,6 +298,13 @@ impl<S: Storage> CheckpointStore<S> {
             return read_checkpoint(&self.storage, "", &self.options).await;
         }
         let detail = match scan.generations.keys().next_back() {
+            Some(&n) if scan.generations[&n].0.iter().any(|f| f == TRAINER_STATE) => {
+                let ids: Vec<String> = scan.generations.keys().map(|&n| generation_id(n)).collect();
+                format!(
+                    "latest.json, which names the current generation, is missing; the folder holds {}",
+                    ids.join(", ")
+                )
+            }
             Some(&n) => {
                 format!("{} was never completed (no latest.json); the save was interrupted", generation_id(n))
             }
@@ -198,11 +316,9 @@ impl<S: Storage> CheckpointStore<S> {
 
     /// The generation `id` (as in [`GenerationInfo::id`]).
     pub async fn load(&self, id: &str) -> Result<Checkpoint> {
-        if parse_generation(id).is_none() {
-            return Err(CkptError::GenerationNotFound {
-                location: self.storage.location(""),
-                id: id.to_string(),
-            });
+        let n = parse_generation(id);
+        if n.is_none() || !self.scan().await?.generations.contains_key(&n.unwrap_or_default()) {
+            return Err(self.not_found(id).await);
         }
         read_checkpoint(&self.storage, &format!("{id}/"), &self.options).await
     }
@@ -212,6 +328,7 @@ impl<S: Storage> CheckpointStore<S> {
     pub async fn list(&self) -> Result<Vec<GenerationInfo>> {
         let scan = self.scan().await?;
         let latest = self.read_pointer().await?.map(|p| p.latest);
+        let best = self.checked_best_pointer().await.ok().flatten().map(|b| b.best);
         let mut out = Vec::new();
         for (&n, (names, bytes)) in &scan.generations {
             let id = generation_id(n);
@@ -222,19 +339,34 @@ impl<S: Storage> CheckpointStore<S> {
             let Some(state) = self.storage.get(&key).await? else { continue };
             if let Ok(state) = crate::decode::parse_trainer_state(&key, &state) {
                 let latest = latest.as_deref() == Some(id.as_str());
-                out.push(GenerationInfo { id, step: state.step, bytes: *bytes, latest });
+                let best = best.as_deref() == Some(id.as_str());
+                out.push(GenerationInfo { id, step: state.step, bytes: *bytes, latest, best });
             }
         }
         Ok(out)
     }
 
+    /// The newest generation that loads and verifies, other than `except` (the one that
+    /// just failed), for naming in an error: a corrupt latest is not the end of a run.
+    pub async fn newest_intact(&self, except: Option<&str>) -> Result<Option<GenerationInfo>> {
+        for info in self.list().await?.into_iter().rev() {
+            if Some(info.id.as_str()) != except && self.load(&info.id).await.is_ok() {
+                return Ok(Some(info));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The generation latest.json names, if it can be read.
+    pub async fn latest_id(&self) -> Result<Option<String>> {
+        Ok(self.read_pointer().await?.map(|p| p.latest))
+    }
+
     /// Deletes generation `id`; the latest one cannot be deleted.
     pub async fn delete(&self, id: &str) -> Result<()> {
-        let not_found =
-            || CkptError::GenerationNotFound { location: self.storage.location(""), id: id.to_string() };
-        let n = parse_generation(id).ok_or_else(not_found)?;
-        if !self.scan().await?.generations.contains_key(&n) {
-            return Err(not_found());
+        let n = parse_generation(id);
+        if n.is_none() || !self.scan().await?.generations.contains_key(&n.unwrap_or_default()) {
+            return Err(self.not_found(id).await);
         }
         if let Some(mut pointer) = self.read_pointer().await? {
             if pointer.latest == id {
@@ -245,7 +377,134 @@ impl<S: Storage> CheckpointStore<S> {
                 self.storage.put_atomic(POINTER, &to_json(POINTER, &pointer, 1)?).await?;
             }
         }
+        if matches!(self.read_best_pointer().await, Ok(Some(ref b)) if b.best == id) {
+            self.storage.delete(BEST_POINTER).await?;
+        }
         self.storage.delete(&format!("{id}/")).await
+    }
+
+    /// The best generation, verified: best.json names a generation whose
+    /// trainer_state.json has the recorded sha256, which loads with every check, and whose
+    /// own validation loss is the recorded one. `Ok(None)`: there is no best.json.
+    pub async fn verified_best(&self) -> Result<Option<BestInfo>> {
+        let Some(pointer) = self.checked_best_pointer().await? else { return Ok(None) };
+        let file = self.storage.location(BEST_POINTER);
+        let ckpt = self.load(&pointer.best).await.map_err(|e| CkptError::InvalidJson {
+            file: file.clone(),
+            reason: format!("it names {}, which does not load: {e}", pointer.best),
+        })?;
+        if val_loss_at_step(&ckpt).map(f32::to_bits) != Some(pointer.val_loss.to_bits())
+            || ckpt.progress.step != pointer.step
+        {
+            return Err(CkptError::InvalidJson {
+                file,
+                reason: format!("its step and val_loss do not match {}", pointer.best),
+            });
+        }
+        Ok(Some(BestInfo { id: pointer.best, step: pointer.step, val_loss: pointer.val_loss }))
+    }
+
+    /// The best generation's checkpoint. When best.json is missing or corrupt, the best is
+    /// recomputed from the generations that verify and [`BestLoad::fallback`] says why.
+    pub async fn load_best(&self) -> Result<BestLoad> {
+        let fallback = match self.verified_best().await {
+            Ok(Some(best)) => {
+                let checkpoint = self.load(&best.id).await?;
+                return Ok(BestLoad { best, checkpoint, fallback: None });
+            }
+            Ok(None) => format!("{} is missing", self.storage.location(BEST_POINTER)),
+            Err(e) => e.to_string(),
+        };
+        match self.recompute_best(None).await? {
+            Some((best, checkpoint)) => Ok(BestLoad { best, checkpoint, fallback: Some(fallback) }),
+            None => Err(CkptError::NoCheckpoint {
+                location: self.storage.location(""),
+                detail: format!(
+                    "no best generation: {fallback}, and no generation that verifies has a validation loss at its own step"
+                ),
+            }),
+        }
+    }
+
+    /// The generation (other than `except`) with the lowest validation loss at its own
+    /// step among those that load with every check.
+    async fn recompute_best(&self, except: Option<&str>) -> Result<Option<(BestInfo, Checkpoint)>> {
+        let mut best: Option<(BestInfo, Checkpoint)> = None;
+        for &n in self.scan().await?.generations.keys() {
+            let id = generation_id(n);
+            if Some(id.as_str()) == except {
+                continue;
+            }
+            let Ok(ckpt) = self.load(&id).await else { continue };
+            let Some(val) = val_loss_at_step(&ckpt) else { continue };
+            if best.as_ref().is_none_or(|(b, _)| val < b.val_loss) {
+                best = Some((BestInfo { id, step: ckpt.progress.step, val_loss: val }, ckpt));
+            }
+        }
+        Ok(best)
+    }
+
+    async fn write_best_pointer(&self, id: &str) -> Result<()> {
+        let key = format!("{id}/{TRAINER_STATE}");
+        let state = self
+            .storage
+            .get(&key)
+            .await?
+            .ok_or(CkptError::MissingFile { file: self.storage.location(&key) })?;
+        let ckpt = self.load(id).await?;
+        let best = BestPointer {
+            format_version: FORMAT_VERSION,
+            best: id.to_string(),
+            step: ckpt.progress.step,
+            val_loss: val_loss_at_step(&ckpt).ok_or_else(|| CkptError::InvalidCheckpoint {
+                reason: format!("{id} has no validation loss at its step"),
+            })?,
+            trainer_state_sha256: sha256_hex(&state),
+        };
+        self.storage.put_atomic(BEST_POINTER, &to_json(BEST_POINTER, &best, 1)?).await
+    }
+
+    /// best.json parsed, with its sha256 checked against the generation's
+    /// trainer_state.json (not the whole generation: see [`Self::verified_best`]).
+    async fn checked_best_pointer(&self) -> Result<Option<BestPointer>> {
+        let Some(pointer) = self.read_best_pointer().await? else { return Ok(None) };
+        let file = self.storage.location(BEST_POINTER);
+        let key = format!("{}/{TRAINER_STATE}", pointer.best);
+        let actual = self.storage.get(&key).await?.map(|b| sha256_hex(&b));
+        if actual.as_deref() != Some(pointer.trainer_state_sha256.as_str()) {
+            let reason = match actual {
+                None => format!("it names {}, which is gone", pointer.best),
+                Some(actual) => format!(
+                    "it records sha256 {} for {key}, which is {actual}; best.json or the generation is corrupt",
+                    pointer.trainer_state_sha256
+                ),
+            };
+            return Err(CkptError::InvalidJson { file, reason });
+        }
+        Ok(Some(pointer))
+    }
+
+    async fn read_best_pointer(&self) -> Result<Option<BestPointer>> {
+        let Some(bytes) = self.storage.get(BEST_POINTER).await? else { return Ok(None) };
+        let file = self.storage.location(BEST_POINTER);
+        if bytes.len() as u64 > MAX_POINTER_BYTES {
+            return Err(CkptError::TooLarge { file, bytes: bytes.len() as u64, limit: MAX_POINTER_BYTES });
+        }
+        let pointer: BestPointer = from_json(&file, &bytes)?;
+        if pointer.format_version != FORMAT_VERSION {
+            let found = u64::from(pointer.format_version);
+            return Err(CkptError::UnsupportedVersion { file, found, supported: FORMAT_VERSION });
+        }
+        if parse_generation(&pointer.best).is_none() {
+            return Err(CkptError::InvalidJson {
+                file,
+                reason: format!("{:?} is not a generation name", pointer.best),
+            });
+        }
+        if !pointer.val_loss.is_finite() {
+            return Err(CkptError::InvalidJson { file, reason: format!("val_loss is {}", pointer.val_loss) });
+        }
+        Ok(Some(pointer))
     }
 
     async fn write_generation(&self, id: &str, files: &[crate::encode::EncodedFile]) -> Result<()> {
@@ -309,13 +568,25 @@ impl<S: Storage> CheckpointStore<S> {
                     }
                     None => scan.foreign.push(format!("{group}/")),
                 },
-                None if blob.key == POINTER => {}
+                None if blob.key == POINTER || blob.key == BEST_POINTER => {}
                 None if FILES.contains(&blob.key.as_str()) => scan.bare_files.push(blob.key),
                 None => scan.foreign.push(blob.key),
             }
         }
         scan.foreign.dedup();
         Ok(scan)
+    }
+
+    async fn not_found(&self, id: &str) -> CkptError {
+        let saved = match self.scan().await {
+            Ok(scan) if !scan.generations.is_empty() => {
+                let ids: Vec<String> = scan.generations.keys().map(|&n| generation_id(n)).collect();
+                format!("the saved ones are {}", ids.join(", "))
+            }
+            Ok(_) => "it holds none".to_string(),
+            Err(e) => format!("the saved ones cannot be listed: {e}"),
+        };
+        CkptError::GenerationNotFound { location: self.storage.location(""), id: id.to_string(), saved }
     }
 
     fn foreign_error(&self, found: &[String]) -> CkptError {

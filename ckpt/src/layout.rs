@@ -10,9 +10,14 @@
 //!   weights.f32            little-endian f32, all parameters in canonical order
 //!   adam_m.f32 adam_v.f32  the AdamW moments, same layout (absent when weights-only)
 //!   trainer_state.json     {format_version, step, tokens_seen, best_val_loss,
-//!                           wall_time_sec, rng_state, files: {name: {bytes, sha256}}}
+//!                           wall_time_sec, rng_state, files: {name: {bytes, sha256}},
+//!                           state_sha256}
 //! ```
-//! `files` covers every other file of the checkpoint (lower-case hex SHA-256).
+//! `files` covers every other file of the checkpoint (lower-case hex SHA-256), and
+//! `state_sha256` covers trainer_state.json itself: the SHA-256 of the compact JSON
+//! (`serde_json::to_vec`, fields in the order above) of the document without that field.
+//! So every byte a load depends on is checksummed; a checkpoint written before
+//! `state_sha256` existed loads without it.
 //! `rng_state` and `tokens_seen` are u64 JSON numbers and can exceed 2^53: JavaScript
 //! readers need a BigInt-aware parser for them.
 
@@ -58,6 +63,16 @@ pub(crate) struct TrainerState {
     pub wall_time_sec: f64,
     pub rng_state: u64,
     pub files: BTreeMap<String, FileEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_sha256: Option<String>,
+}
+
+impl TrainerState {
+    /// The `state_sha256` this state should carry (see the module docs).
+    pub fn checksum(&self) -> String {
+        let unsealed = TrainerState { state_sha256: None, ..self.clone() };
+        sha256_hex(&serde_json::to_vec(&unsealed).expect("a TrainerState serializes"))
+    }
 }
 
 /// A file's size and lower-case hex SHA-256, as trainer_state.json records it.

@@ -36,6 +36,8 @@ mod fault;
 mod generations;
 mod json;
 mod layout;
+#[cfg(not(target_arch = "wasm32"))]
+mod lock;
 mod memory;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
@@ -51,13 +53,17 @@ pub use compat::check_compatible;
 pub use decode::LoadOptions;
 pub use error::{CkptError, Result};
 pub use fault::{Fault, FaultyStorage};
-pub use generations::{CheckpointStore, GenerationInfo, SaveReport, POINTER};
+pub use generations::{
+    val_loss_at_step, BestInfo, BestLoad, CheckpointStore, GenerationInfo, SaveReport, BEST_POINTER, POINTER,
+};
 pub use layout::{
     ADAM_M, ADAM_V, DATASET_MANIFEST, FILES, FORMAT_VERSION, LOSS_HISTORY, MODEL_CONFIG, TRAINER_STATE,
     TRAINING_CONFIG, WEIGHTS,
 };
+#[cfg(not(target_arch = "wasm32"))]
+pub use lock::{WriterLock, LOCK_FILE};
 pub use memory::MemoryStorage;
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::NativeStorage;
+pub use native::{create_dir_durably, write_file_atomically, NativeStorage};
 pub use safetensors::{export_safetensors, import_safetensors};
 pub use store::{BlobInfo, Storage};

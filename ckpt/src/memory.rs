@@ -52,8 +52,13 @@ impl MemoryStorage {
 }
 
 impl Storage for MemoryStorage {
+    /// `label + key`; the root alone is the label without its trailing `:`, so that
+    /// messages read "memory: no checkpoint found", not "memory:: …".
     fn location(&self, key: &str) -> String {
-        format!("{}{key}", self.label)
+        match key {
+            "" => self.label.trim_end_matches(':').to_string(),
+            _ => format!("{}{key}", self.label),
+        }
     }
 
     async fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {

@@ -1,7 +1,8 @@
 //! A directory on the local file system as [`Storage`]: a group is a subdirectory.
 //!
 //! Every `put` writes `.<name>.tmp`, fsyncs it, renames it over `<name>` and fsyncs the
-//! directory, so each blob is replaced atomically and is on disk when `put` returns.
+//! directory, so each blob is replaced atomically and is on disk when `put` returns; new
+//! folders (the root too) are fsynced into their parents.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -84,6 +85,51 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The directory holding `path`'s entry: `.` for a relative path with one component.
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Creates `dir` and any missing ancestors, fsyncing each new entry in its parent, so
+/// that a folder made just before a crash is still there after it.
+pub fn create_dir_durably(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_dir_durably(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    sync_dir(parent_of(dir))
+}
+
+/// Replaces `path` with `bytes` all or nothing: writes `.<name>.tmp` next to it, fsyncs
+/// it, renames it over `path` and fsyncs the folder. A failure (a full disk, say) leaves
+/// the old `path` as it was and removes the temp file.
+pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = parent_of(path);
+    let name = path.file_name().ok_or_else(|| io::Error::other("not a file name"))?.to_string_lossy();
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let write = || -> io::Result<()> {
+        let mut file = File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)?;
+        sync_dir(dir)
+    };
+    write().inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })
+}
+
 impl Storage for NativeStorage {
     fn location(&self, key: &str) -> String {
         self.root.join(key).display().to_string()
@@ -93,29 +139,8 @@ impl Storage for NativeStorage {
         check_key(&self.location(""), key, false)?;
         let path = self.path(key);
         let dir = path.parent().expect("a key has a parent directory");
-        let err = self.io_error(key);
-        let (created, root_created) = (!dir.is_dir(), !self.root.is_dir());
-        let write = || -> io::Result<()> {
-            if created {
-                fs::create_dir_all(dir)?;
-                // New directory entries are durable once their parents are synced.
-                sync_dir(dir.parent().unwrap_or(dir))?;
-                if root_created {
-                    if let Some(parent) = self.root.parent().filter(|p| !p.as_os_str().is_empty()) {
-                        sync_dir(parent)?;
-                    }
-                }
-            }
-            let name = path.file_name().expect("a key has a name").to_string_lossy();
-            let tmp = dir.join(format!(".{name}.tmp"));
-            let mut file = File::create(&tmp)?;
-            file.write_all(bytes)?;
-            file.sync_all()?;
-            drop(file);
-            fs::rename(&tmp, &path)?;
-            sync_dir(dir)
-        };
-        write().map_err(err)
+        create_dir_durably(dir).map_err(self.io_error(key))?;
+        write_file_atomically(&path, bytes).map_err(self.io_error(key))
     }
 
     async fn put_atomic(&self, key: &str, bytes: &[u8]) -> Result<()> {
@@ -153,5 +178,34 @@ impl Storage for NativeStorage {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(self.io_error(key)(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_folders_entry_is_synced_in_its_parent_also_for_a_relative_path() {
+        // `Path::new("out").parent()` is "", which the first save used to skip: the folder's
+        // own entry (in the working directory) was never fsynced.
+        assert_eq!(parent_of(Path::new("out")), Path::new("."));
+        assert_eq!(parent_of(Path::new("runs/out")), Path::new("runs"));
+        let tmp = tempfile::tempdir().unwrap();
+        let deep = tmp.path().join("a/b/c");
+        create_dir_durably(&deep).unwrap();
+        assert!(deep.is_dir());
+        create_dir_durably(&deep).unwrap();
+    }
+
+    #[test]
+    fn a_failed_atomic_write_leaves_the_old_file_as_it_was() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("f.bin");
+        write_file_atomically(&file, b"old").unwrap();
+        // A directory where the temp file should go makes the write fail part-way.
+        std::fs::create_dir(tmp.path().join(".f.bin.tmp")).unwrap();
+        assert!(write_file_atomically(&file, b"new").is_err());
+        assert_eq!(std::fs::read(&file).unwrap(), b"old");
     }
 }

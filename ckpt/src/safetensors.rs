@@ -73,6 +73,11 @@ fn canonical_header(bytes: Vec<u8>) -> Result<Vec<u8>> {
 /// Reads a file written by [`export_safetensors`] (or by another tool following its
 /// contract), with every check a directory load makes.
 pub fn import_safetensors(bytes: &[u8], options: &LoadOptions) -> Result<Checkpoint> {
+    let header_len = bytes.get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    if let Some(header) = header_len.and_then(|n| bytes.get(8..8usize.checked_add(usize::try_from(n).ok()?)?))
+    {
+        check_unique_names(header)?;
+    }
     let (_, header) = SafeTensors::read_metadata(bytes).map_err(st_error)?;
     let tensors = SafeTensors::deserialize(bytes).map_err(st_error)?;
     let metadata = header.metadata().as_ref().ok_or_else(|| st_error("the header has no __metadata__"))?;
@@ -127,6 +132,38 @@ pub fn import_safetensors(bytes: &[u8], options: &LoadOptions) -> Result<Checkpo
         put(&files, group.1, &flat)?;
     }
     block_on(read_checkpoint(&files, "", options))
+}
+
+/// The format forbids two tensors of one name; a JSON parser into a map would silently
+/// keep the last, so the header's keys are checked first.
+fn check_unique_names(header: &[u8]) -> Result<()> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Self::Value, A::Error> {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut duplicate = None;
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                if !seen.insert(key.clone()) && duplicate.is_none() {
+                    duplicate = Some(key);
+                }
+            }
+            Ok(duplicate)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(header);
+    match de.deserialize_map(Keys).map_err(st_error)? {
+        Some(name) => Err(st_error(format!(
+            "the header names {name:?} twice; a safetensors file names each tensor once"
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn put(files: &MemoryStorage, name: &str, bytes: &[u8]) -> Result<()> {

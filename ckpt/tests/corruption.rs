@@ -31,6 +31,9 @@ fn replace_sealed(mem: &MemoryStorage, name: &str, bytes: Vec<u8>) {
     let mut state: Value = serde_json::from_slice(&file(mem, "trainer_state.json")).unwrap();
     let sha: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     state["files"][name] = json!({"bytes": bytes.len(), "sha256": sha});
+    // Without its own checksum the edited state loads as a checkpoint written before
+    // `state_sha256` existed did.
+    state.as_object_mut().unwrap().remove("state_sha256");
     mem.set_raw(&format!("{GEN}{name}"), Some(bytes));
     mem.set_raw(&format!("{GEN}trainer_state.json"), Some(serde_json::to_vec(&state).unwrap()));
 }
@@ -130,6 +133,7 @@ fn invalid_and_unknown_version_json() {
     let mem = saved();
     let mut state: Value = serde_json::from_slice(&file(&mem, "trainer_state.json")).unwrap();
     state["files"].as_object_mut().unwrap().remove("weights.f32");
+    state.as_object_mut().unwrap().remove("state_sha256");
     mem.set_raw(&format!("{GEN}trainer_state.json"), Some(serde_json::to_vec(&state).unwrap()));
     assert_names(&load(&mem), &["trainer_state.json", "no entry for weights.f32"]);
 }
@@ -156,12 +160,17 @@ fn the_pointer_is_checked_too() {
         "latest.json",
         Some(br#"{"format_version": 1, "latest": "gen-000009", "previous": []}"#.to_vec()),
     );
-    assert_names(&load(&mem), &["gen-000009/trainer_state.json", "missing"]);
+    assert_names(&load(&mem), &["gen-000009", "no generation", "the saved ones are gen-000001"]);
 
     mem.set_raw("latest.json", None);
     let err = load(&mem);
     assert!(matches!(err, CkptError::NoCheckpoint { .. }), "{err}");
-    assert_names(&err, &["gen-000001", "interrupted"]);
+    // The generation is complete: the message says what is missing, not "interrupted".
+    assert_names(&err, &["gen-000001", "latest.json", "is missing"]);
+    assert!(err.to_string().starts_with("memory: no checkpoint found"), "{err}");
+    assert!(!err.to_string().contains("interrupted"), "{err}");
+    mem.set_raw("gen-000001/trainer_state.json", None);
+    assert_names(&load(&mem), &["gen-000001", "interrupted"]);
 }
 
 #[test]
@@ -211,7 +220,7 @@ fn non_finite_values_are_refused_unless_allowed() {
         let err = load(&mem);
         assert!(matches!(err, CkptError::NonFinite { .. }), "{err}");
         let tensor = if name == "weights.f32" { "position_embedding[3]" } else { "token_embedding[5]" };
-        assert_names(&err, &[name, tensor, "NaN", "allow_non_finite"]);
+        assert_names(&err, &[name, tensor, "NaN", "diverged"]);
 
         let lenient =
             CheckpointStore::new(mem.clone()).with_load_options(LoadOptions { allow_non_finite: true });

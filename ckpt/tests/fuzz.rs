@@ -135,6 +135,10 @@ fn reseal(files: &mut BTreeMap<String, Vec<u8>>, gen: &str, name: &str) {
     if let Some(files_table) = state.get_mut("files").and_then(Value::as_object_mut) {
         files_table.insert(name.to_string(), json!({"bytes": bytes.len(), "sha256": sha(bytes)}));
     }
+    // Unsealed, like a checkpoint from before trainer_state.json had its own checksum.
+    if let Some(state) = state.as_object_mut() {
+        state.remove("state_sha256");
+    }
     files.insert(key, serde_json::to_vec(&state).unwrap());
 }
 

@@ -45,12 +45,13 @@ fn interrupt_every_write<S: Storage>(fresh: impl Fn() -> S, fault: Fault) {
     block_on(store.save(&a2)).unwrap();
     let counting = FaultyStorage::counting(&storage);
     let b_bytes = block_on(CheckpointStore::new(&counting).save(&b)).unwrap().bytes;
-    // Writes 0..8 are the files, 8 flips the pointer, 9 prunes gen-000001 (a delete,
-    // which a quota never refuses).
-    assert_eq!(counting.writes(), 10);
+    // Writes 0..8 are the files, 8 flips the pointer, 9 flips best.json (b has the lowest
+    // validation loss), 10 prunes gen-000001 (a delete, which a quota never refuses).
+    assert_eq!(counting.writes(), 11);
     let pointer_bytes = contents(&storage)["latest.json"].len() as u64;
     let flip = 8;
-    let writes = if fault == Fault::QuotaExceeded { flip + 1 } else { 10 };
+    let best_flip = 9;
+    let writes = if fault == Fault::QuotaExceeded { best_flip + 1 } else { 11 };
 
     for n in 0..writes {
         let storage = fresh();
@@ -79,14 +80,26 @@ fn interrupt_every_write<S: Storage>(fresh: impl Fn() -> S, fault: Fault) {
             assert_same(&block_on(store.load("gen-000001")).unwrap(), &a1);
             let after = committed(&contents(&storage), "gen-000002/");
             assert_eq!(before, after, "write {n}: the previous checkpoint changed");
+        } else if n == best_flip {
+            // latest.json moved, best.json did not: the old best is kept and still verifies.
+            assert!(matches!(err, CkptError::BestPointer { .. }), "{err}");
+            assert_same(&block_on(store.load_latest()).unwrap(), &b);
+            let best = block_on(store.load_best()).unwrap();
+            assert_eq!(best.fallback, None, "best.json is intact");
+            assert_same(&best.checkpoint, &a2);
         } else {
-            // The flip happened; only pruning failed.
+            // Both flips happened; only pruning failed.
             assert!(matches!(err, CkptError::Prune { .. }), "{err}");
             assert_same(&block_on(store.load_latest()).unwrap(), &b);
         }
+        // best.json always names a generation that verifies: the old best or the new one.
+        let best = block_on(store.load_best()).unwrap();
+        assert_eq!(best.fallback, None, "write {n}: best.json must verify");
+        assert_same(&best.checkpoint, if n > best_flip { &b } else { &a2 });
 
         let report = block_on(store.save(&c)).unwrap();
         assert_same(&block_on(store.load_latest()).unwrap(), &c);
+        assert_same(&block_on(store.load_best()).unwrap().checkpoint, &c);
         let kept = generations(&storage);
         assert_eq!(kept.len(), 2, "write {n}: leftovers were not pruned: {kept:?}");
         assert_eq!(kept[1], report.id);

@@ -28,10 +28,11 @@ fn expected(step: usize) -> Checkpoint {
     ckpt
 }
 
-/// The newest step listed, tolerating a listing that races with the writer.
+/// The step latest.json points at, tolerating a listing that races with the writer (a
+/// generation listed but not yet pointed at is not a completed save).
 fn newest_step(root: &std::path::Path) -> usize {
     let listed = CheckpointDir::open(root).and_then(|d| d.list());
-    listed.ok().and_then(|l| l.iter().map(|g| g.step).max()).unwrap_or(0)
+    listed.ok().and_then(|l| l.iter().filter(|g| g.latest).map(|g| g.step).max()).unwrap_or(0)
 }
 
 #[test]

@@ -116,11 +116,12 @@ fn imports_check_what_a_directory_load_checks() {
     let mut nan_meta = meta.unwrap();
     let weights_only = export_safetensors(&ckpt, false).unwrap();
     let (_, light_header) = SafeTensors::read_metadata(&weights_only).unwrap();
-    nan_meta.insert(
-        "trainer_state.json".into(),
-        light_header.metadata().as_ref().unwrap()["trainer_state.json"]
-            .replace(&sha(&f32s(&ckpt.weights)), &sha(&bytes)),
-    );
+    let resealed = light_header.metadata().as_ref().unwrap()["trainer_state.json"]
+        .replace(&sha(&f32s(&ckpt.weights)), &sha(&bytes));
+    // Edited by hand, so without its own checksum (as checkpoints from before it load).
+    let mut state: serde_json::Value = serde_json::from_str(&resealed).unwrap();
+    state.as_object_mut().unwrap().remove("state_sha256");
+    nan_meta.insert("trainer_state.json".into(), state.to_string());
     let file = safetensors::serialize(with_nan, Some(nan_meta)).unwrap();
     let err = import_safetensors(&file, &opts).unwrap_err();
     assert!(
@@ -192,4 +193,18 @@ fn python_safetensors_reads_the_export() {
     );
     assert_eq!(report["weights_sha256"], sha(&f32s(&ckpt.weights)));
     assert_eq!(report["step"], 25);
+}
+
+#[test]
+fn duplicate_tensor_names_are_refused() {
+    let good = export_safetensors(&checkpoint(25, 1), false).unwrap();
+    let n = u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&good[8..8 + n]).unwrap();
+    // Rename one tensor's key to another's: same data layout, one name twice.
+    let twice = header.replacen("\"ln_final.bias\"", "\"ln_final.weight\"", 1);
+    let mut file = (twice.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(twice.as_bytes());
+    file.extend_from_slice(&good[8 + n..]);
+    let err = import_safetensors(&file, &LoadOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("\"ln_final.weight\" twice"), "{err}");
 }

@@ -117,11 +117,11 @@ gen-000001/adam_v.f32 b7c267c24511d25344f29691b22358f06dbf19bac6f73ea5901fbd1f66
 gen-000001/dataset_manifest.json 9f832030db1fdfa16a920a6ce3c5c25c9e3c5128a4fe287d7f8c0bc4b6676b34\n\
 gen-000001/loss_history.json 75b06b0e8eba6e30c06a050aeb4faa6a78eaddab21fcd27bab2dd7e9217b4e39\n\
 gen-000001/model_config.json f9ced0d2cdddbb721795ed108ac3c4ba93b4fe746b7001990703542a11ca8575\n\
-gen-000001/trainer_state.json 8abcdef9b64f63f5e74a1ee4509e0e27813132f9a8396e72dff5c8ca19206c89\n\
+gen-000001/trainer_state.json 2b11d4390917c0cadccf703b0a5dcdd95344698b271af8c059b7d487d4c93db2\n\
 gen-000001/training_config.json 3f4281541469905b458034fe498954169979dcea46ac647e34211f0daa9da6a4\n\
 gen-000001/weights.f32 828c16a288535c11d1d777ad9c5441c45a87e49ae8a0902888b69846598a64ed\n\
 latest.json ea1f973d2cafd15d050e89610c4900fb8a95200fd1bae563b3b82c78dfd3d37e\n\
 ";
 
 /// SHA-256 of `export_safetensors(&checkpoint(25, 1), true)`, checked natively and in WASM.
-pub const GOLDEN_EXPORT: &str = "95331fcbc2721b8d72155c3789a9115cefee82e90a52bb38a416da84caa33d3a";
+pub const GOLDEN_EXPORT: &str = "b10f6094483359b0710e47a5b9bd7cf532eff6a9a56628626f0563f2da7bdbf3";

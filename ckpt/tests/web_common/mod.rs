@@ -62,7 +62,9 @@ pub async fn round_trip<S: Storage>(storage: &S) {
 /// intact; the next save prunes the leftovers.
 pub async fn interrupted_saves<S: Storage>(storage: &S) {
     let (a1, a2, b, c) = (checkpoint(10, 1), checkpoint(20, 2), checkpoint(30, 3), checkpoint(40, 4));
-    for n in 0..10 {
+    // Writes 0..8 are the files, 8 flips latest.json, 9 flips best.json (b has the lowest
+    // validation loss), 10 prunes gen-000001 (as in the native interrupted-save test).
+    for n in 0..11 {
         clear(storage).await;
         let store = CheckpointStore::new(storage);
         store.save(&a1).await.unwrap();
@@ -79,12 +81,20 @@ pub async fn interrupted_saves<S: Storage>(storage: &S) {
                 .filter(|(k, _)| !k.starts_with("gen-000001/") && !k.starts_with("gen-000003/"))
                 .collect();
             assert_eq!(before, after, "write {n}: the previous checkpoint changed");
+        } else if n == 9 {
+            // latest.json moved, best.json did not: the old best is kept and still verifies.
+            assert!(matches!(err, CkptError::BestPointer { .. }), "{err}");
+            assert_same(&store.load_latest().await.unwrap(), &b);
         } else {
             assert!(matches!(err, CkptError::Prune { .. }), "{err}");
             assert_same(&store.load_latest().await.unwrap(), &b);
         }
+        let best = store.load_best().await.unwrap();
+        assert_eq!(best.fallback, None, "write {n}: best.json must verify");
+        assert_same(&best.checkpoint, if n > 9 { &b } else { &a2 });
         store.save(&c).await.unwrap();
         assert_same(&store.load_latest().await.unwrap(), &c);
+        assert_same(&store.load_best().await.unwrap().checkpoint, &c);
         let mut groups: Vec<String> = storage
             .list("")
             .await
