@@ -2,6 +2,7 @@
 //!
 //! - `check-layers`: the crate layering, from `cargo metadata`.
 //! - `bench`: native training-step benchmarks.
+//! - `bench-gpu`: training-step and matmul benchmarks on the wgpu backend.
 //! - `setup`: installs the wasm target, wasm-bindgen-cli, Chromium and the npm packages (only what is missing).
 //! - `build-web`: both wasm builds of the worker and the page, into `dist/`.
 //! - `serve [--port 8080] [--host 127.0.0.1] [--no-build]`: builds and serves `dist/`.
@@ -10,6 +11,7 @@
 //! - `test`: setup, `cargo test --workspace`, the ckpt browser tests and `test-web`.
 
 mod bench;
+mod bench_gpu;
 mod http;
 mod layers;
 mod serve;
@@ -19,7 +21,7 @@ mod util;
 mod web_build;
 mod web_test;
 
-const TASKS: &str = "check-layers, bench, setup, build-web, serve, test-web, bench-web, test";
+const TASKS: &str = "check-layers, bench, bench-gpu, setup, build-web, serve, test-web, bench-web, test";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,6 +29,7 @@ fn main() {
     let result = match task {
         "check-layers" => layers::run(rest),
         "bench" => bench::run(rest),
+        "bench-gpu" => bench_gpu::run(rest),
         "setup" => setup::run_task(rest),
         "build-web" => web_build::run_task(rest),
         "serve" => serve::run_task(rest),

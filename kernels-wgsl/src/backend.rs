@@ -1,0 +1,319 @@
+//! [`WgpuBackend`]: adapter and device set-up, the shared state behind every handle,
+//! readback and device errors. The `Backend` impl is in `ops.rs`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use tinygpt_tensor::TensorError;
+
+use crate::error::WgpuBackendError;
+use crate::pipelines::{Kernel, Pipelines};
+use crate::pool::{Bind, Counters, GpuBuffer, Pool};
+use crate::recorder::Recorder;
+
+/// What the backend runs on, for logs, benchmark lines and capability panels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterSummary {
+    /// The adapter's name, e.g. `"NVIDIA H200"` or `"llvmpipe (LLVM 15.0.6, 256 bits)"`.
+    pub name: String,
+    /// The graphics API underneath: `"vulkan"`, `"metal"`, `"webgpu"`, ...
+    pub api: String,
+    /// `"DiscreteGpu"`, `"IntegratedGpu"`, `"Cpu"` (a software rasterizer), ...
+    pub device_type: String,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_compute_workgroups_per_dimension: u32,
+}
+
+/// Objects created so far (cumulative). In a steady training loop `buffers` and
+/// `bind_groups` stop growing after the first step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WgpuStats {
+    pub buffers: u64,
+    pub bind_groups: u64,
+    pub pipelines: u64,
+    pub submissions: u64,
+    pub dispatches: u64,
+}
+
+pub(crate) struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter: AdapterSummary,
+    pub pool: Arc<Pool>,
+    pub pipelines: Pipelines,
+    pub recorder: Mutex<Recorder>,
+    pub counters: Arc<Counters>,
+    /// The first error the device reported (validation, out of memory, loss); sticky.
+    pub device_error: Arc<Mutex<Option<TensorError>>>,
+}
+
+/// Which matmul kernel runs (see `shaders/matmul.wgsl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatmulPath {
+    /// Workgroup-memory tiles of 64² or 128² with 4×4 or 8×8 outputs per invocation: the
+    /// fast path on GPUs.
+    Tiled,
+    /// 4×4 outputs per invocation straight from storage, no barriers: faster on software
+    /// adapters, which run barriers as context switches.
+    Direct,
+}
+
+/// The wgpu backend. Cloning shares the device, its queue and its pools.
+#[derive(Clone)]
+pub struct WgpuBackend {
+    pub(crate) gpu: Arc<Gpu>,
+    pub(crate) matmul_path: MatmulPath,
+}
+
+impl fmt::Debug for WgpuBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WgpuBackend({} via {})", self.gpu.adapter.name, self.gpu.adapter.api)
+    }
+}
+
+const NAME: &str = "wgpu";
+
+impl WgpuBackend {
+    /// Opens the default (high-performance) adapter, waiting on the calling thread. Not
+    /// for the browser, where [`WgpuBackend::new_async`] must be awaited.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn new() -> Result<Self, WgpuBackendError> {
+        tinygpt_tensor::block_on(Self::new_async())
+    }
+
+    /// Opens the default adapter (`WGPU_BACKEND` and `WGPU_ADAPTER_NAME` apply) and a
+    /// device with every limit the adapter offers and no optional features.
+    pub async fn new_async() -> Result<Self, WgpuBackendError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            })
+            .await
+            .map_err(|e| WgpuBackendError::NoAdapter { reason: e.to_string() })?;
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("tinygpt"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::default(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| WgpuBackendError::RequestDevice {
+                adapter: info.name.clone(),
+                reason: e.to_string(),
+            })?;
+
+        let device_error: Arc<Mutex<Option<TensorError>>> = Arc::new(Mutex::new(None));
+        let sink = Arc::clone(&device_error);
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let error = match &e {
+                wgpu::Error::OutOfMemory { .. } => {
+                    TensorError::OutOfMemory { backend: NAME.into(), reason: e.to_string() }
+                }
+                _ => TensorError::Readback { backend: NAME.into(), reason: format!("GPU error: {e}") },
+            };
+            record_error(&sink, error);
+        }));
+        let sink = Arc::clone(&device_error);
+        device.set_device_lost_callback(move |reason, message| {
+            let error = TensorError::DeviceLost {
+                backend: NAME.into(),
+                reason: format!("device lost ({reason:?}): {message}"),
+            };
+            record_error(&sink, error);
+        });
+
+        let counters = Arc::new(Counters::default());
+        let adapter_summary = AdapterSummary {
+            name: info.name.clone(),
+            api: format!("{:?}", info.backend).to_lowercase(),
+            device_type: format!("{:?}", info.device_type),
+            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
+            max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+        };
+        let gpu = Gpu {
+            pool: Arc::new(Pool::new(device.clone(), Arc::clone(&counters))),
+            pipelines: Pipelines::new(device.clone(), Arc::clone(&counters)),
+            recorder: Mutex::new(Recorder::new(&device, &counters)),
+            device,
+            queue,
+            adapter: adapter_summary,
+            counters,
+            device_error,
+        };
+        let matmul_path =
+            if info.device_type == wgpu::DeviceType::Cpu { MatmulPath::Direct } else { MatmulPath::Tiled };
+        Ok(WgpuBackend { gpu: Arc::new(gpu), matmul_path })
+    }
+
+    /// The same device with another matmul kernel (the default: [`MatmulPath::Direct`] on
+    /// software adapters, [`MatmulPath::Tiled`] elsewhere).
+    pub fn with_matmul_path(&self, path: MatmulPath) -> Self {
+        WgpuBackend { gpu: Arc::clone(&self.gpu), matmul_path: path }
+    }
+
+    pub fn matmul_path(&self) -> MatmulPath {
+        self.matmul_path
+    }
+
+    pub fn adapter(&self) -> &AdapterSummary {
+        &self.gpu.adapter
+    }
+
+    pub fn stats(&self) -> WgpuStats {
+        let c = &self.gpu.counters;
+        WgpuStats {
+            buffers: c.buffers.load(Ordering::Relaxed),
+            bind_groups: c.bind_groups.load(Ordering::Relaxed),
+            pipelines: c.pipelines.load(Ordering::Relaxed),
+            submissions: c.submissions.load(Ordering::Relaxed),
+            dispatches: c.dispatches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Submits every recorded command without waiting for it, and reports an error the
+    /// device has raised so far (`Backend::flush` also waits).
+    pub fn submit(&self) -> Result<(), TensorError> {
+        self.recorder().submit(&self.gpu.queue, &self.gpu.counters);
+        self.check()
+    }
+
+    /// Submits every recorded command and waits until the GPU has run them (for timing).
+    pub async fn sync(&self) -> Result<(), TensorError> {
+        let probe = self.gpu.pool.storage::<f32>(1);
+        self.read_buffer(&probe).await.map(|_| ())
+    }
+
+    pub(crate) fn recorder(&self) -> MutexGuard<'_, Recorder> {
+        self.gpu.recorder.lock().expect("a kernel panicked while recording")
+    }
+
+    /// The sticky device error, if any.
+    pub(crate) fn check(&self) -> Result<(), TensorError> {
+        match self.gpu.device_error.lock().expect("device error lock").clone() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// A new uninitialised buffer of `len` elements.
+    pub(crate) fn alloc<T>(&self, len: usize) -> GpuBuffer<T> {
+        self.gpu.pool.storage(len)
+    }
+
+    /// Records `kernel` (with `defines`) over `grid` workgroups.
+    pub(crate) fn run(
+        &self,
+        kernel: &Kernel,
+        defines: &str,
+        params: &[u32],
+        buffers: &[Bind<'_>],
+        grid: [u32; 3],
+    ) {
+        let pipeline = self.gpu.pipelines.get(kernel, defines);
+        let gpu = &self.gpu;
+        self.recorder().dispatch(&gpu.device, &gpu.queue, &gpu.counters, &pipeline, params, buffers, grid);
+    }
+
+    /// Records `kernel` over `groups` workgroups in a 1-D (or folded 2-D) grid.
+    pub(crate) fn run_1d(&self, kernel: &Kernel, params: &[u32], buffers: &[Bind<'_>], groups: usize) {
+        let grid = self.recorder().grid_1d(groups);
+        self.run(kernel, "", params, buffers, grid);
+    }
+
+    /// Copies `src` to the host: one submission, then a wait for the mapping.
+    pub(crate) fn read_buffer<T: bytemuck::Pod>(
+        &self,
+        src: &GpuBuffer<T>,
+    ) -> impl Future<Output = Result<Vec<T>, TensorError>> + 'static {
+        let backend = self.clone();
+        let len = src.len();
+        let bytes = (len as u64 * 4).max(4);
+        let staging = self.gpu.pool.staging(bytes);
+        {
+            let mut rec = self.recorder();
+            rec.transfer(&self.gpu.device).copy_buffer_to_buffer(src.buffer(), 0, &staging.buffer, 0, bytes);
+            rec.submit(&self.gpu.queue, &self.gpu.counters);
+        }
+        let state = Arc::new(Mutex::new(MapState::default()));
+        let callback_state = Arc::clone(&state);
+        staging.buffer.map_async(wgpu::MapMode::Read, 0..bytes, move |result| {
+            let mut s = callback_state.lock().expect("map state lock");
+            s.result = Some(result.map_err(|e| e.to_string()));
+            if let Some(w) = s.waker.take() {
+                w.wake();
+            }
+        });
+        let wait = MapWait { state, device: self.gpu.device.clone() };
+        async move {
+            let mapped = wait.await;
+            let out = mapped.and_then(|()| {
+                let view = staging.buffer.get_mapped_range(0..bytes).map_err(|e| e.to_string())?;
+                Ok(bytemuck::cast_slice::<u8, T>(&view)[..len].to_vec())
+            });
+            if out.is_ok() {
+                staging.buffer.unmap();
+                backend.gpu.pool.return_staging(staging);
+            }
+            backend.check()?;
+            out.map_err(|reason| TensorError::Readback { backend: NAME.into(), reason })
+        }
+    }
+}
+
+fn record_error(sink: &Mutex<Option<TensorError>>, error: TensorError) {
+    if let Ok(mut slot) = sink.lock() {
+        slot.get_or_insert(error);
+    }
+}
+
+#[derive(Default)]
+struct MapState {
+    result: Option<Result<(), String>>,
+    waker: Option<Waker>,
+}
+
+/// Resolves when a `map_async` callback has fired. Natively it drives the device itself
+/// (a blocking poll); in a browser the event loop fires the callback and wakes the task.
+struct MapWait {
+    state: Arc<Mutex<MapState>>,
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    device: wgpu::Device,
+}
+
+impl Future for MapWait {
+    type Output = Result<(), String>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(r) = self.state.lock().expect("map state lock").result.take() {
+            return Poll::Ready(r);
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            if let Err(e) = self.device.poll(wgpu::PollType::wait_indefinitely()) {
+                return Poll::Ready(Err(format!("waiting for the GPU failed: {e}")));
+            }
+            if let Some(r) = self.state.lock().expect("map state lock").result.take() {
+                return Poll::Ready(r);
+            }
+        }
+        let mut s = self.state.lock().expect("map state lock");
+        if let Some(r) = s.result.take() {
+            return Poll::Ready(r);
+        }
+        s.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}

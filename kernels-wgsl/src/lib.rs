@@ -1,0 +1,34 @@
+//! The GPU backend of TinyGPT: [`WgpuBackend`] implements [`tinygpt_tensor::Backend`] with
+//! WGSL compute kernels through wgpu (Vulkan and Metal natively, WebGPU in a browser).
+//!
+//! How a training step stays on the device:
+//! - **Recording.** Ops encode dispatches into one pending command encoder
+//!   (`recorder.rs`); nothing is submitted until [`tinygpt_tensor::Backend::read`] (or
+//!   [`WgpuBackend::flush`]) needs it, so a step's only host sync is its loss readback.
+//! - **No allocation in steady state.** Op results come from a buffer pool keyed by size
+//!   class (`pool.rs`): a buffer goes back to the pool when its last handle drops, and
+//!   GPU order on the one queue makes reusing it in later commands safe. Kernel
+//!   parameters go into slots of one uniform arena (dynamic offsets); pipelines, layouts
+//!   and bind groups are cached (`pipelines.rs`, `recorder.rs`). [`WgpuStats`] counts
+//!   what was created, so tests can check that a second training step creates nothing.
+//! - **Errors.** Validation, out-of-memory and device-loss reports are caught (never the
+//!   default panic) and come back as [`tinygpt_tensor::TensorError`] from the next read.
+//!
+//! Kernels live in `src/shaders/*.wgsl`, forward and backward side by side with their
+//! shapes at the top, like `kernels-cpu/src/kernels/`; `common.wgsl` (and
+//! `block_reduce.wgsl` where a kernel reduces over a workgroup) is prepended, and matmul's
+//! tile and transpose variants are generated constants (`ops.rs`). Only f32 paths: the
+//! kernels use neither `shader-f16` nor subgroups, so they run on any adapter.
+
+mod backend;
+mod error;
+mod ops;
+mod pipelines;
+mod pool;
+mod recorder;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+
+pub use backend::{AdapterSummary, MatmulPath, WgpuBackend, WgpuStats};
+pub use error::WgpuBackendError;
+pub use pool::GpuBuffer;

@@ -1,0 +1,118 @@
+// LayerNorm over the last dimension.
+//
+// layer_norm:          x [rows, dim], gamma, beta [dim] -> out [rows, dim], mean, rstd [rows]
+// layer_norm_dx:       dout, x [rows, dim], gamma, mean, rstd -> dx [rows, dim]
+// layer_norm_dparams:  dout, x, mean, rstd -> dgamma, dbeta [dim]
+//
+// One workgroup per row for the row passes (two-pass statistics: the mean, then the
+// biased variance around it). xhat = (x - mean) · rstd always uses the saved f32 mean and
+// rstd. With dxhat = dout · gamma: dx = rstd (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)).
+// dgamma and dbeta are column sums laid out like sum_rows.wgsl (64 columns × 4 row lanes).
+
+struct Params {
+    rows: u32,
+    dim: u32,
+    eps: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> gamma: array<f32>;
+@group(0) @binding(3) var<storage, read> beta: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> mean: array<f32>;
+@group(0) @binding(6) var<storage, read_write> rstd: array<f32>;
+@group(0) @binding(7) var<storage, read> dout: array<f32>;
+@group(0) @binding(8) var<storage, read> saved_mean: array<f32>;
+@group(0) @binding(9) var<storage, read> saved_rstd: array<f32>;
+@group(0) @binding(10) var<storage, read_write> dbeta: array<f32>;
+
+@compute @workgroup_size(64)
+fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let row = flat_group(wid, nwg);
+    let live = row < p.rows;
+    let base = row * p.dim;
+    var s = 0.0;
+    if (live) {
+        for (var j = lid; j < p.dim; j += BLOCK) {
+            s += x[base + j];
+        }
+    }
+    let mu = block_sum(lid, s) / f32(p.dim);
+    var s2 = 0.0;
+    if (live) {
+        for (var j = lid; j < p.dim; j += BLOCK) {
+            let d = x[base + j] - mu;
+            s2 += d * d;
+        }
+    }
+    let var_ = block_sum(lid, s2) / f32(p.dim);
+    let r = 1.0 / sqrt(var_ + p.eps);
+    if (live) {
+        for (var j = lid; j < p.dim; j += BLOCK) {
+            out[base + j] = (x[base + j] - mu) * r * gamma[j] + beta[j];
+        }
+        if (lid == 0u) {
+            mean[row] = mu;
+            rstd[row] = r;
+        }
+    }
+}
+
+@compute @workgroup_size(64)
+fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let row = flat_group(wid, nwg);
+    let live = row < p.rows;
+    let base = row * p.dim;
+    var mu = 0.0;
+    var r = 0.0;
+    if (live) {
+        mu = saved_mean[row];
+        r = saved_rstd[row];
+    }
+    var s = 0.0;
+    var sx = 0.0;
+    if (live) {
+        for (var j = lid; j < p.dim; j += BLOCK) {
+            let dxhat = dout[base + j] * gamma[j];
+            s += dxhat;
+            sx += dxhat * (x[base + j] - mu) * r;
+        }
+    }
+    let mean_dxhat = block_sum(lid, s) / f32(p.dim);
+    let mean_dxhat_xhat = block_sum(lid, sx) / f32(p.dim);
+    if (live) {
+        for (var j = lid; j < p.dim; j += BLOCK) {
+            let xhat = (x[base + j] - mu) * r;
+            out[base + j] = r * (dout[base + j] * gamma[j] - mean_dxhat - xhat * mean_dxhat_xhat);
+        }
+    }
+}
+
+var<workgroup> partial_g: array<f32, 256>;
+var<workgroup> partial_b: array<f32, 256>;
+
+// dgamma goes to `out`, dbeta to `dbeta`.
+@compute @workgroup_size(64, 4)
+fn layer_norm_dparams(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_id) l: vec3<u32>) {
+    let col = flat_group(wid, nwg) * 64u + l.x;
+    var g = 0.0;
+    var bsum = 0.0;
+    if (col < p.dim) {
+        for (var r = l.y; r < p.rows; r += 4u) {
+            let d = dout[r * p.dim + col];
+            g += d * ((x[r * p.dim + col] - saved_mean[r]) * saved_rstd[r]);
+            bsum += d;
+        }
+    }
+    partial_g[l.y * 64u + l.x] = g;
+    partial_b[l.y * 64u + l.x] = bsum;
+    workgroupBarrier();
+    if (l.y == 0u && col < p.dim) {
+        out[col] = partial_g[l.x] + partial_g[64u + l.x] + partial_g[128u + l.x] + partial_g[192u + l.x];
+        dbeta[col] = partial_b[l.x] + partial_b[64u + l.x] + partial_b[128u + l.x] + partial_b[192u + l.x];
+    }
+}

@@ -1,0 +1,185 @@
+//! The wgpu kernels against the CPU reference at the model's sizes, which the
+//! conformance kit's small cases do not reach: matmul's unchecked fast path and its large
+//! tiles, the two-pass sum, attention over long rows, the byte vocabulary.
+//!
+//! Tolerance: 1e-4 of the output's scale (its largest magnitude), plus 1e-4 relative.
+//! Both backends sum in f32 (matmul, attention dot products) or the CPU in f64 (row
+//! statistics); on these inputs (values of order 1, sums of at most 512 terms) f32
+//! rounding is around 1e-6 of the scale, far inside the bound.
+
+use tinygpt_kernels_cpu::CpuBackend;
+use tinygpt_kernels_wgsl::testing::shared_backend;
+use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
+use tinygpt_tensor::{block_on, AttentionDims, Backend, MatmulDims, Rng};
+
+const TOL: f64 = 1e-4;
+
+fn normal(rng: &mut Rng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.normal() as f32).collect()
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(0f64, |m, &v| m.max(v.abs() as f64)).max(1e-30);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let err = (g as f64 - w as f64).abs();
+        assert!(
+            err <= TOL * scale + TOL * (w as f64).abs(),
+            "{what}: [{i}] wgpu {g}, cpu {w} (output scale {scale})"
+        );
+    }
+}
+
+struct Pair {
+    gpu: WgpuBackend,
+    cpu: CpuBackend,
+}
+
+impl Pair {
+    fn new() -> Option<Self> {
+        Some(Pair { gpu: shared_backend()?, cpu: CpuBackend::new(2) })
+    }
+
+    fn gpu_read(&self, s: &<WgpuBackend as Backend>::Storage) -> Vec<f32> {
+        block_on(self.gpu.read(s)).expect("wgpu readback")
+    }
+
+    fn cpu_read(&self, s: &<CpuBackend as Backend>::Storage) -> Vec<f32> {
+        block_on(self.cpu.read(s)).expect("cpu readback")
+    }
+}
+
+#[test]
+fn matmul_at_model_and_tile_sizes() {
+    let Some(p) = Pair::new() else { return };
+    let mut rng = Rng::new(11);
+    // Aligned to the 64-wide tiles (unchecked path), the model's widths, odd sizes, and two
+    // outputs big enough for the 128-wide tiles (aligned, and not).
+    let shapes = [
+        (128, 64, 128),
+        (64, 72, 192),
+        (512, 40, 512),
+        (1024, 96, 96),
+        (96, 1024, 384),
+        (130, 67, 257),
+        (2048, 16, 2048),
+        (2050, 9, 2047),
+    ];
+    for (m, k, n) in shapes {
+        // The big outputs are slow on a software adapter: two layouts, bias only, there.
+        let big = m * n > 1 << 20;
+        let layouts: &[(bool, bool)] = if big {
+            &[(false, true), (true, false)]
+        } else {
+            &[(false, false), (false, true), (true, false), (true, true)]
+        };
+        for &(trans_a, trans_b) in layouts {
+            let dims = MatmulDims { m, k, n, trans_a, trans_b };
+            let (a, b, bias) = (normal(&mut rng, m * k), normal(&mut rng, k * n), normal(&mut rng, n));
+            let biases: &[bool] = if big { &[true] } else { &[false, true] };
+            let variants = biases.iter().flat_map(|&b| [(b, MatmulPath::Tiled), (b, MatmulPath::Direct)]);
+            for (with_bias, path) in variants {
+                let gpu = p.gpu.with_matmul_path(path);
+                let g = gpu.matmul(
+                    &p.gpu.upload(&a),
+                    &p.gpu.upload(&b),
+                    with_bias.then(|| p.gpu.upload(&bias)).as_ref(),
+                    dims,
+                );
+                let c = p.cpu.matmul(
+                    &p.cpu.upload(&a),
+                    &p.cpu.upload(&b),
+                    with_bias.then(|| p.cpu.upload(&bias)).as_ref(),
+                    dims,
+                );
+                assert_close(
+                    &format!("matmul {dims:?} bias {with_bias} {path:?}"),
+                    &p.gpu_read(&g),
+                    &p.cpu_read(&c),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn long_sums_and_wide_rows() {
+    let Some(p) = Pair::new() else { return };
+    let mut rng = Rng::new(12);
+    for len in [65_536, 65_537, 300_001] {
+        let x = normal(&mut rng, len);
+        let g = p.gpu_read(&p.gpu.sum_squares(&p.gpu.upload(&x), len));
+        let c = p.cpu_read(&p.cpu.sum_squares(&p.cpu.upload(&x), len));
+        assert_close(&format!("sum_squares [{len}]"), &g, &c);
+    }
+    let (rows, cols) = (2048, 384);
+    let x = normal(&mut rng, rows * cols);
+    let g = p.gpu_read(&p.gpu.sum_rows(&p.gpu.upload(&x), rows, cols));
+    let c = p.cpu_read(&p.cpu.sum_rows(&p.cpu.upload(&x), rows, cols));
+    assert_close("sum_rows [2048, 384]", &g, &c);
+
+    for (rows, dim) in [(1024, 96), (512, 256), (3, 300)] {
+        let (x, gamma, beta, dy) = (
+            normal(&mut rng, rows * dim),
+            normal(&mut rng, dim),
+            normal(&mut rng, dim),
+            normal(&mut rng, rows * dim),
+        );
+        let (gx, gg, gb, gdy) =
+            (p.gpu.upload(&x), p.gpu.upload(&gamma), p.gpu.upload(&beta), p.gpu.upload(&dy));
+        let (cx, cg, cb, cdy) =
+            (p.cpu.upload(&x), p.cpu.upload(&gamma), p.cpu.upload(&beta), p.cpu.upload(&dy));
+        let gs = p.gpu.layer_norm(&gx, &gg, &gb, rows, dim, 1e-5);
+        let cs = p.cpu.layer_norm(&cx, &cg, &cb, rows, dim, 1e-5);
+        assert_close("layer_norm out", &p.gpu_read(&gs.out), &p.cpu_read(&cs.out));
+        let gd = p.gpu.layer_norm_backward(&gdy, &gx, &gg, &gs, rows, dim);
+        let cd = p.cpu.layer_norm_backward(&cdy, &cx, &cg, &cs, rows, dim);
+        assert_close("layer_norm dx", &p.gpu_read(&gd.dx), &p.cpu_read(&cd.dx));
+        assert_close("layer_norm dgamma", &p.gpu_read(&gd.dgamma), &p.cpu_read(&cd.dgamma));
+        assert_close("layer_norm dbeta", &p.gpu_read(&gd.dbeta), &p.cpu_read(&cd.dbeta));
+    }
+
+    let (rows, vocab) = (1024, 256);
+    let logits: Vec<f32> = normal(&mut rng, rows * vocab).iter().map(|v| 3.0 * v).collect();
+    let targets: Vec<u32> = (0..rows).map(|_| rng.below(vocab as u64) as u32).collect();
+    let (gl, gt) = (p.gpu.upload(&logits), p.gpu.upload_indices(&targets));
+    let (cl, ct) = (p.cpu.upload(&logits), p.cpu.upload_indices(&targets));
+    let g = p.gpu_read(&p.gpu.cross_entropy(&gl, &gt, rows, vocab));
+    let c = p.cpu_read(&p.cpu.cross_entropy(&cl, &ct, rows, vocab));
+    assert_close("cross_entropy", &g, &c);
+    let g = p.gpu_read(&p.gpu.cross_entropy_backward(&gl, &gt, &p.gpu.upload(&[1.0]), rows, vocab));
+    let c = p.cpu_read(&p.cpu.cross_entropy_backward(&cl, &ct, &p.cpu.upload(&[1.0]), rows, vocab));
+    assert_close("cross_entropy_backward", &g, &c);
+
+    let (n, table_rows, dim) = (2048, 256, 96);
+    let ids: Vec<u32> = (0..n).map(|_| rng.below(table_rows as u64) as u32).collect();
+    let dout = normal(&mut rng, n * dim);
+    let g = p.gpu.embedding_backward(&p.gpu.upload(&dout), &p.gpu.upload_indices(&ids), n, table_rows, dim);
+    let c = p.cpu.embedding_backward(&p.cpu.upload(&dout), &p.cpu.upload_indices(&ids), n, table_rows, dim);
+    assert_close("embedding_backward", &p.gpu_read(&g), &p.cpu_read(&c));
+}
+
+#[test]
+fn attention_at_model_sizes() {
+    let Some(p) = Pair::new() else { return };
+    let mut rng = Rng::new(13);
+    for dims in [
+        AttentionDims { batch: 2, seq: 64, heads: 3, head_dim: 32 },
+        AttentionDims { batch: 1, seq: 300, heads: 2, head_dim: 16 },
+    ] {
+        let len = dims.batch * dims.seq * dims.channels();
+        let (q, k, v, d) =
+            (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
+        let (gq, gk, gv) = (p.gpu.upload(&q), p.gpu.upload(&k), p.gpu.upload(&v));
+        let (cq, ck, cv) = (p.cpu.upload(&q), p.cpu.upload(&k), p.cpu.upload(&v));
+        let ga = p.gpu.attention(&gq, &gk, &gv, dims);
+        let ca = p.cpu.attention(&cq, &ck, &cv, dims);
+        assert_close("attention out", &p.gpu_read(&ga.out), &p.cpu_read(&ca.out));
+        assert_close("attention probs", &p.gpu_read(&ga.probs), &p.cpu_read(&ca.probs));
+        let gg = p.gpu.attention_backward(&p.gpu.upload(&d), &gq, &gk, &gv, &ga.probs, dims);
+        let cg = p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, &ca.probs, dims);
+        assert_close("attention dq", &p.gpu_read(&gg.dq), &p.cpu_read(&cg.dq));
+        assert_close("attention dk", &p.gpu_read(&gg.dk), &p.cpu_read(&cg.dk));
+        assert_close("attention dv", &p.gpu_read(&gg.dv), &p.cpu_read(&cg.dv));
+    }
+}
