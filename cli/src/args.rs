@@ -5,7 +5,12 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "tinygpt", version, about = "Train and run a tiny byte-level GPT")]
+#[command(
+    name = "tinygpt",
+    version,
+    about = "Train and run a tiny byte-level GPT",
+    arg_required_else_help = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -25,21 +30,25 @@ pub enum Command {
     Export(ExportArgs),
     /// Turn a .safetensors export back into a checkpoint folder.
     Import(ImportArgs),
+    /// List a run folder's checkpoint generations: step, val loss, size, whether it verifies.
+    Checkpoints(CheckpointsArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BackendKind {
     /// The reference CPU backend (threaded with --threads).
     Cpu,
+    /// The GPU through wgpu (Vulkan or Metal; --threads does not apply).
+    Wgpu,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct Compute {
     #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
     pub backend: BackendKind,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
-    pub threads: Option<usize>,
+    /// Worker threads, from 1 to 4 × the number of cores (default: all cores).
+    #[arg(long, allow_negative_numbers = true)]
+    pub threads: Option<i64>,
 }
 
 #[derive(Args, Debug)]
@@ -50,26 +59,38 @@ pub struct TrainArgs {
     /// A JSON file `{"preset"?, "model"?: {...}, "training"?: {...}}`.
     #[arg(long, conflicts_with = "resume")]
     pub config: Option<PathBuf>,
-    /// Continue the run checkpointed in this folder (for --steps more steps, or to its
-    /// original max_steps); new checkpoints go to the same folder unless --out is given.
+    /// Continue the run checkpointed in this folder, exactly: to its original max_steps,
+    /// or for --steps more steps. New checkpoints go to the same folder unless --out is given.
     #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// Resume even though the data differs from the checkpoint's (a deliberate change of data).
+    /// With --resume: the generation to continue from (`gen-000003` or `3`; default: the
+    /// latest). `tinygpt checkpoints DIR` lists them.
     #[arg(long, requires = "resume")]
+    pub generation: Option<String>,
+    /// Resume even though the data differs from the checkpoint's (a deliberate change of data).
+    #[arg(long, requires = "resume", conflicts_with_all = ["preset", "config"])]
     pub force: bool,
+    /// Train into an --out folder that already holds another run, deleting that run.
+    #[arg(long)]
+    pub overwrite: bool,
     /// A UTF-8 text file to train on (default: the embedded TinyShakespeare).
     #[arg(long)]
     pub data: Option<PathBuf>,
+    /// A new run: the total number of steps (max_steps), over which the cosine schedule
+    /// decays. With --resume: this many more steps, on the run's original schedule (past
+    /// its max_steps the learning rate stays at min_lr).
     #[arg(long, allow_negative_numbers = true)]
     pub steps: Option<i64>,
-    /// Peak learning rate; the cosine schedule then ends at lr/10.
+    /// Peak learning rate. The cosine schedule then ends at lr/10, unless the --config file's
+    /// training section names its own min_lr (which is kept).
     #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f64>,
     #[arg(long, allow_negative_numbers = true)]
     pub batch: Option<i64>,
     #[arg(long)]
     pub seed: Option<u64>,
-    /// The checkpoint folder (generations of checkpoints; default `out`, or the --resume folder).
+    /// The checkpoint folder (generations of checkpoints; default `out`, or the --resume
+    /// folder). One that holds another run is refused unless --overwrite is given.
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
@@ -81,12 +102,16 @@ pub struct SampleArgs {
     /// A checkpoint folder (written by `tinygpt train` or `tinygpt import`).
     #[arg(long)]
     pub model: PathBuf,
+    /// The generation to load (`gen-000003` or `3`; default: the latest). `tinygpt
+    /// checkpoints DIR` lists them.
+    #[arg(long)]
+    pub generation: Option<String>,
     #[arg(long, default_value = "")]
     pub prompt: String,
     #[arg(long, default_value_t = 300)]
     pub tokens: usize,
     /// 0 is greedy.
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
     pub temperature: f32,
     /// 0 keeps every token.
     #[arg(long, default_value_t = 40)]
@@ -102,6 +127,10 @@ pub struct EvalArgs {
     /// A checkpoint folder.
     #[arg(long)]
     pub model: PathBuf,
+    /// The generation to load (`gen-000003` or `3`; default: the latest). `tinygpt
+    /// checkpoints DIR` lists them.
+    #[arg(long)]
+    pub generation: Option<String>,
     /// Text to evaluate on (default: the embedded TinyShakespeare).
     #[arg(long)]
     pub data: Option<PathBuf>,
@@ -125,6 +154,10 @@ pub struct ExportArgs {
     /// A checkpoint folder.
     #[arg(long)]
     pub model: PathBuf,
+    /// The generation to load (`gen-000003` or `3`; default: the latest). `tinygpt
+    /// checkpoints DIR` lists them.
+    #[arg(long)]
+    pub generation: Option<String>,
     /// The .safetensors file to write.
     #[arg(long)]
     pub out: PathBuf,
@@ -141,4 +174,10 @@ pub struct ImportArgs {
     /// The checkpoint folder to create or add a generation to.
     #[arg(long)]
     pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckpointsArgs {
+    /// A checkpoint folder.
+    pub dir: PathBuf,
 }

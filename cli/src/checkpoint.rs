@@ -1,15 +1,62 @@
-//! Loading a checkpoint folder for the commands that read one.
+//! Loading a checkpoint folder for the commands that read one (`--model`, `--resume`),
+//! with `--generation` to pick an older one. Readers take no lock: a save never changes a
+//! generation that latest.json names.
 
 use std::path::Path;
 
 use tinygpt_ckpt::{Checkpoint, CheckpointDir};
+use tinygpt_tensor::block_on;
 
 use crate::error::CliError;
 
-/// The latest checkpoint in a folder; a missing folder is an error naming it.
-pub fn load_latest(dir: &Path) -> Result<Checkpoint, CliError> {
+/// `gen-000003` or `3` → `gen-000003`.
+pub fn generation_id(arg: &str) -> Result<String, CliError> {
+    if let Some(digits) = arg.strip_prefix("gen-") {
+        if digits.len() >= 6 && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Ok(arg.to_string());
+        }
+    }
+    match arg.parse::<u64>() {
+        Ok(n) => Ok(format!("gen-{n:06}")),
+        Err(_) => Err(CliError::Usage(format!(
+            "--generation {arg:?} is not a generation: use its number (3) or name (gen-000003)"
+        ))),
+    }
+}
+
+/// The checkpoint `generation` names (default: the latest). When the latest cannot be
+/// loaded, the error names the newest generation that can, and how to use it.
+pub fn load(dir: &Path, generation: Option<&str>) -> Result<Checkpoint, CliError> {
     if !dir.exists() {
         return Err(CliError::Usage(format!("checkpoint folder {} does not exist", dir.display())));
     }
-    Ok(CheckpointDir::open(dir)?.load_latest()?)
+    let store = CheckpointDir::open(dir)?;
+    if let Some(arg) = generation {
+        return Ok(store.load(&generation_id(arg)?)?);
+    }
+    // A writer may prune the generation being read once two newer saves completed; the
+    // pointer has moved on then, and reading again gets the new latest.
+    let latest_id = || block_on(store.store().latest_id()).ok().flatten();
+    let mut result;
+    let mut attempts = 0;
+    loop {
+        let pointed = latest_id();
+        result = store.load_latest();
+        attempts += 1;
+        if result.is_ok() || attempts == 3 || latest_id() == pointed {
+            break;
+        }
+    }
+    result.map_err(|source| {
+        let latest = block_on(store.store().latest_id()).ok().flatten();
+        match block_on(store.store().newest_intact(latest.as_deref())) {
+            Ok(Some(intact)) => CliError::IntactGeneration {
+                source: Box::new(source),
+                id: intact.id,
+                step: intact.step,
+                dir: dir.to_path_buf(),
+            },
+            _ => source.into(),
+        }
+    })
 }

@@ -1,8 +1,11 @@
 //! The composition root's one job: turn `--backend`/`--threads` into a concrete backend and
 //! run a generic command on it.
 
+use std::any::Any;
+
 use tinygpt_kernels_cpu::CpuBackend;
-use tinygpt_tensor::Backend;
+use tinygpt_kernels_wgsl::WgpuBackend;
+use tinygpt_tensor::{Backend, TensorError};
 
 use crate::args::{BackendKind, Compute};
 use crate::error::CliError;
@@ -13,18 +16,44 @@ pub trait WithBackend {
     fn run<B: Backend>(self, backend: B, threads: usize) -> Result<Self::Output, CliError>;
 }
 
-/// The thread count `--threads` asks for (default: every core).
+/// More threads than this many per core only add overhead (and, by the thousand, exhaust
+/// memory for their stacks).
+const MAX_THREADS_PER_CORE: usize = 4;
+
+/// The thread count `--threads` asks for (default: every core), from 1 to 4 × the cores.
 pub fn threads(compute: &Compute) -> Result<usize, CliError> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let max = cores * MAX_THREADS_PER_CORE;
     match compute.threads {
-        Some(0) => Err(CliError::Usage("--threads must be at least 1".into())),
-        Some(n) => Ok(n),
-        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+        None => Ok(cores),
+        Some(n) if n >= 1 && n as u64 <= max as u64 => Ok(n as usize),
+        Some(n) => Err(CliError::Usage(format!(
+            "--threads must be between 1 and {max} (4 × the {cores} cores of this machine), got {n}"
+        ))),
     }
 }
 
 pub fn dispatch<C: WithBackend>(compute: &Compute, command: C) -> Result<C::Output, CliError> {
     let threads = threads(compute)?;
     match compute.backend {
-        BackendKind::Cpu => command.run(CpuBackend::new(threads), threads),
+        BackendKind::Cpu => {
+            let backend = CpuBackend::try_new(threads).map_err(|e| {
+                CliError::Usage(format!("cannot start {threads} threads ({e}); try a smaller --threads"))
+            })?;
+            command.run(backend, threads)
+        }
+        BackendKind::Wgpu => {
+            let backend = WgpuBackend::new()
+                .map_err(|e| TensorError::DeviceLost { backend: "wgpu".into(), reason: e.to_string() })?;
+            command.run(backend, threads)
+        }
+    }
+}
+
+/// What `backend` runs on, for benchmark lines: the GPU adapter's name, or the CPU thread count.
+pub fn device_label<B: Backend>(backend: &B, threads: usize) -> String {
+    match (backend as &dyn Any).downcast_ref::<WgpuBackend>() {
+        Some(gpu) => format!("{} ({})", gpu.adapter().name, gpu.adapter().api),
+        None => format!("{threads} CPU threads"),
     }
 }

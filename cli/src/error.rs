@@ -25,4 +25,14 @@ pub enum CliError {
     Checkpoint(#[from] CkptError),
     #[error("{path}: {source}")]
     Import { path: PathBuf, source: CkptError },
+    #[error(
+        "saving the checkpoint at step {step} failed: {source}. Any earlier checkpoint in {} is intact: fix the cause (free disk space, say) and continue with --resume {}",
+        dir.display(), dir.display()
+    )]
+    SaveFailed { step: usize, dir: PathBuf, source: Box<CkptError> },
+    #[error(
+        "{source}. Generation {id} (step {step}) is intact: add --generation {id} to use it (`tinygpt checkpoints {}` lists them all)",
+        dir.display()
+    )]
+    IntactGeneration { source: Box<CkptError>, id: String, step: usize, dir: PathBuf },
 }

@@ -5,9 +5,11 @@ mod checkpoint;
 mod commands;
 mod compute;
 mod error;
+mod memory;
 mod run_config;
 mod text;
 
+use clap::error::ErrorKind;
 use clap::Parser;
 
 use crate::args::{Cli, Command};
@@ -16,11 +18,13 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // Bare `tinygpt`: the usage, not its first line dressed as an error.
+            eprint!("{}", e.render());
+            std::process::exit(1);
+        }
         Err(e) => {
-            // One line, like every other error; `--help` has the details.
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or_default().trim_start_matches("error: ");
-            eprintln!("tinygpt: error: {first} (see tinygpt --help)");
+            eprintln!("tinygpt: error: {} (see tinygpt --help)", clap_message(&e));
             std::process::exit(1);
         }
     };
@@ -31,9 +35,23 @@ fn main() {
         Command::Bench(a) => commands::bench::run(a),
         Command::Export(a) => commands::transfer::export(a),
         Command::Import(a) => commands::transfer::import(a),
+        Command::Checkpoints(a) => commands::checkpoints::run(a),
     };
     if let Err(e) = result {
         eprintln!("tinygpt: error: {e}");
         std::process::exit(1);
     }
+}
+
+/// clap's error as one line: what it says before the usage block, with the lines it
+/// spreads over (a missing flag is named on the line after "not provided:") joined.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+        .collect();
+    parts.join(" ").trim_start_matches("error: ").to_string()
 }

@@ -1,10 +1,12 @@
-//! Resolves the model and training configs from `--preset`, `--config` and overrides.
+//! Reads `--config` and the flags of `tinygpt train`; the rules that turn them into a run's
+//! configs are `tinygpt_optim::Recipe`'s, shared with the web worker.
 
 use std::path::Path;
 
 use serde::Deserialize;
-use tinygpt_model::{ModelConfig, Preset};
-use tinygpt_optim::TrainingConfig;
+use serde_json::{Map, Value};
+use tinygpt_model::ModelConfig;
+use tinygpt_optim::{Overrides, Recipe, TrainingConfig};
 
 use crate::args::TrainArgs;
 use crate::error::CliError;
@@ -13,13 +15,32 @@ use crate::error::CliError;
 pub const DEFAULT_PRESET: &str = "small";
 
 /// The `--config` file: a preset and/or explicit configs (fields missing from `training`
-/// take their documented defaults).
+/// take their documented defaults; `batch_size` the preset's).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConfigFile {
     preset: Option<String>,
+    #[serde(default, deserialize_with = "strict_model")]
     model: Option<ModelConfig>,
-    training: Option<TrainingConfig>,
+    training: Option<Map<String, Value>>,
+}
+
+/// The `model` section, refusing fields ModelConfig does not have (as the top level does):
+/// a misspelt `n_layer` must not silently train the default.
+fn strict_model<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<ModelConfig>, D::Error> {
+    use serde::de::Error;
+    let value = serde_json::Value::deserialize(de)?;
+    let known = serde_json::to_value(ModelConfig::reference()).map_err(D::Error::custom)?;
+    if let (Some(given), Some(known)) = (value.as_object(), known.as_object()) {
+        if let Some(unknown) = given.keys().find(|k| !known.contains_key(*k)) {
+            let names: Vec<&str> = known.keys().map(String::as_str).collect();
+            return Err(D::Error::custom(format!(
+                "unknown field `{unknown}` in `model`, expected one of {}",
+                names.join(", ")
+            )));
+        }
+    }
+    ModelConfig::deserialize(value).map(Some).map_err(D::Error::custom)
 }
 
 fn read_config(path: &Path) -> Result<ConfigFile, CliError> {
@@ -48,29 +69,22 @@ pub fn resolve(args: &TrainArgs) -> Result<(ModelConfig, TrainingConfig), CliErr
         Some(path) => read_config(path)?,
         None => ConfigFile::default(),
     };
-    let preset_name = args.preset.clone().or(file.preset).unwrap_or_else(|| DEFAULT_PRESET.into());
-    let preset = Preset::by_name(&preset_name)?;
-    let model = file.model.unwrap_or(preset.model);
-    let mut training = file
-        .training
-        .unwrap_or(TrainingConfig { batch_size: preset.batch_size, ..TrainingConfig::default() });
-    if let Some(steps) = args.steps {
-        training.max_steps = positive("--steps", steps)?;
-    }
-    if let Some(batch) = args.batch {
-        training.batch_size = positive("--batch", batch)?;
-    }
-    if let Some(lr) = args.lr {
-        if !(lr.is_finite() && lr > 0.0) {
-            return Err(CliError::Usage(format!("--lr must be positive, got {lr}")));
+    let lr = match args.lr {
+        Some(lr) if !(lr.is_finite() && lr > 0.0) => {
+            return Err(CliError::Usage(format!("--lr must be positive, got {lr}")))
         }
-        training.learning_rate = lr as f32;
-        training.min_lr = training.learning_rate / 10.0;
-    }
-    if let Some(seed) = args.seed {
-        training.seed = seed;
-    }
-    model.validate()?;
-    training.validate()?;
-    Ok((model, training))
+        lr => lr.map(|lr| lr as f32),
+    };
+    let recipe = Recipe {
+        preset: Some(args.preset.clone().or(file.preset).unwrap_or_else(|| DEFAULT_PRESET.into())),
+        model: file.model,
+        training: file.training.unwrap_or_default(),
+        overrides: Overrides {
+            max_steps: args.steps.map(|s| positive("--steps", s)).transpose()?,
+            batch_size: args.batch.map(|b| positive("--batch", b)).transpose()?,
+            learning_rate: lr,
+            seed: args.seed,
+        },
+    };
+    Ok(recipe.build()?)
 }

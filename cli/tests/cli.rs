@@ -156,4 +156,6 @@ fn bad_input_gets_one_clear_line() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         assert_clean_error(&tinygpt(&args), needle);
     }
+    // Refused before the default --out folder is created.
+    assert!(!std::path::Path::new("out").exists(), "bad input created ./out");
 }

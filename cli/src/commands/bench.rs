@@ -4,10 +4,10 @@ use std::time::Instant;
 
 use tinygpt_model::{Dataset, Preset};
 use tinygpt_optim::{Trainer, TrainingConfig};
-use tinygpt_tensor::Backend;
+use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::BenchArgs;
-use crate::compute::{dispatch, WithBackend};
+use crate::compute::{device_label, dispatch, WithBackend};
 use crate::error::CliError;
 use crate::text;
 
@@ -24,6 +24,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         return Err(CliError::Usage(format!("--steps must be positive, got {}", args.steps)));
     }
     let preset = Preset::by_name(&args.preset)?;
+    crate::memory::check_fits(&preset.model, preset.batch_size)?;
     dispatch(&args.compute, Bench { preset, steps: args.steps as usize })
 }
 
@@ -45,13 +46,18 @@ impl WithBackend for Bench {
         for _ in 0..WARMUP_STEPS {
             trainer.step()?;
         }
+        // A step need not wait for its work to finish on a device; flushing on both sides
+        // of the timed steps measures the work, not how much of it was queued.
+        block_on(backend.flush())?;
         let started = Instant::now();
         for _ in 0..steps {
             trainer.step()?;
         }
+        block_on(backend.flush())?;
         let ms_per_step = started.elapsed().as_secs_f64() * 1000.0 / steps as f64;
         let line = serde_json::json!({
             "backend": backend.name(),
+            "adapter": device_label(&backend, threads),
             "threads": threads,
             "preset": preset.name,
             "params": params,

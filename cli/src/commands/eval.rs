@@ -4,7 +4,7 @@ use tinygpt_model::{Dataset, Split};
 use tinygpt_tensor::Backend;
 
 use crate::args::EvalArgs;
-use crate::checkpoint::load_latest;
+use crate::checkpoint::load;
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
 use crate::text;
@@ -21,11 +21,12 @@ impl WithBackend for Eval {
 
     fn run<B: Backend>(self, backend: B, _threads: usize) -> Result<(), CliError> {
         let args = self.0;
-        let ckpt = load_latest(&args.model)?;
+        let ckpt = load(&args.model, args.generation.as_deref())?;
         let (name, bytes) = text::load(args.data.as_deref())?;
         let (context, seed) = (ckpt.model_config.context_length, ckpt.training_config.seed);
         let dataset = Dataset::new(&name, &bytes, context, seed)?;
         // Evaluation reuses the trainer's fixed, seeded eval batches.
+        crate::memory::check_fits(&ckpt.model_config, ckpt.training_config.batch_size)?;
         let trainer = ckpt.weights_only().resume(&backend, dataset)?;
         let train_loss = trainer.evaluate(Split::Train)?;
         let val_loss = trainer.evaluate(Split::Val)?;

@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod checkpoints;
 pub mod eval;
 pub mod sample;
 pub mod train;

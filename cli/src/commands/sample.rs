@@ -7,7 +7,7 @@ use tinygpt_model::{Gpt, Params, SampleConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::SampleArgs;
-use crate::checkpoint::load_latest;
+use crate::checkpoint::load;
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
 
@@ -26,7 +26,7 @@ impl WithBackend for Sample {
 
     fn run<B: Backend>(self, backend: B, _threads: usize) -> Result<(), CliError> {
         let args = self.0;
-        let ckpt = load_latest(&args.model)?;
+        let ckpt = load(&args.model, args.generation.as_deref())?;
         let params = Params::from_flat(&backend, &ckpt.model_config, &ckpt.weights)?;
         let model = Gpt::new(ckpt.model_config, params)?;
         let config = SampleConfig {

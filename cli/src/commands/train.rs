@@ -1,23 +1,29 @@
 //! `tinygpt train`: trains with a progress bar, evaluates every `eval_interval` steps and
 //! checkpoints to `--out` every `checkpoint_interval` steps, at least once a minute, at the
-//! end and on Ctrl-C. `--resume DIR` continues a checkpointed run exactly.
+//! end and on Ctrl-C or SIGTERM. `--resume DIR` continues a checkpointed run exactly.
+//!
+//! Before anything trains: the configs and data are checked, training memory is estimated
+//! against what the machine has, and the `--out` folder is created and locked (one writer
+//! per folder); a folder holding another run is refused unless `--overwrite` is given.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use tinygpt_ckpt::{check_compatible, Checkpoint, CheckpointDir, CkptError};
+use tinygpt_ckpt::{
+    check_compatible, Checkpoint, CheckpointDir, CkptError, WriterLock, BEST_POINTER, POINTER,
+};
 use tinygpt_model::{Dataset, ModelConfig, Split};
 use tinygpt_optim::{Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::TrainArgs;
-use crate::checkpoint::load_latest;
+use crate::checkpoint::load;
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
-use crate::{run_config, text};
+use crate::{memory, run_config, text};
 
 /// A checkpoint is written at least this often, whatever `checkpoint_interval` says.
 const MAX_TIME_BETWEEN_CHECKPOINTS: Duration = Duration::from_secs(60);
@@ -25,32 +31,59 @@ const MAX_TIME_BETWEEN_CHECKPOINTS: Duration = Duration::from_secs(60);
 /// Where a run starts: fresh configs, or a checkpoint to continue.
 enum Start {
     Fresh { model: ModelConfig, training: TrainingConfig },
-    Resume { ckpt: Box<Checkpoint>, steps: Option<usize> },
+    Resume { ckpt: Box<Checkpoint> },
 }
 
 struct Train {
     start: Start,
+    /// The step to stop at: max_steps, or (with --resume --steps N) N past the checkpoint.
+    stop_at: Option<usize>,
     dataset: Dataset,
     out: PathBuf,
+    /// Held until the process ends: no second writer saves into `out` meanwhile.
+    _lock: WriterLock,
 }
 
 pub fn run(args: TrainArgs) -> Result<(), CliError> {
+    crate::compute::threads(&args.compute)?;
     let (name, bytes) = text::load(args.data.as_deref())?;
-    let (start, context, seed) = match &args.resume {
+    // A fresh run's configs and data are checked before the folder is touched.
+    let fresh = match &args.resume {
         None => {
             let (model, training) = run_config::resolve(&args)?;
-            let (context, seed) = (model.context_length, training.seed);
-            (Start::Fresh { model, training }, context, seed)
+            memory::check_fits(&model, training.batch_size)?;
+            let dataset = Dataset::new(&name, &bytes, model.context_length, training.seed)?;
+            Some((Start::Fresh { model, training }, dataset))
         }
-        Some(dir) => {
-            let ckpt = load_latest(dir)?;
-            let steps = args.steps.map(|s| run_config::positive("--steps", s)).transpose()?;
+        Some(dir) if !dir.is_dir() => {
+            return Err(CliError::Usage(format!("checkpoint folder {} does not exist", dir.display())))
+        }
+        Some(_) => None,
+    };
+    let steps = match (&args.resume, args.steps) {
+        (Some(_), Some(s)) => Some(run_config::positive("--steps", s)?),
+        _ => None,
+    };
+
+    // Everything cheap is checked; now the folder, before any training can be lost.
+    let out = args.out.clone().or(args.resume.clone()).unwrap_or_else(|| PathBuf::from("out"));
+    let lock = WriterLock::acquire(&out)?;
+    let resuming_here = args.resume.as_deref().is_some_and(|r| same_folder(r, &out));
+    check_out_folder(&out, resuming_here, args.overwrite)?;
+
+    let (start, dataset) = match (fresh, &args.resume) {
+        (Some(fresh), _) => fresh,
+        (None, dir) => {
+            let dir = dir.as_deref().expect("not fresh: resuming");
+            let ckpt = load(dir, args.generation.as_deref())?;
+            memory::check_fits(&ckpt.model_config, ckpt.training_config.batch_size)?;
             let (context, seed) = (ckpt.model_config.context_length, ckpt.training_config.seed);
-            (Start::Resume { ckpt: Box::new(ckpt), steps }, context, seed)
+            let dataset = Dataset::new(&name, &bytes, context, seed)?;
+            (Start::Resume { ckpt: Box::new(ckpt) }, dataset)
         }
     };
-    let dataset = Dataset::new(&name, &bytes, context, seed)?;
-    if let Start::Resume { ckpt, .. } = &start {
+    let mut stop_at = None;
+    if let Start::Resume { ckpt } = &start {
         match check_compatible(ckpt, &ckpt.model_config, dataset.manifest()) {
             Err(CkptError::DatasetMismatch { .. }) if args.force => {
                 eprintln!("--force: continuing on different data ({})", dataset.manifest().dataset_id)
@@ -63,9 +96,77 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
             }
             other => other?,
         }
+        let (step, max_steps) = (ckpt.progress.step, ckpt.training_config.max_steps);
+        stop_at = Some(match steps {
+            Some(n) => step + n,
+            None if step >= max_steps => {
+                return Err(CliError::Usage(format!(
+                    "the run in {} already finished (step {step} of max_steps {max_steps}); \
+                     pass --steps N to train N more steps",
+                    args.resume.as_deref().unwrap_or(&out).display()
+                )))
+            }
+            None => max_steps,
+        });
     }
-    let out = args.out.clone().or(args.resume.clone()).unwrap_or_else(|| PathBuf::from("out"));
-    dispatch(&args.compute, Train { start, dataset, out })
+    dispatch(&args.compute, Train { start, stop_at, dataset, out, _lock: lock })
+}
+
+/// Whether two paths name one folder (both exist: `out` was just created).
+fn same_folder(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// A new run needs an empty folder; one holding a run is kept unless the user resumes it
+/// or asks for `--overwrite` (which deletes it here, latest.json first, so that an
+/// interruption never leaves a pointer to a half-deleted generation).
+fn check_out_folder(out: &Path, resuming_here: bool, overwrite: bool) -> Result<(), CliError> {
+    let io = |source| CliError::Io { what: "cannot read", path: out.to_path_buf(), source };
+    let mut entries: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(out).map_err(io)? {
+        let name = entry.map_err(io)?.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') {
+            entries.push(name);
+        }
+    }
+    entries.sort();
+    if entries.is_empty() || resuming_here {
+        return Ok(());
+    }
+    let is_run = entries.iter().all(|n| n == POINTER || n == BEST_POINTER || n.starts_with("gen-"));
+    if !is_run {
+        return Err(CliError::Usage(format!(
+            "--out {} holds files that are not a TinyGPT run ({}); choose an empty or new folder",
+            out.display(),
+            entries.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    if !overwrite {
+        return Err(CliError::Usage(format!(
+            "--out {0} already holds a run ({1}); continue it with --resume {0}, replace it with \
+             --overwrite, or choose another --out",
+            out.display(),
+            entries.join(", ")
+        )));
+    }
+    let remove = |name: &str| -> Result<(), CliError> {
+        let path = out.join(name);
+        let result = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        result.map_err(|source| CliError::Io { what: "cannot delete", path, source })
+    };
+    for pointer in [POINTER, BEST_POINTER] {
+        if entries.iter().any(|n| n == pointer) {
+            remove(pointer)?;
+        }
+    }
+    for name in entries.iter().filter(|n| *n != POINTER && *n != BEST_POINTER) {
+        remove(name)?;
+    }
+    eprintln!("--overwrite: deleted the run in {}", out.display());
+    Ok(())
 }
 
 fn progress_bar(start: usize, max_steps: usize) -> ProgressBar {
@@ -94,21 +195,19 @@ impl WithBackend for Train {
     type Output = ();
 
     fn run<B: Backend>(self, backend: B, threads: usize) -> Result<(), CliError> {
-        let Train { start, dataset, out } = self;
+        let Train { start, stop_at, dataset, out, _lock } = self;
         let store = CheckpointDir::open(&out)?;
-        let mut trainer = match start {
+        // --steps on a resume moves the stop, never the schedule: the learning rates stay
+        // those of the original run (min_lr past its max_steps).
+        let trainer = match start {
             Start::Fresh { model, training } => Trainer::new(&backend, model, training, dataset)?,
-            Start::Resume { ckpt, steps } => {
-                let mut t = ckpt.resume(&backend, dataset)?;
-                if let Some(steps) = steps {
-                    t.set_max_steps(t.progress().step + steps);
-                }
-                t
-            }
+            Start::Resume { ckpt } => ckpt.resume(&backend, dataset)?,
         };
+        let stop_at = stop_at.unwrap_or(trainer.config().max_steps);
+        let mut trainer = trainer;
         let interrupted = Arc::new(AtomicBool::new(false));
         let flag = interrupted.clone();
-        // A second Ctrl-C while saving is ignored; the save finishes first.
+        // Ctrl-C and SIGTERM alike; a second one while saving is ignored, the save finishes.
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
 
         let model = trainer.model().config();
@@ -122,16 +221,20 @@ impl WithBackend for Train {
             backend.name(),
             out.display(),
         );
-        let bar = progress_bar(trainer.progress().step, trainer.config().max_steps);
+        let bar = progress_bar(trainer.progress().step, stop_at);
         let mut last_val = trainer.history().last().and_then(|p| p.val_loss);
         let mut tokens_per_s = 0.0;
         let mut last_save = Instant::now();
         let save = |trainer: &Trainer<B>, bar: &ProgressBar| -> Result<(), CliError> {
-            let report = store.save(&block_on(Checkpoint::capture(trainer))?)?;
+            let step = trainer.progress().step;
+            let report = store.save(&block_on(Checkpoint::capture(trainer))?).map_err(|source| {
+                CliError::SaveFailed { step, dir: out.clone(), source: Box::new(source) }
+            })?;
             log(bar, format!("checkpoint {} at step {} ({} bytes)", report.id, report.step, report.bytes));
             Ok(())
         };
-        while !trainer.is_finished() {
+        let finished = |t: &Trainer<B>| t.progress().step >= stop_at;
+        while !finished(&trainer) {
             let started = Instant::now();
             let report = trainer.step()?;
             let seconds = started.elapsed().as_secs_f64();
@@ -156,7 +259,7 @@ impl WithBackend for Train {
             }
             let due = report.step % trainer.config().checkpoint_interval == 0
                 || last_save.elapsed() >= MAX_TIME_BETWEEN_CHECKPOINTS;
-            if due && !trainer.is_finished() {
+            if due && !finished(&trainer) {
                 save(&trainer, &bar)?;
                 last_save = Instant::now();
             }
