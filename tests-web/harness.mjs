@@ -24,16 +24,20 @@ const FLAGS = [
   '--disable-renderer-backgrounding',
 ];
 
+/** WebGPU in headless Chromium: a SwiftShader (software) adapter, `isFallbackAdapter`. */
+export const WEBGPU_FLAGS = ['--enable-unsafe-webgpu'];
+
 /**
  * A fresh browser profile (so OPFS and IndexedDB start empty), kept across reloads of
- * the one context it returns. Call `close()` when done.
+ * the one context it returns. Call `close()` when done. `args` adds Chromium flags (e.g.
+ * `WEBGPU_FLAGS`).
  */
-export async function openBrowser() {
+export async function openBrowser({ args = [] } = {}) {
   const profile = mkdtempSync(join(tmpdir(), 'tinygpt-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: EXECUTABLE,
     headless: true,
-    args: FLAGS,
+    args: [...FLAGS, ...args],
     viewport: { width: 1280, height: 1400 },
   });
   return {

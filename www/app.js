@@ -32,6 +32,10 @@ const state = {
   checkpointsLoaded: false,
   sampling: false,
   offeredResume: false,
+  /** Resume this run once it is loaded (after "Resume" on a checkpoint). */
+  pendingResume: false,
+  /** A checkpoint to load as soon as a restarted worker is ready. */
+  restartFrom: null,
   persisted: false,
 };
 
@@ -66,6 +70,8 @@ function startWorker(backend) {
     $('sample-output').textContent += m.text;
   });
   client.on('sampleDone', (m) => {
+    // A cancelled sample was ended by a newer sample or a new run, which set the state.
+    if (m.cancelled) return;
     state.sampling = false;
     $('sample-stats').textContent = `${m.text.length} characters at ${m.tokensPerSecond.toFixed(1)} tokens/s`;
     updateButtons();
@@ -88,7 +94,69 @@ function startWorker(backend) {
     if (m.code === 'internal' && !state.ready) setPill('error', 'Worker failed');
     if (m.code === 'datasetMismatch' || m.code === 'checkpointNotFound') state.pendingResume = false;
   });
+  client.on('crashed', onCrashed);
   client.on('*', (m) => window.tinygpt.messages.push(m.type));
+}
+
+/**
+ * The worker died (an uncaught error; a wasm trap such as running out of memory): say so
+ * and offer to start a fresh worker that continues from the run's last checkpoint.
+ */
+function onCrashed({ reason }) {
+  const started = state.ready;
+  const backend = $('backend').value;
+  const run = state.run;
+  const savedId = state.lastSaved?.id || run?.checkpointId;
+  let checkpoint = state.checkpoints.find((c) => c.id === savedId);
+  if (!checkpoint && state.lastSaved && run) {
+    // Saved just now: the list that names it had not arrived yet.
+    const d = run.dataset;
+    checkpoint = { id: state.lastSaved.id, step: state.lastSaved.step, datasetId: d.dataset_id, datasetName: d.name };
+  }
+  if (!checkpoint && !savedId) checkpoint = state.checkpoints[0];
+  // Checkpoints kept in the worker's memory (?storage=memory) ended with it.
+  const lasting = ['opfs', 'indexeddb'].includes(state.capabilities?.storage);
+  if (!lasting) checkpoint = null;
+  const hadRun = !!run;
+  state.ready = false;
+  state.sampling = false;
+  state.pendingResume = false;
+  state.run = null;
+  state.runState = 'idle';
+  setPill('error', 'Worker stopped');
+  updateButtons();
+  if (!started) {
+    notices.error('workerCrashed', `The worker could not start (${reason}). Try again, or choose the "wasm" backend.`, {
+      label: 'Try again',
+      run: () => startWorker(backend),
+    });
+    return;
+  }
+  const cause =
+    `It hit an error it cannot recover from (${reason}); a model too large for the memory a browser tab ` +
+    'gives WebAssembly is the usual cause.';
+  if (checkpoint) {
+    notices.error(
+      'workerCrashed',
+      `${cause} Your checkpoints are safe: ${checkpoint.id} holds step ${checkpoint.step.toLocaleString('en-US')}` +
+        `${hadRun ? ', so only the steps after it are lost' : ''}.`,
+      { label: 'Restart from the last checkpoint', run: () => restartFrom(checkpoint, backend) },
+    );
+  } else {
+    notices.error(
+      'workerCrashed',
+      `${cause} ${
+        !hadRun ? '' : lasting ? 'No checkpoint of this run was saved yet, so it is lost. ' : 'This tab kept its checkpoints in the worker\'s memory, so the run is lost. '
+      }Restart the worker and try a smaller preset.`,
+      { label: 'Restart the worker', run: () => startWorker(backend) },
+    );
+  }
+}
+
+/** A fresh worker that loads `checkpoint` and resumes training once it is ready. */
+function restartFrom(checkpoint, backend) {
+  state.restartFrom = checkpoint;
+  startWorker(backend);
 }
 
 function onReady(m) {
@@ -99,6 +167,9 @@ function onReady(m) {
   setPill('idle', 'Ready');
   client.send({ type: 'listCheckpoints' });
   updateButtons();
+  const restart = state.restartFrom;
+  state.restartFrom = null;
+  if (restart) resumeCheckpoint(restart);
 }
 
 function onRunStarted({ run }) {
@@ -107,7 +178,7 @@ function onRunStarted({ run }) {
   state.maxSteps = run.maxSteps;
   state.lastProgress = null;
   state.firstProgressStep = null;
-  // A new run ends any sample in progress (the worker drops it).
+  // A new run ends any sample in progress (the worker cancels it).
   state.sampling = false;
   chart.clear();
   chart.add(run.history);
@@ -122,7 +193,11 @@ function onRunStarted({ run }) {
   drawCheckpoints();
   if (state.pendingResume) {
     state.pendingResume = false;
-    client.send({ type: 'resume' });
+    if (run.step >= run.maxSteps) {
+      notices.info('This run is finished.', `It trained all ${run.maxSteps.toLocaleString('en-US')} of its steps: generate text with it, or train a new run.`);
+    } else {
+      client.send({ type: 'resume' });
+    }
   }
 }
 

@@ -50,6 +50,7 @@ export interface StopMessage {
 export interface SampleMessage {
   type: 'sample';
   prompt: string;
+  /** 1 to 10,000 (more is refused with `invalidConfig`). */
   maxTokens: number;
   /** 0 is greedy. */
   temperature: number;
@@ -145,6 +146,8 @@ export interface SampleDoneMessage {
   type: 'sampleDone';
   text: string;
   tokensPerSecond: number;
+  /** A newer `sample` (or a new run) ended this one early; `text` is what it produced. */
+  cancelled: boolean;
 }
 
 export interface CheckpointSavedMessage {
@@ -192,6 +195,27 @@ export interface Capabilities {
   quotaBytes?: number;
   usageBytes?: number;
   hardwareThreads: number;
+  /** Why training does not run on WebGPU, in one line, when it does not. */
+  backendNote?: string;
+  /** The WebGPU adapter the browser offers, when it offers one. */
+  webgpu?: WebgpuInfo;
+}
+
+export interface WebgpuInfo {
+  adapter: string;
+  fallbackAdapter: boolean;
+  limits: WebgpuLimits;
+  features: string[];
+}
+
+export interface WebgpuLimits {
+  maxStorageBufferBindingSize: number;
+  maxBufferSize: number;
+  maxComputeWorkgroupSizeX: number;
+  maxComputeInvocationsPerWorkgroup: number;
+  maxComputeWorkgroupStorageSize: number;
+  maxComputeWorkgroupsPerDimension: number;
+  maxStorageBuffersPerShaderStage: number;
 }
 
 export interface PresetInfo {
@@ -252,6 +276,8 @@ export type ErrorCode =
   | 'invalidConfig'
   | 'unknownPreset'
   | 'noRun'
+  | 'runFinished'
+  | 'runLocked'
   | 'storageUnavailable'
   | 'quotaExceeded'
   | 'checkpointNotFound'

@@ -20,6 +20,15 @@ yieldChannel.port1.onmessage = () => enqueue(tick);
 
 function enqueue(task) {
   queue = queue.then(task).catch((e) => {
+    if (e instanceof WebAssembly.RuntimeError) {
+      // A trap (out of memory, `unreachable`) leaves the wasm module unusable: rethrow it
+      // outside the queue so the page's `onerror` sees the worker die and offers a restart.
+      app = null;
+      setTimeout(() => {
+        throw e;
+      });
+      return;
+    }
     post({ type: 'error', code: 'internal', message: `Internal error: ${e && e.message ? e.message : e}` });
   });
 }
@@ -45,6 +54,71 @@ async function tick() {
   if (busy) scheduleTick();
 }
 
+// Web Locks for the wasm side (worker/src/locks.rs says which): `hold(name, wait)` resolves
+// to true once the lock is held (false when `wait` is false and another tab holds it);
+// `release(name)` lets it go. The browser releases them all when this worker ends.
+const heldLocks = new Map();
+
+function holdLock(name, wait) {
+  if (!navigator.locks) return Promise.resolve(true);
+  if (heldLocks.has(name)) return Promise.resolve(true);
+  return new Promise((resolve, reject) => {
+    navigator.locks
+      .request(name, { ifAvailable: !wait }, (lock) => {
+        if (!lock) {
+          resolve(false);
+          return undefined;
+        }
+        return new Promise((release) => {
+          heldLocks.set(name, release);
+          resolve(true);
+        });
+      })
+      .catch(reject);
+  });
+}
+
+function releaseLock(name) {
+  const release = heldLocks.get(name);
+  heldLocks.delete(name);
+  if (release) release();
+}
+
+/**
+ * What WebGPU this worker can use: `{webgpu}` (the adapter's name, whether it is a fallback
+ * adapter, key limits, features) or `{webgpuNote}`, one line saying why there is none.
+ */
+async function probeWebgpu() {
+  if (!self.isSecureContext) return { webgpuNote: 'WebGPU needs a secure context (https or localhost)' };
+  if (!navigator.gpu) return { webgpuNote: 'This browser does not offer WebGPU' };
+  let adapter;
+  try {
+    adapter = await navigator.gpu.requestAdapter();
+  } catch (e) {
+    return { webgpuNote: `The WebGPU adapter request failed (${e && e.message ? e.message : e})` };
+  }
+  if (!adapter) return { webgpuNote: 'No WebGPU adapter (WebGPU is disabled, or no GPU is usable)' };
+  const info = adapter.info || {};
+  const name = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ');
+  const l = adapter.limits;
+  return {
+    webgpu: {
+      adapter: name || 'unnamed adapter',
+      fallbackAdapter: Boolean(info.isFallbackAdapter ?? adapter.isFallbackAdapter),
+      limits: {
+        maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
+        maxBufferSize: l.maxBufferSize,
+        maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
+        maxComputeInvocationsPerWorkgroup: l.maxComputeInvocationsPerWorkgroup,
+        maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
+        maxComputeWorkgroupsPerDimension: l.maxComputeWorkgroupsPerDimension,
+        maxStorageBuffersPerShaderStage: l.maxStorageBuffersPerShaderStage,
+      },
+      features: [...adapter.features].sort(),
+    },
+  };
+}
+
 /** Loads `pkg/simd` or `pkg/scalar` as the page asked (`auto`: SIMD when it validates). */
 async function load(backend) {
   const simd = simdSupported();
@@ -59,17 +133,25 @@ async function load(backend) {
     simd,
     crossOriginIsolated: self.crossOriginIsolated === true,
     hardwareThreads: navigator.hardwareConcurrency || 1,
+    ...(await probeWebgpu()),
   };
-  return new pkg.WorkerApp(post, env);
+  return new pkg.WorkerApp(post, env, { hold: holdLock, release: releaseLock });
 }
 
 self.onmessage = (event) => {
   const message = event.data;
+  // Anything may arrive (null, a number): only an object has a type; the wasm side says
+  // what is wrong with everything else.
+  const type = message !== null && typeof message === 'object' ? message.type : undefined;
   enqueue(async () => {
-    if (message.type === 'init') {
+    if (type === 'init') {
       if (!app) app = await load(message.backend || 'auto');
     } else if (!app) {
-      post({ type: 'error', code: 'badMessage', message: 'The worker was not initialised (send init first).' });
+      post({
+        type: 'error',
+        code: 'badMessage',
+        message: 'The worker is not started yet: send {type: "init"} first, then this message again.',
+      });
       return;
     }
     await app.handle(message);

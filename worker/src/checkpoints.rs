@@ -3,8 +3,8 @@
 //!
 //! The store is one root of generations (`tinygpt_ckpt::CheckpointStore`): every save of
 //! any run adds a generation and the oldest beyond [`KEEP`] are pruned, so "the last run"
-//! is the latest generation. Snapshots are taken synchronously (CPU readbacks complete at
-//! once) so the web layer never holds the session across an `await`.
+//! is the latest generation. A snapshot awaits its readbacks (a WebGPU readback completes
+//! only when the event loop turns).
 
 use tinygpt_ckpt::{
     check_compatible, export_safetensors, import_safetensors, Checkpoint, CheckpointStore, CkptError,
@@ -12,18 +12,18 @@ use tinygpt_ckpt::{
 };
 use tinygpt_model::{Dataset, DatasetManifest, ModelConfig};
 use tinygpt_optim::{Trainer, TrainingConfig};
-use tinygpt_tensor::{block_on, Backend};
+use tinygpt_tensor::Backend;
 
 use crate::error::WorkerError;
 use crate::protocol::{CheckpointInfo, DatasetInput, ErrorCode, StorageKind};
-use crate::session::Run;
+use crate::session::{check_fits_wasm32, Run};
 
 /// Generations kept in the browser store.
 pub const KEEP: usize = 4;
 
 /// The run's full state (weights, moments, progress, history).
-pub fn snapshot<B: Backend>(run: &Run<B>) -> Result<Checkpoint, WorkerError> {
-    Ok(block_on(Checkpoint::capture(&run.trainer))?)
+pub async fn snapshot<B: Backend>(run: &Run<B>) -> Result<Checkpoint, WorkerError> {
+    Ok(Checkpoint::capture(&run.trainer).await?)
 }
 
 /// A trainer continuing `ckpt` on `dataset`, which must be the text it trained on (a
@@ -33,6 +33,7 @@ pub fn restore<B: Backend>(
     ckpt: Checkpoint,
     dataset: &DatasetInput,
 ) -> Result<Trainer<B>, WorkerError> {
+    check_fits_wasm32(&ckpt.model_config, ckpt.training_config.batch_size)?;
     let ctx = ckpt.model_config.context_length;
     let data = Dataset::new(&dataset.name, &dataset.bytes, ctx, ckpt.dataset.seed)?;
     check_compatible(&ckpt, &ckpt.model_config, data.manifest()).map_err(|e| match e {
@@ -107,9 +108,26 @@ impl<S: Storage> Checkpoints<S> {
         Ok(items)
     }
 
+    /// Loads generation `id`, refusing first (from its two small config files, before its
+    /// weights are read) a model the worker's wasm32 memory cannot train.
     pub async fn load(&self, id: &str) -> Result<Checkpoint, WorkerError> {
         self.check_exists(id).await?;
+        self.check_fits(id).await?;
         self.store.load(id).await.map_err(ckpt_error)
+    }
+
+    /// [`check_fits_wasm32`] on the generation's configs, as written (the load verifies
+    /// them; unreadable ones are left to it to report).
+    async fn check_fits(&self, id: &str) -> Result<(), WorkerError> {
+        let storage = self.store.storage();
+        let model = storage.get(&format!("{id}/{MODEL_CONFIG}")).await.ok().flatten();
+        let training = storage.get(&format!("{id}/{TRAINING_CONFIG}")).await.ok().flatten();
+        let model: Option<ModelConfig> = model.and_then(|b| serde_json::from_slice(&b).ok());
+        let training: Option<TrainingConfig> = training.and_then(|b| serde_json::from_slice(&b).ok());
+        match (model, training) {
+            (Some(m), Some(t)) => check_fits_wasm32(&m, t.batch_size),
+            _ => Ok(()),
+        }
     }
 
     /// A missing generation reads as missing files; say plainly that there is none.
@@ -119,7 +137,10 @@ impl<S: Storage> Checkpoints<S> {
         } else {
             Err(WorkerError::new(
                 ErrorCode::CheckpointNotFound,
-                format!("There is no checkpoint {id} any more."),
+                format!(
+                    "There is no checkpoint {id} any more: it was deleted (perhaps in another tab) or newer \
+                     saves replaced it. Pick one from the checkpoint list."
+                ),
             ))
         }
     }
@@ -142,11 +163,36 @@ impl<S: Storage> Checkpoints<S> {
 
     /// Stores an uploaded `.safetensors` checkpoint as the newest generation.
     pub async fn import(&self, bytes: &[u8]) -> Result<(String, usize, u64), WorkerError> {
+        check_upload_fits(bytes)?;
         let ckpt = import_safetensors(bytes, &LoadOptions::default()).map_err(|e| {
             WorkerError::new(ErrorCode::BadCheckpoint, format!("That file is not a TinyGPT checkpoint: {e}"))
         })?;
         let (id, bytes) = self.save(&ckpt).await?;
         Ok((id, ckpt.progress.step, bytes))
+    }
+}
+
+/// Refuses, from the header of an uploaded `.safetensors` file (its `__metadata__` holds
+/// model_config.json and training_config.json), a model the worker's wasm32 memory cannot
+/// train, before any tensor is decoded. What cannot be read here is left to the import.
+fn check_upload_fits(bytes: &[u8]) -> Result<(), WorkerError> {
+    let Some(len) = bytes.get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))) else {
+        return Ok(());
+    };
+    let Some(header) = usize::try_from(len).ok().and_then(|n| bytes.get(8..8usize.checked_add(n)?)) else {
+        return Ok(());
+    };
+    let Ok(header) = serde_json::from_slice::<serde_json::Value>(header) else { return Ok(()) };
+    let metadata = &header["__metadata__"];
+    let parse = |name: &str| metadata[name].as_str().map(serde_json::from_str::<serde_json::Value>);
+    let model =
+        parse(MODEL_CONFIG).and_then(Result::ok).and_then(|v| serde_json::from_value::<ModelConfig>(v).ok());
+    let training = parse(TRAINING_CONFIG)
+        .and_then(Result::ok)
+        .and_then(|v| serde_json::from_value::<TrainingConfig>(v).ok());
+    match (model, training) {
+        (Some(m), Some(t)) => check_fits_wasm32(&m, t.batch_size),
+        _ => Ok(()),
     }
 }
 
@@ -174,7 +220,14 @@ pub fn ckpt_error(e: CkptError) -> WorkerError {
         CkptError::DatasetMismatch { .. } | CkptError::TokenizerMismatch { .. } => {
             (ErrorCode::DatasetMismatch, e.to_string())
         }
-        CkptError::DeleteLatest { .. } => (ErrorCode::DeleteRefused, e.to_string()),
+        CkptError::DeleteLatest { id } => (
+            ErrorCode::DeleteRefused,
+            format!(
+                "Checkpoint {id} is the newest one, the run \"Resume last run\" continues, so it cannot be \
+                 deleted. Delete an older checkpoint instead, or save a newer one first (train on, or press \
+                 \"Save now\") and then delete this one."
+            ),
+        ),
         _ => (ErrorCode::BadCheckpoint, format!("The checkpoint cannot be used: {e}")),
     };
     WorkerError::new(code, message)

@@ -36,7 +36,7 @@ impl From<ModelError> for WorkerError {
             ModelError::EmptyDataset => ErrorCode::EmptyDataset,
             ModelError::DatasetTooShort { .. } => ErrorCode::DatasetTooShort,
             ModelError::UnknownPreset { .. } => ErrorCode::UnknownPreset,
-            ModelError::InvalidConfig { .. } => ErrorCode::InvalidConfig,
+            ModelError::InvalidConfig { .. } | ModelError::OutOfMemory { .. } => ErrorCode::InvalidConfig,
             ModelError::WeightsMismatch { .. } => ErrorCode::BadCheckpoint,
         };
         let message = match &e {

@@ -10,6 +10,8 @@
 pub mod checkpoints;
 pub mod clock;
 pub mod error;
+pub mod incoming;
+pub mod locks;
 pub mod parts;
 pub mod presets;
 pub mod protocol;

@@ -1,6 +1,6 @@
 //! The presets as the page shows them: size and an estimate of the memory training needs.
 
-use tinygpt_model::{ModelConfig, Preset};
+use tinygpt_model::{training_memory_bytes, Preset};
 
 use crate::protocol::PresetInfo;
 
@@ -15,20 +15,6 @@ pub fn preset_infos() -> Vec<PresetInfo> {
             model_config: p.model,
         })
         .collect()
-}
-
-/// Rough bytes to train `model` at `batch` (an estimate for the picker, not a limit):
-/// weights, gradients and both AdamW moments (4 × params × 4 bytes), plus the activations
-/// a step keeps for backward, doubled for their gradients. Per layer (B, T, C, F, H =
-/// batch, context, d_model, d_mlp, heads): about 10·BTC (norms, q/k/v, attention output,
-/// projections, residuals) + 2·BTF (MLP) + BHT² (attention probabilities); the head keeps
-/// logits and their softmax, 2·BTV.
-pub fn training_memory_bytes(model: &ModelConfig, batch: usize) -> u64 {
-    let (b, t, c, f, h, v) =
-        (batch, model.context_length, model.d_model, model.d_mlp, model.n_heads, model.vocab_size);
-    let per_layer = 10 * b * t * c + 2 * b * t * f + b * h * t * t;
-    let activations = model.n_layers * per_layer + 2 * b * t * v + 2 * b * t * c;
-    (4 * 4 * model.param_count() + 4 * 2 * activations) as u64
 }
 
 #[cfg(test)]

@@ -39,7 +39,8 @@ pub enum InMessage {
     Pause,
     Resume,
     Stop,
-    /// Generates text with the current run's model (training or not).
+    /// Generates text with the current run's model (training or not); `max_tokens` is 1 to
+    /// `session::MAX_SAMPLE_TOKENS`. A sample in progress is cancelled first.
     Sample {
         prompt: String,
         max_tokens: usize,
@@ -143,9 +144,12 @@ pub enum OutMessage {
     SampleChunk {
         text: String,
     },
+    /// The end of a sample: all its text. `cancelled` when a newer `sample` (or a new run)
+    /// ended it early; no more `sampleChunk`s of it follow.
     SampleDone {
         text: String,
         tokens_per_second: f64,
+        cancelled: bool,
     },
     CheckpointSaved {
         id: String,
@@ -194,6 +198,39 @@ pub struct Capabilities {
     pub usage_bytes: Option<f64>,
     /// `navigator.hardwareConcurrency`.
     pub hardware_threads: usize,
+    /// Why training does not run on WebGPU, in one line, when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_note: Option<String>,
+    /// The WebGPU adapter the browser offers, when it offers one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webgpu: Option<WebgpuInfo>,
+}
+
+/// A WebGPU adapter as the capability panel shows it (`GPUAdapter.info`, `.limits`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebgpuInfo {
+    /// Vendor, architecture and description, as far as the browser tells.
+    pub adapter: String,
+    /// A software or otherwise limited adapter (`isFallbackAdapter`), e.g. SwiftShader.
+    pub fallback_adapter: bool,
+    pub limits: WebgpuLimits,
+    /// The adapter's optional features (e.g. `shader-f16`, `subgroups`).
+    pub features: Vec<String>,
+}
+
+/// The adapter limits a training step is planned within (bytes, or counts); 0 where the
+/// browser did not say.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WebgpuLimits {
+    pub max_storage_buffer_binding_size: f64,
+    pub max_buffer_size: f64,
+    pub max_compute_workgroup_size_x: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub max_storage_buffers_per_shader_stage: u32,
 }
 
 /// A preset as the page's picker shows it.
@@ -204,7 +241,7 @@ pub struct PresetInfo {
     pub model_config: ModelConfig,
     pub batch_size: usize,
     pub params: usize,
-    /// Rough bytes needed to train (see `presets::training_memory_bytes`).
+    /// Rough bytes needed to train (see `tinygpt_model::training_memory_bytes`).
     pub memory_bytes: u64,
 }
 
@@ -302,6 +339,10 @@ pub enum ErrorCode {
     UnknownPreset,
     /// The command needs a run (train or load first).
     NoRun,
+    /// `resume` of a run that already trained all its `max_steps`.
+    RunFinished,
+    /// Another tab of this site is training the same run (a Web Lock per run).
+    RunLocked,
     /// A checkpoint was asked for while the storage could not be opened.
     StorageUnavailable,
     QuotaExceeded,

@@ -4,7 +4,9 @@
 
 use tinygpt_model::tokenizer::Utf8Stream;
 use tinygpt_model::{Generation, Gpt, SampleConfig};
-use tinygpt_tensor::{block_on, Backend, TensorError};
+use tinygpt_tensor::{Backend, TensorError};
+
+use crate::protocol::OutMessage;
 
 #[derive(Debug)]
 pub struct Sampler {
@@ -39,11 +41,21 @@ impl Sampler {
         &self.text
     }
 
+    /// `sampleDone` for this sample at `now_ms`: finished, or `cancelled` (by a newer sample
+    /// or a new run) with the text produced until then.
+    pub fn done_message(&self, now_ms: f64, cancelled: bool) -> OutMessage {
+        let seconds = ((now_ms - self.started_ms) / 1e3).max(1e-9);
+        OutMessage::SampleDone {
+            text: self.text.clone(),
+            tokens_per_second: self.produced() as f64 / seconds,
+            cancelled,
+        }
+    }
+
     /// Samples one token; returns the text it completes (empty inside a multi-byte character,
-    /// and the pending rest once the last token is in). On the CPU backend the readback in
-    /// `block_on` completes at once.
-    pub fn advance<B: Backend>(&mut self, model: &Gpt<B>) -> Result<String, TensorError> {
-        let token = block_on(self.generation.next_token(model))?;
+    /// and the pending rest once the last token is in). Awaits the logits' readback.
+    pub async fn advance<B: Backend>(&mut self, model: &Gpt<B>) -> Result<String, TensorError> {
+        let token = self.generation.next_token(model).await?;
         let mut piece = self.stream.push(token);
         if self.is_done() {
             piece.push_str(&self.stream.finish());

@@ -8,14 +8,22 @@
 //! is spent, and does not start a unit that the last one's duration says would overrun it.
 //! So a tick lasts at most about the budget or one unit, whichever is longer, and so does
 //! the wait of a command. A tick started while sampling samples instead of training.
+//!
+//! Async: every readback from the device is awaited ([`Session::tick_async`],
+//! [`Session::stop_async`]), because a WebGPU readback completes only when the browser's
+//! event loop turns. A training step reads nothing back; the losses of the steps since the
+//! last progress message are read when the next one is due (or an evaluation starts, or the
+//! run ends). Native callers use the blocking wrappers ([`Session::tick`], [`Session::stop`]).
 
 use serde_json::Value;
-use tinygpt_model::{Dataset, ModelConfig, Preset, SampleConfig, Split};
-use tinygpt_optim::{Evaluation, Trainer, TrainingConfig};
+use tinygpt_model::memory::WASM32_ADDRESS_SPACE;
+use tinygpt_model::{check_training_memory, Dataset, ModelConfig, SampleConfig, Split};
+use tinygpt_optim::{Evaluation, Overrides, Recipe, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::clock::Clock;
 use crate::error::WorkerError;
+use crate::locks::run_lock_name;
 use crate::parts::rows_per_part;
 use crate::protocol::{
     BackendKind, DatasetInput, DoneReason, ErrorCode, LossPoint, OutMessage, RunInfo, RunState,
@@ -26,6 +34,10 @@ use crate::sampler::Sampler;
 /// Progress goes out at most this often (and whenever something notable happens), so the
 /// page gets several updates a second without a message per step.
 pub const PROGRESS_INTERVAL_MS: f64 = 250.0;
+
+/// The most tokens one `sample` may ask for (documented in PROTOCOL.md): enough for pages
+/// of text, while a request for a billion cannot keep the worker busy for hours.
+pub const MAX_SAMPLE_TOKENS: usize = 10_000;
 
 /// What `train` asks for, before validation.
 #[derive(Clone, Debug, Default)]
@@ -65,6 +77,9 @@ pub struct Run<B: Backend> {
     last_val_loss: Option<f32>,
     window_tokens: usize,
     window_ms: f64,
+    /// The training throughput last reported: a progress message after a slice that only
+    /// scored validation batches (no training tokens in its window) repeats it.
+    tokens_per_second: f64,
     last_progress_ms: f64,
     /// Exponential average of a step's duration, for the ETA.
     step_ms: Option<f64>,
@@ -107,6 +122,11 @@ impl<B: Backend> Session<B> {
         self.run.as_mut()
     }
 
+    /// The Web Lock the run holds while it trains ([`crate::locks`]); `None` when not training.
+    pub fn training_lock(&self) -> Option<String> {
+        self.run.as_ref().filter(|r| r.state == RunState::Training).map(Run::lock_name)
+    }
+
     pub fn is_busy(&self) -> bool {
         self.sampler.is_some() || self.run.as_ref().is_some_and(|r| r.state == RunState::Training)
     }
@@ -119,6 +139,7 @@ impl<B: Backend> Session<B> {
         now_ms: f64,
     ) -> Result<Vec<OutMessage>, WorkerError> {
         let (model_config, training_config) = resolve_configs(request)?;
+        check_fits_wasm32(&model_config, training_config.batch_size)?;
         let data =
             Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training_config.seed)?;
         let trainer = Trainer::new(&self.backend, model_config, training_config, data)?;
@@ -149,6 +170,7 @@ impl<B: Backend> Session<B> {
             last_val_loss: last.and_then(|p| p.val_loss),
             window_tokens: 0,
             window_ms: 0.0,
+            tokens_per_second: 0.0,
             last_progress_ms: now_ms,
             step_ms: None,
             partial_step_ms: 0.0,
@@ -156,8 +178,10 @@ impl<B: Backend> Session<B> {
         };
         let info = run_info(&run);
         self.run = Some(run);
-        self.sampler = None;
-        vec![OutMessage::RunStarted { run: info }, OutMessage::Status { state, step }]
+        // The sample in progress came from the model this run replaces: it ends here.
+        let mut out: Vec<OutMessage> = self.cancel_sample(now_ms).into_iter().collect();
+        out.extend([OutMessage::RunStarted { run: info }, OutMessage::Status { state, step }]);
+        out
     }
 
     pub fn pause(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
@@ -173,9 +197,10 @@ impl<B: Backend> Session<B> {
         let run = self.run.as_mut().ok_or_else(|| WorkerError::no_run("resume"))?;
         if run.trainer.is_finished() && run.eval.is_none() {
             return Err(WorkerError::new(
-                ErrorCode::NoRun,
+                ErrorCode::RunFinished,
                 format!(
-                    "This run has already trained all {} steps. Start a new run to train more.",
+                    "This run has already trained all {} of its steps, so there is nothing to resume. Generate \
+                     text with it, download it, or start a new run to train more.",
                     run.trainer.config().max_steps
                 ),
             ));
@@ -187,12 +212,14 @@ impl<B: Backend> Session<B> {
 
     /// Stops training (the run stays, for sampling, saving and `resume`): a last
     /// `progress`, `status`, `done {reason: "stopped"}`.
-    pub fn stop(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
+    pub async fn stop_async(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
         let kind = self.kind;
         let run = self.run.as_mut().ok_or_else(|| WorkerError::no_run("stop"))?;
         run.state = RunState::Stopped;
         let step = run.trainer.progress().step;
         let mut out = Vec::new();
+        // A loss that cannot be read (a diverged step, a lost device) costs only the points.
+        let _ = run.read_losses().await;
         if let Some(p) = run.progress(kind) {
             out.push(OutMessage::Progress(p));
         }
@@ -201,13 +228,29 @@ impl<B: Backend> Session<B> {
         Ok(out)
     }
 
-    /// Begins sampling with the current model; text arrives from later ticks.
-    pub fn sample(&mut self, request: SampleRequest, now_ms: f64) -> Result<(), WorkerError> {
+    /// [`Session::stop_async`] for synchronous callers (see `tinygpt_tensor::block_on`).
+    pub fn stop(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
+        block_on(self.stop_async())
+    }
+
+    /// Begins sampling with the current model; text arrives from later ticks. A sample
+    /// still in progress is cancelled: its `sampleDone {cancelled: true}` is returned.
+    pub fn sample(&mut self, request: SampleRequest, now_ms: f64) -> Result<Vec<OutMessage>, WorkerError> {
         if self.run.is_none() {
             return Err(WorkerError::no_run("sample from"));
         }
         if !(request.temperature.is_finite() && request.temperature >= 0.0) {
             return Err(WorkerError::new(ErrorCode::InvalidConfig, "Temperature must be 0 or more."));
+        }
+        if !(1..=MAX_SAMPLE_TOKENS).contains(&request.max_tokens) {
+            return Err(WorkerError::new(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "A sample can be 1 to {MAX_SAMPLE_TOKENS} tokens long, not {}. Ask for fewer tokens \
+                     (and sample again to continue the text).",
+                    request.max_tokens
+                ),
+            ));
         }
         let config = SampleConfig {
             max_tokens: request.max_tokens,
@@ -215,26 +258,41 @@ impl<B: Backend> Session<B> {
             top_k: request.top_k,
             seed: request.seed,
         };
+        let cancelled = self.cancel_sample(now_ms);
         self.sampler = Some(Sampler::new(request.prompt.as_bytes(), config, now_ms));
-        Ok(())
+        Ok(cancelled.into_iter().collect())
+    }
+
+    /// Ends the sample in progress, if any: its `sampleDone {cancelled: true}`.
+    fn cancel_sample(&mut self, now_ms: f64) -> Option<OutMessage> {
+        self.sampler.take().map(|s| s.done_message(now_ms, true))
     }
 
     /// Works for about `budget_ms`: samples if a sample is in progress, else trains.
-    pub fn tick(&mut self, budget_ms: f64, clock: &dyn Clock) -> Result<TickOutcome, WorkerError> {
+    pub async fn tick_async(
+        &mut self,
+        budget_ms: f64,
+        clock: &dyn Clock,
+    ) -> Result<TickOutcome, WorkerError> {
         let start = clock.now_ms();
         let mut out = TickOutcome::default();
         if self.sampler.is_some() {
-            self.sample_slice(start, budget_ms, clock, &mut out)?;
+            self.sample_slice(start, budget_ms, clock, &mut out).await?;
         } else if let Some(run) = self.run.as_mut() {
             if run.state == RunState::Training {
-                run.train_slice(self.kind, start, budget_ms, clock, &mut out)?;
+                run.train_slice(self.kind, start, budget_ms, clock, &mut out).await?;
             }
         }
         out.busy = self.is_busy();
         Ok(out)
     }
 
-    fn sample_slice(
+    /// [`Session::tick_async`] for synchronous callers (see `tinygpt_tensor::block_on`).
+    pub fn tick(&mut self, budget_ms: f64, clock: &dyn Clock) -> Result<TickOutcome, WorkerError> {
+        block_on(self.tick_async(budget_ms, clock))
+    }
+
+    async fn sample_slice(
         &mut self,
         start: f64,
         budget_ms: f64,
@@ -247,7 +305,7 @@ impl<B: Backend> Session<B> {
         let model = run.trainer.model();
         let mut chunk = String::new();
         while !sampler.is_done() {
-            chunk.push_str(&sampler.advance(model).map_err(tensor_error)?);
+            chunk.push_str(&sampler.advance(model).await.map_err(tensor_error)?);
             if clock.now_ms() - start >= budget_ms {
                 break;
             }
@@ -256,11 +314,7 @@ impl<B: Backend> Session<B> {
             out.messages.push(OutMessage::SampleChunk { text: chunk });
         }
         if sampler.is_done() {
-            let seconds = ((clock.now_ms() - sampler.started_ms) / 1e3).max(1e-9);
-            out.messages.push(OutMessage::SampleDone {
-                text: sampler.text().to_string(),
-                tokens_per_second: sampler.produced() as f64 / seconds,
-            });
+            out.messages.push(sampler.done_message(clock.now_ms(), false));
             self.sampler = None;
         }
         Ok(())
@@ -270,6 +324,12 @@ impl<B: Backend> Session<B> {
 impl<B: Backend> Run<B> {
     pub fn step(&self) -> usize {
         self.trainer.progress().step
+    }
+
+    /// The Web Lock this run holds while it trains (see [`crate::locks`]).
+    pub fn lock_name(&self) -> String {
+        let t = &self.trainer;
+        run_lock_name(t.model().config(), t.config(), &t.dataset().manifest().dataset_id)
     }
 
     /// Whether the weights changed since the last checkpoint.
@@ -286,7 +346,7 @@ impl<B: Backend> Run<B> {
         self.rows_per_part
     }
 
-    fn train_slice(
+    async fn train_slice(
         &mut self,
         kind: BackendKind,
         start: f64,
@@ -299,7 +359,7 @@ impl<B: Backend> Run<B> {
         loop {
             let unit_start = clock.now_ms();
             if let Some((eval, train_loss)) = self.eval.as_mut() {
-                if let Some(val) = block_on(eval.next_part(&self.trainer, self.rows_per_part))? {
+                if let Some(val) = eval.next_part(&self.trainer, self.rows_per_part).await? {
                     let train_loss = *train_loss;
                     self.eval = None;
                     self.trainer.record_eval(train_loss, val);
@@ -315,26 +375,26 @@ impl<B: Backend> Run<B> {
                 }
             } else if !self.trainer.is_finished() {
                 let rows_before = self.trainer.rows_done();
-                let report = self.trainer.step_part(self.rows_per_part)?;
+                let done = self.trainer.step_part_deferred(self.rows_per_part);
+                // The part is queued, not done (on a GPU): wait for it, so the unit's time is
+                // its real duration (the budget rule above needs it) and a device failure
+                // surfaces here, while nothing is read back.
+                self.trainer.model().params().tensors()[0].backend().flush().await.map_err(tensor_error)?;
                 let ms = clock.now_ms() - unit_start;
-                let rows_after = if report.is_some() { batch } else { self.trainer.rows_done() };
+                let rows_after = if done.is_some() { batch } else { self.trainer.rows_done() };
                 self.trainer.add_wall_time(ms / 1e3);
                 self.window_tokens += (rows_after - rows_before) * seq;
                 self.window_ms += ms;
                 self.partial_step_ms += ms;
-                if let Some(report) = report {
+                if let Some(done) = done {
                     let ms = std::mem::take(&mut self.partial_step_ms);
                     self.step_ms = Some(self.step_ms.map_or(ms, |avg| 0.8 * avg + 0.2 * ms));
-                    self.last_train_loss = report.train_loss;
-                    self.points.push(LossPoint {
-                        step: report.step,
-                        train_loss: report.train_loss,
-                        val_loss: None,
-                    });
-                    if report.eval_due {
-                        self.eval = Some((Evaluation::new(&self.trainer, Split::Val), report.train_loss));
+                    if done.eval_due {
+                        // The evaluation point carries this step's training loss.
+                        self.read_losses().await?;
+                        self.eval = Some((Evaluation::new(&self.trainer, Split::Val), self.last_train_loss));
                     }
-                    if report.step % interval == 0 {
+                    if done.step % interval == 0 {
                         self.save_pending = true;
                     }
                 }
@@ -345,6 +405,7 @@ impl<B: Backend> Run<B> {
             }
             if self.trainer.is_finished() && self.eval.is_none() {
                 self.state = RunState::Finished;
+                self.read_losses().await?;
                 let step = self.step();
                 if let Some(p) = self.progress(kind) {
                     out.messages.push(OutMessage::Progress(p));
@@ -363,10 +424,21 @@ impl<B: Backend> Run<B> {
         }
         let now = clock.now_ms();
         if now - self.last_progress_ms >= PROGRESS_INTERVAL_MS || out.save_due {
+            self.read_losses().await?;
             if let Some(p) = self.progress(kind) {
                 out.messages.push(OutMessage::Progress(p));
             }
             self.last_progress_ms = now;
+        }
+        Ok(())
+    }
+
+    /// Reads the losses of the steps taken since the last read into the trainer's history
+    /// and the next progress message's points (see `Trainer::read_losses`).
+    async fn read_losses(&mut self) -> Result<(), WorkerError> {
+        for p in self.trainer.read_losses().await? {
+            self.last_train_loss = p.train_loss;
+            self.points.push(LossPoint { step: p.step, train_loss: p.train_loss, val_loss: None });
         }
         Ok(())
     }
@@ -376,8 +448,9 @@ impl<B: Backend> Run<B> {
         if self.last_train_loss.is_nan() && self.points.is_empty() {
             return None;
         }
-        let tokens_per_second =
-            if self.window_ms > 0.0 { self.window_tokens as f64 / (self.window_ms / 1e3) } else { 0.0 };
+        if self.window_ms > 0.0 && self.window_tokens > 0 {
+            self.tokens_per_second = self.window_tokens as f64 / (self.window_ms / 1e3);
+        }
         let max_steps = self.trainer.config().max_steps;
         let remaining = max_steps.saturating_sub(self.step()) as f64;
         let progress = TrainingProgress {
@@ -385,7 +458,7 @@ impl<B: Backend> Run<B> {
             max_steps,
             train_loss: self.last_train_loss,
             val_loss: self.last_val_loss,
-            tokens_per_second,
+            tokens_per_second: self.tokens_per_second,
             backend: kind,
             eta_seconds: self.step_ms.map_or(0.0, |ms| remaining * ms / 1e3),
             points: std::mem::take(&mut self.points),
@@ -415,18 +488,10 @@ fn run_info<B: Backend>(run: &Run<B>) -> RunInfo {
 }
 
 /// The model config (explicit, or the preset's) and the training config: the given fields
-/// over the documented defaults, with the preset's batch size unless one is given.
+/// over the documented defaults, with the preset's batch size unless one is given — the
+/// rules of `tinygpt_optim::Recipe`, which the CLI builds its runs with too.
 pub fn resolve_configs(request: TrainRequest) -> Result<(ModelConfig, TrainingConfig), WorkerError> {
-    let preset = request.preset.as_deref().map(Preset::by_name).transpose()?;
-    let model = match (request.model_config, &preset) {
-        (Some(m), _) => m,
-        (None, Some(p)) => p.model.clone(),
-        (None, None) => {
-            return Err(WorkerError::new(ErrorCode::InvalidConfig, "Choose a preset or give a model config."))
-        }
-    };
-    model.validate()?;
-    let mut fields = match request.training_config {
+    let training = match request.training_config {
         Some(Value::Object(map)) => map,
         None | Some(Value::Null) => Default::default(),
         Some(other) => {
@@ -436,13 +501,24 @@ pub fn resolve_configs(request: TrainRequest) -> Result<(ModelConfig, TrainingCo
             ))
         }
     };
-    if let Some(p) = &preset {
-        fields.entry("batch_size").or_insert(p.batch_size.into());
-    }
-    let training: TrainingConfig = serde_json::from_value(Value::Object(fields))
-        .map_err(|e| WorkerError::new(ErrorCode::InvalidConfig, format!("Invalid training config: {e}.")))?;
-    training.validate()?;
-    Ok((model, training))
+    let recipe = Recipe {
+        preset: request.preset,
+        model: request.model_config,
+        training,
+        overrides: Overrides::default(),
+    };
+    Ok(recipe.build()?)
+}
+
+/// The memory a browser tab's WebAssembly can address, as the refusal names it.
+const WASM32_BUDGET: &str = "the memory WebAssembly can address in a browser tab";
+
+/// Refuses, before anything is allocated, a model the worker's wasm32 memory cannot train
+/// (the estimate the CLI and the preset picker use): an allocation failure would kill the
+/// worker instead.
+pub fn check_fits_wasm32(model: &ModelConfig, batch: usize) -> Result<(), WorkerError> {
+    check_training_memory(model, batch, WASM32_ADDRESS_SPACE, WASM32_BUDGET)?;
+    Ok(())
 }
 
 fn tensor_error(e: tinygpt_tensor::TensorError) -> WorkerError {

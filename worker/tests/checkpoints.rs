@@ -55,7 +55,7 @@ fn save_list_load_and_resume_continues_exactly() {
 
     let mut first = tiny_session(10);
     train_to(&mut first, 6);
-    let (id, bytes) = block_on(store.save(&snapshot(first.run().unwrap()).unwrap())).unwrap();
+    let (id, bytes) = block_on(store.save(&block_on(snapshot(first.run().unwrap())).unwrap())).unwrap();
     assert!(bytes > 0);
     let items = block_on(store.list()).unwrap();
     assert_eq!(items.len(), 1);
@@ -69,7 +69,10 @@ fn save_list_load_and_resume_continues_exactly() {
     let started = second.install(trainer, Some(id.clone()), RunState::Paused, 0.0);
     let OutMessage::RunStarted { run } = &started[0] else { panic!("{started:?}") };
     assert_eq!(run.step, 6);
-    assert_eq!(run.history.iter().map(|p| p.step).collect::<Vec<_>>(), vec![4], "the eval point at step 4");
+    // The restored history is the whole learning curve: every step, val loss at step 4.
+    assert_eq!(run.history.iter().map(|p| p.step).collect::<Vec<_>>(), (1..=6).collect::<Vec<_>>());
+    let evals: Vec<usize> = run.history.iter().filter(|p| p.val_loss.is_some()).map(|p| p.step).collect();
+    assert_eq!(evals, [4], "the eval point at step 4");
     assert!(!second.run().unwrap().needs_save());
     second.resume(0.0).unwrap();
     let mut resumed = Vec::new();
@@ -100,7 +103,7 @@ fn another_text_is_refused_by_name_and_export_import_round_trips() {
     let store = Checkpoints::new(MemoryStorage::new(), StorageKind::Memory);
     let mut s = tiny_session(10);
     train_to(&mut s, 2);
-    let (id, _) = block_on(store.save(&snapshot(s.run().unwrap()).unwrap())).unwrap();
+    let (id, _) = block_on(store.save(&block_on(snapshot(s.run().unwrap())).unwrap())).unwrap();
 
     let mut other = shakespeare();
     other.name = "other.txt".into();

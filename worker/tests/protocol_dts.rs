@@ -246,6 +246,21 @@ fn out_samples() -> Vec<OutMessage> {
                 quota_bytes: Some(1e10),
                 usage_bytes: Some(1e6),
                 hardware_threads: 2,
+                backend_note: Some("No WebGPU adapter: training on wasm-simd.".into()),
+                webgpu: Some(WebgpuInfo {
+                    adapter: "google swiftshader".into(),
+                    fallback_adapter: true,
+                    limits: WebgpuLimits {
+                        max_storage_buffer_binding_size: 1073741824.0,
+                        max_buffer_size: 1073741824.0,
+                        max_compute_workgroup_size_x: 256,
+                        max_compute_invocations_per_workgroup: 256,
+                        max_compute_workgroup_storage_size: 32768,
+                        max_compute_workgroups_per_dimension: 65535,
+                        max_storage_buffers_per_shader_stage: 10,
+                    },
+                    features: vec!["subgroups".into()],
+                }),
             },
             presets: tinygpt_worker::presets::preset_infos(),
             default_training_config: TrainingConfig::default(),
@@ -274,7 +289,7 @@ fn out_samples() -> Vec<OutMessage> {
         }),
         OutMessage::Status { state: RunState::Paused, step: 2 },
         OutMessage::SampleChunk { text: "RO".into() },
-        OutMessage::SampleDone { text: "ROMEO".into(), tokens_per_second: 50.0 },
+        OutMessage::SampleDone { text: "ROMEO".into(), tokens_per_second: 50.0, cancelled: false },
         OutMessage::CheckpointSaved { id: "gen-000001".into(), step: 2, bytes: 1234 },
         OutMessage::Checkpoints {
             items: vec![CheckpointInfo {
@@ -326,6 +341,8 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
         E::InvalidConfig,
         E::UnknownPreset,
         E::NoRun,
+        E::RunFinished,
+        E::RunLocked,
         E::StorageUnavailable,
         E::QuotaExceeded,
         E::CheckpointNotFound,
@@ -343,6 +360,8 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
             | E::InvalidConfig
             | E::UnknownPreset
             | E::NoRun
+            | E::RunFinished
+            | E::RunLocked
             | E::StorageUnavailable
             | E::QuotaExceeded
             | E::CheckpointNotFound

@@ -78,7 +78,7 @@ fn a_tiny_run_trains_evaluates_reports_every_step_and_finishes() {
     let recorded = trainer.history().last().and_then(|p| p.val_loss).unwrap();
     assert_eq!(recorded.to_bits(), trainer.evaluate(Split::Val).unwrap().to_bits(), "{recorded}");
     assert_eq!(s.run().unwrap().state, RunState::Finished);
-    assert_eq!(s.resume(0.0).unwrap_err().code, ErrorCode::NoRun);
+    assert_eq!(s.resume(0.0).unwrap_err().code, ErrorCode::RunFinished);
 }
 
 #[test]
@@ -202,7 +202,7 @@ fn sampling_streams_the_same_text_as_generate() {
             _ => None,
         })
         .collect();
-    let Some(OutMessage::SampleDone { text, tokens_per_second }) = messages.last() else {
+    let Some(OutMessage::SampleDone { text, tokens_per_second, cancelled: false }) = messages.last() else {
         panic!("no sampleDone in {messages:?}")
     };
     assert!(messages.len() > 2, "a zero budget streams many chunks");

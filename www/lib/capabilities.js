@@ -9,7 +9,21 @@ const yesNo = (el, value, yes = 'yes', no = 'no', noClass = 'no') => {
 
 export function renderCapabilities(caps, persisted) {
   const $ = (id) => document.getElementById(id);
-  $('cap-backend').textContent = caps.backend;
+  $('cap-backend').textContent = caps.backendNote ? `${caps.backend} — ${caps.backendNote}` : caps.backend;
+  const gpu = caps.webgpu;
+  if (gpu) {
+    const l = gpu.limits;
+    $('cap-webgpu').textContent =
+      `${gpu.adapter}${gpu.fallbackAdapter ? ' (fallback adapter)' : ''} — max storage binding ` +
+      `${formatBytes(l.maxStorageBufferBindingSize)}, workgroup ${l.maxComputeWorkgroupSizeX} ` +
+      `(${l.maxComputeInvocationsPerWorkgroup} invocations, ${formatBytes(l.maxComputeWorkgroupStorageSize)} shared), ` +
+      `${l.maxStorageBuffersPerShaderStage} storage buffers a stage` +
+      (gpu.features.length ? `; ${gpu.features.join(', ')}` : '');
+    $('cap-webgpu').className = gpu.fallbackAdapter ? 'warn' : 'yes';
+  } else {
+    $('cap-webgpu').textContent = `no — ${(caps.backendNote || '').split(':')[0]}`;
+    $('cap-webgpu').className = 'no';
+  }
   yesNo($('cap-simd'), caps.simd);
   yesNo($('cap-isolated'), caps.crossOriginIsolated);
   const storage = { opfs: 'OPFS', indexeddb: 'IndexedDB', memory: 'memory (this tab only)', none: 'unavailable' }[caps.storage];

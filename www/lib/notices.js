@@ -12,9 +12,12 @@ const TITLES = {
   invalidConfig: 'A setting is not valid.',
   unknownPreset: 'Unknown model preset.',
   noRun: 'Nothing to do yet.',
+  runFinished: 'This run is finished.',
+  runLocked: 'Another tab is training this run.',
   diverged: 'Training became unstable.',
-  badMessage: 'Internal error.',
+  badMessage: 'The worker could not read a message.',
   internal: 'Something went wrong.',
+  workerCrashed: 'The training worker stopped.',
 };
 
 /** Codes after which the saved run is worth mentioning: it was not touched. */
@@ -25,17 +28,18 @@ export class Notices {
     this.container = container;
   }
 
-  error(code, message) {
+  /** `action` ({label, run}) adds a button that does what the message suggests. */
+  error(code, message, action = null) {
     const title = TITLES[code] || TITLES.internal;
     const keep = KEEPS_RUN.has(code) ? ' Your current run and saved checkpoints are unchanged.' : '';
-    this.show('error', title, `${message}${keep}`, code);
+    return this.show('error', title, `${message}${keep}`, code, action);
   }
 
   info(title, message) {
     this.show('info', title, message, 'info');
   }
 
-  show(kind, title, message, code) {
+  show(kind, title, message, code, action = null) {
     const el = document.createElement('div');
     el.className = `notice ${kind}`;
     el.dataset.code = code;
@@ -48,9 +52,21 @@ export class Notices {
     close.textContent = 'Dismiss';
     close.className = 'ghost';
     close.onclick = () => el.remove();
-    el.append(text, close);
+    if (action) {
+      const act = document.createElement('button');
+      act.textContent = action.label;
+      act.className = 'primary';
+      act.onclick = () => {
+        el.remove();
+        action.run();
+      };
+      el.append(text, act, close);
+    } else {
+      el.append(text, close);
+    }
     this.container.prepend(el);
     while (this.container.children.length > 4) this.container.lastChild.remove();
     if (kind === 'info') setTimeout(() => el.remove(), 6000);
+    return el;
   }
 }

@@ -7,9 +7,16 @@ export class WorkerClient {
     this.handlers = new Map();
     this.worker = new Worker(new URL('../worker.js', import.meta.url), { type: 'module' });
     this.worker.onmessage = (event) => this.emit(event.data.type, event.data);
+    // An uncaught error ends the worker's usefulness (a wasm trap such as running out of
+    // memory leaves its module unusable): report it once as `crashed` (a page-side event,
+    // not a protocol message) and stop the worker; the page offers a restart.
+    this.crashed = false;
     this.worker.onerror = (event) => {
       event.preventDefault();
-      this.emit('error', { type: 'error', code: 'internal', message: `The worker failed to start: ${event.message || 'unknown error'}` });
+      if (this.crashed) return;
+      this.crashed = true;
+      this.worker.terminate();
+      this.emit('crashed', { type: 'crashed', reason: event.message || 'unknown error' });
     };
     this.send({ type: 'init', backend, storage });
   }

@@ -1,8 +1,13 @@
 //! The JavaScript face of the worker (wasm32 only): `new WorkerApp(post, env)`, then
 //! `handle(message)` for each page message and `tick(budgetMs)` while `tick` resolves to
 //! true. `www/worker.js` owns the event loop and calls these one at a time (a promise
-//! queue), so the `RefCell`s here are never borrowed twice; no borrow is held across an
-//! `await` either.
+//! queue).
+//!
+//! Ownership across `await`s: a call that needs the [`Session`] takes it out of its slot
+//! for its whole duration ([`Held`], which puts it back when dropped), so the session can
+//! be used across awaited device readbacks (a WebGPU `mapAsync` resolves only when the event
+//! loop turns) without a `RefCell` borrow living across an `await`. The other cells are
+//! borrowed only between awaits.
 
 mod storage;
 
@@ -13,18 +18,22 @@ use js_sys::{Function, Promise};
 use serde::Serialize;
 use tinygpt_ckpt::web::WebStorage;
 use tinygpt_kernels_cpu::CpuBackend;
+use tinygpt_model::data::dataset_id;
 use tinygpt_optim::TrainingConfig;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::future_to_promise;
+use wasm_bindgen_futures::{future_to_promise, JsFuture};
 
 use crate::checkpoints::{restore, snapshot, Checkpoints};
 use crate::clock::{Clock, SystemClock};
 use crate::error::WorkerError;
+use crate::incoming::{unreadable, Received};
+use crate::locks::{run_lock_name, STORE_LOCK};
 use crate::presets::preset_infos;
 use crate::protocol::{
     BackendKind, Capabilities, ErrorCode, InMessage, OutMessage, RunState, StorageChoice, StorageKind,
+    WebgpuInfo,
 };
-use crate::session::{SampleRequest, Session, TrainRequest};
+use crate::session::{resolve_configs, SampleRequest, Session, TrainRequest};
 
 /// What only the JS side can see, passed to the constructor.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
@@ -33,14 +42,46 @@ struct Environment {
     simd: bool,
     cross_origin_isolated: bool,
     hardware_threads: usize,
+    /// The adapter `navigator.gpu.requestAdapter()` gave, if any (probed by worker.js).
+    webgpu: Option<WebgpuInfo>,
+    /// Why there is no adapter, in one line, when there is none.
+    webgpu_note: Option<String>,
 }
 
 /// The build running: SIMD when compiled with `+simd128`.
 const BACKEND: BackendKind =
     if cfg!(target_feature = "simd128") { BackendKind::WasmSimd } else { BackendKind::Wasm };
 
+/// The session while no call holds it (see the module docs).
+type Slot = RefCell<Option<Session<CpuBackend>>>;
+
+/// The session taken out of its [`Slot`] by the call running; dropping it puts it back.
+struct Held<'a> {
+    slot: &'a Slot,
+    session: Option<Session<CpuBackend>>,
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = Session<CpuBackend>;
+    fn deref(&self) -> &Self::Target {
+        self.session.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.session.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        *self.slot.borrow_mut() = self.session.take();
+    }
+}
+
 struct Inner {
-    session: RefCell<Session<CpuBackend>>,
+    session: Slot,
     store: RefCell<Option<Rc<Checkpoints<WebStorage>>>>,
     /// Why the chosen storage could not be opened.
     storage_note: RefCell<Option<String>>,
@@ -49,6 +90,11 @@ struct Inner {
     post: Function,
     env: Environment,
     clock: SystemClock,
+    /// `{hold(name, wait), release(name)}` from worker.js (Web Locks); absent: no locking.
+    locks: Option<(Function, Function)>,
+    /// Run locks held now (see [`crate::locks`]): the training run's, briefly two while a
+    /// new run replaces a training one.
+    held_runs: RefCell<Vec<String>>,
 }
 
 #[wasm_bindgen]
@@ -59,19 +105,28 @@ pub struct WorkerApp {
 #[wasm_bindgen]
 impl WorkerApp {
     /// `post(message)` delivers a worker → page message; `env` is `{simd,
-    /// crossOriginIsolated, hardwareThreads}`.
+    /// crossOriginIsolated, hardwareThreads}`; `locks` is `{hold(name, wait) → Promise<bool>,
+    /// release(name)}` over `navigator.locks` (undefined: no locking).
     #[wasm_bindgen(constructor)]
-    pub fn new(post: Function, env: JsValue) -> Result<WorkerApp, JsValue> {
+    pub fn new(post: Function, env: JsValue, locks: JsValue) -> Result<WorkerApp, JsValue> {
         console_error_panic_hook::set_once();
         let env: Environment = serde_wasm_bindgen::from_value(env).unwrap_or_default();
+        let function = |name: &str| {
+            js_sys::Reflect::get(&locks, &JsValue::from_str(name))
+                .ok()
+                .and_then(|f| f.dyn_into::<Function>().ok())
+        };
+        let locks = function("hold").zip(function("release"));
         let inner = Inner {
-            session: RefCell::new(Session::new(CpuBackend::new(1), BACKEND)),
+            session: RefCell::new(Some(Session::new(CpuBackend::new(1), BACKEND))),
             store: RefCell::new(None),
             storage_note: RefCell::new(None),
             warned_no_storage: RefCell::new(false),
             post,
             env,
             clock: SystemClock::default(),
+            locks,
+            held_runs: RefCell::new(Vec::new()),
         };
         Ok(WorkerApp { inner: Rc::new(inner) })
     }
@@ -81,13 +136,14 @@ impl WorkerApp {
     pub fn handle(&self, message: JsValue) -> Promise {
         let inner = Rc::clone(&self.inner);
         future_to_promise(async move {
-            let result = match serde_wasm_bindgen::from_value::<InMessage>(message) {
+            let result = match read_message(message) {
                 Ok(m) => inner.dispatch(m).await,
-                Err(e) => Err(WorkerError::new(ErrorCode::BadMessage, format!("Unreadable message: {e}"))),
+                Err(e) => Err(e),
             };
             if let Err(e) = result {
                 inner.post(&e.to_message());
             }
+            inner.sync_run_locks();
             Ok(JsValue::UNDEFINED)
         })
     }
@@ -97,9 +153,17 @@ impl WorkerApp {
     pub fn tick(&self, budget_ms: f64) -> Promise {
         let inner = Rc::clone(&self.inner);
         future_to_promise(async move {
-            let outcome = inner.session.borrow_mut().tick(budget_ms, &inner.clock);
-            match outcome {
+            let mut session = match inner.session() {
+                Ok(s) => s,
+                Err(e) => {
+                    inner.post(&e.to_message());
+                    return Ok(JsValue::FALSE);
+                }
+            };
+            let outcome = session.tick_async(budget_ms, &inner.clock).await;
+            let busy = match outcome {
                 Ok(outcome) => {
+                    drop(session);
                     for m in &outcome.messages {
                         inner.post(m);
                     }
@@ -108,17 +172,20 @@ impl WorkerApp {
                             inner.post(&e.to_message());
                         }
                     }
-                    Ok(JsValue::from_bool(outcome.busy))
+                    outcome.busy
                 }
                 Err(e) => {
                     // A failed step (a diverged loss) ends training; the run stays for saving.
                     inner.post(&e.to_message());
-                    if let Ok(stopped) = inner.session.borrow_mut().stop() {
+                    if let Ok(stopped) = session.stop_async().await {
                         stopped.iter().for_each(|m| inner.post(m));
                     }
-                    Ok(JsValue::FALSE)
+                    drop(session);
+                    false
                 }
-            }
+            };
+            inner.sync_run_locks();
+            Ok(JsValue::from_bool(busy))
         })
     }
 }
@@ -136,6 +203,14 @@ impl Inner {
 
     fn now(&self) -> f64 {
         self.clock.now_ms()
+    }
+
+    /// Takes the session for the call running (see the module docs).
+    fn session(&self) -> Result<Held<'_>, WorkerError> {
+        let session = self.session.borrow_mut().take().ok_or_else(|| {
+            WorkerError::new(ErrorCode::Internal, "Internal error: two calls into the worker overlapped.")
+        })?;
+        Ok(Held { slot: &self.session, session: Some(session) })
     }
 
     fn store(&self) -> Option<Rc<Checkpoints<WebStorage>>> {
@@ -160,17 +235,36 @@ impl Inner {
             InMessage::Init { storage, .. } => self.init(storage).await,
             InMessage::Train { model_config, preset, training_config, dataset } => {
                 let request = TrainRequest { model_config, preset, training_config };
-                let out = self.session.borrow_mut().start(request, dataset, self.now())?;
+                let (model, training) = resolve_configs(request.clone())?;
+                let lock = run_lock_name(&model, &training, &dataset_id(&dataset.bytes));
+                self.hold_run(&lock, &model.model_name, &dataset.name).await?;
+                let out = self.session()?.start(request, dataset, self.now())?;
                 *self.warned_no_storage.borrow_mut() = false;
                 out.iter().for_each(|m| self.post(m));
                 Ok(())
             }
-            InMessage::Pause => self.post_all(self.session.borrow_mut().pause()),
-            InMessage::Resume => self.post_all(self.session.borrow_mut().resume(self.now())),
+            InMessage::Pause => self.post_all(self.session()?.pause()),
+            InMessage::Resume => {
+                let lock = self.session()?.run().map(|r| {
+                    let t = &r.trainer;
+                    (
+                        r.lock_name(),
+                        t.model().config().model_name.clone(),
+                        t.dataset().manifest().name.clone(),
+                    )
+                });
+                if let Some((lock, model, data)) = lock {
+                    self.hold_run(&lock, &model, &data).await?;
+                }
+                self.post_all(self.session()?.resume(self.now()))
+            }
             InMessage::Stop => {
-                let out = self.session.borrow_mut().stop()?;
-                out.iter().for_each(|m| self.post(m));
-                let needs_save = self.session.borrow().run().is_some_and(|r| r.needs_save());
+                let needs_save = {
+                    let mut session = self.session()?;
+                    let out = session.stop_async().await?;
+                    out.iter().for_each(|m| self.post(m));
+                    session.run().is_some_and(|r| r.needs_save())
+                };
                 if needs_save {
                     self.save(false).await?;
                 }
@@ -178,14 +272,14 @@ impl Inner {
             }
             InMessage::Sample { prompt, max_tokens, temperature, top_k, seed } => {
                 let request = SampleRequest { prompt, max_tokens, temperature, top_k, seed };
-                self.session.borrow_mut().sample(request, self.now())
+                self.post_all(self.session()?.sample(request, self.now()))
             }
             InMessage::Save => self.save(true).await,
             InMessage::ListCheckpoints => self.post_list().await,
             InMessage::Load { id, dataset } => {
                 let store = self.require_store()?;
                 let ckpt = store.load(&id).await?;
-                let mut session = self.session.borrow_mut();
+                let mut session = self.session()?;
                 let trainer = restore(session.backend(), ckpt, &dataset)?;
                 let out = session.install(trainer, Some(id), RunState::Paused, self.now());
                 drop(session);
@@ -193,7 +287,8 @@ impl Inner {
                 Ok(())
             }
             InMessage::Delete { id } => {
-                self.require_store()?.delete(&id).await?;
+                let store = self.require_store()?;
+                self.with_store_lock(store.delete(&id)).await?;
                 self.post(&OutMessage::Deleted { id });
                 self.post_list().await
             }
@@ -203,11 +298,72 @@ impl Inner {
                 Ok(())
             }
             InMessage::Import { bytes } => {
-                let (id, step, bytes) = self.require_store()?.import(&bytes).await?;
+                let store = self.require_store()?;
+                let (id, step, bytes) = self.with_store_lock(store.import(&bytes)).await?;
                 self.post(&OutMessage::CheckpointSaved { id, step, bytes });
                 self.post_list().await
             }
         }
+    }
+
+    /// Takes a Web Lock: true once held, false when `wait` is false and another context
+    /// holds it. Without Web Locks every lock is granted.
+    async fn hold(&self, name: &str, wait: bool) -> bool {
+        let Some((hold, _)) = &self.locks else { return true };
+        let promise = hold.call2(&JsValue::NULL, &JsValue::from_str(name), &JsValue::from_bool(wait));
+        match promise.map(|p| JsFuture::from(Promise::from(p))) {
+            Ok(future) => future.await.map(|granted| granted.as_bool() == Some(true)).unwrap_or(true),
+            // A browser whose Web Locks fail cannot coordinate tabs; training still works.
+            Err(_) => true,
+        }
+    }
+
+    fn release(&self, name: &str) {
+        if let Some((_, release)) = &self.locks {
+            let _ = release.call1(&JsValue::NULL, &JsValue::from_str(name));
+        }
+    }
+
+    /// Holds the run lock `name` (a run of `model` on `data`) before training it, or refuses
+    /// with `runLocked` when another tab trains that run.
+    async fn hold_run(&self, name: &str, model: &str, data: &str) -> Result<(), WorkerError> {
+        if self.held_runs.borrow().iter().any(|h| h == name) {
+            return Ok(());
+        }
+        if !self.hold(name, false).await {
+            return Err(WorkerError::new(
+                ErrorCode::RunLocked,
+                format!(
+                    "Another tab of this site is training this run ({model} on \"{data}\"), so this tab cannot \
+                     train it at the same time. Pause or stop it in that tab, or close that tab, then resume it \
+                     here. Its checkpoints are safe."
+                ),
+            ));
+        }
+        self.held_runs.borrow_mut().push(name.to_string());
+        Ok(())
+    }
+
+    /// Lets go of every run lock but the training run's (after a pause, stop, finish, a
+    /// diverged step, a replaced run, or a refused start).
+    fn sync_run_locks(&self) {
+        // Called between calls' awaits, when no call holds the session.
+        let keep = self.session.borrow().as_ref().and_then(|s| s.training_lock());
+        let released: Vec<String> = {
+            let mut held = self.held_runs.borrow_mut();
+            let (kept, released) = held.drain(..).partition(|h| Some(h) == keep.as_ref());
+            *held = kept;
+            released
+        };
+        released.iter().for_each(|name| self.release(name));
+    }
+
+    /// Runs a store write holding [`STORE_LOCK`], so saves of two tabs never interleave.
+    async fn with_store_lock<T>(&self, write: impl std::future::Future<Output = T>) -> T {
+        self.hold(STORE_LOCK, true).await;
+        let result = write.await;
+        self.release(STORE_LOCK);
+        result
     }
 
     fn post_all(&self, result: Result<Vec<OutMessage>, WorkerError>) -> Result<(), WorkerError> {
@@ -230,6 +386,8 @@ impl Inner {
             quota_bytes,
             usage_bytes,
             hardware_threads: self.env.hardware_threads,
+            backend_note: Some(self.backend_note()),
+            webgpu: self.env.webgpu.clone(),
         };
         self.post(&OutMessage::Ready {
             capabilities,
@@ -251,20 +409,36 @@ impl Inner {
             Err(_) => return Ok(()),
         };
         let ckpt = {
-            let session = self.session.borrow();
+            let session = self.session()?;
             let Some(run) = session.run() else {
                 return if explicit { Err(WorkerError::no_run("save")) } else { Ok(()) };
             };
-            snapshot(run)?
+            snapshot(run).await?
         };
         let step = ckpt.progress.step;
-        let (id, bytes) = store.save(&ckpt).await?;
-        if let Some(run) = self.session.borrow_mut().run_mut() {
+        let (id, bytes) = self.with_store_lock(store.save(&ckpt)).await?;
+        if let Some(run) = self.session()?.run_mut() {
             run.saved_step = step;
             run.checkpoint_id = Some(id.clone());
         }
         self.post(&OutMessage::CheckpointSaved { id, step, bytes });
         self.post_list().await
+    }
+
+    /// Why training runs on this WASM build rather than on WebGPU, in one line.
+    fn backend_note(&self) -> String {
+        let why = match (&self.env.webgpu, &self.env.webgpu_note) {
+            // The adapter is shown in the capability panel; the kernels are what is missing.
+            (Some(_), _) => "WebGPU training is not in this build yet".to_string(),
+            (None, Some(note)) => note.trim_end_matches('.').to_string(),
+            (None, None) => "No WebGPU adapter".to_string(),
+        };
+        let build = match BACKEND {
+            BackendKind::WasmSimd => "wasm-simd",
+            BackendKind::Wasm => "wasm",
+            BackendKind::Webgpu => "webgpu",
+        };
+        format!("{why}: training on {build}.")
     }
 
     async fn post_list(&self) -> Result<(), WorkerError> {
@@ -276,6 +450,27 @@ impl Inner {
         self.post(&OutMessage::Checkpoints { items, storage: store.kind() });
         Ok(())
     }
+}
+
+/// Decodes a page message; what cannot be read is answered in the protocol's words.
+fn read_message(message: JsValue) -> Result<InMessage, WorkerError> {
+    let what = if message.is_null() {
+        return Err(unreadable(Received::NotAnObject("null"), ""));
+    } else if message.is_undefined() {
+        return Err(unreadable(Received::NotAnObject("undefined"), ""));
+    } else if js_sys::Array::is_array(&message) {
+        return Err(unreadable(Received::NotAnObject("an array"), ""));
+    } else if !message.is_object() {
+        let kind = message.js_typeof().as_string().unwrap_or_default();
+        return Err(unreadable(Received::NotAnObject(&format!("a {kind}")), ""));
+    } else {
+        match js_sys::Reflect::get(&message, &JsValue::from_str("type")).ok().and_then(|t| t.as_string()) {
+            Some(t) => t,
+            None => return Err(unreadable(Received::NoType, "")),
+        }
+    };
+    serde_wasm_bindgen::from_value::<InMessage>(message)
+        .map_err(|e| unreadable(Received::Type(&what), &e.to_string()))
 }
 
 /// `navigator.storage.estimate()`: `(quota, usage)` in bytes, when the browser tells.
