@@ -63,8 +63,9 @@ pub struct TrainArgs {
     /// or for --steps more steps. New checkpoints go to the same folder unless --out is given.
     #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// With --resume: the generation to continue from (`gen-000003` or `3`; default: the
-    /// latest). `tinygpt checkpoints DIR` lists them.
+    /// With --resume: the generation to continue from (`gen-000003`, `3`, or `best`: the
+    /// one with the lowest validation loss; default: the latest). `tinygpt checkpoints DIR`
+    /// lists them.
     #[arg(long, requires = "resume")]
     pub generation: Option<String>,
     /// Resume even though the data differs from the checkpoint's (a deliberate change of data).
@@ -102,8 +103,8 @@ pub struct SampleArgs {
     /// A checkpoint folder (written by `tinygpt train` or `tinygpt import`).
     #[arg(long)]
     pub model: PathBuf,
-    /// The generation to load (`gen-000003` or `3`; default: the latest). `tinygpt
-    /// checkpoints DIR` lists them.
+    /// The generation to load (`gen-000003`, `3`, or `best`: the one with the lowest
+    /// validation loss; default: the latest). `tinygpt checkpoints DIR` lists them.
     #[arg(long)]
     pub generation: Option<String>,
     #[arg(long, default_value = "")]
@@ -127,8 +128,8 @@ pub struct EvalArgs {
     /// A checkpoint folder.
     #[arg(long)]
     pub model: PathBuf,
-    /// The generation to load (`gen-000003` or `3`; default: the latest). `tinygpt
-    /// checkpoints DIR` lists them.
+    /// The generation to load (`gen-000003`, `3`, or `best`: the one with the lowest
+    /// validation loss; default: the latest). `tinygpt checkpoints DIR` lists them.
     #[arg(long)]
     pub generation: Option<String>,
     /// Text to evaluate on (default: the embedded TinyShakespeare).
@@ -154,8 +155,8 @@ pub struct ExportArgs {
     /// A checkpoint folder.
     #[arg(long)]
     pub model: PathBuf,
-    /// The generation to load (`gen-000003` or `3`; default: the latest). `tinygpt
-    /// checkpoints DIR` lists them.
+    /// The generation to load (`gen-000003`, `3`, or `best`: the one with the lowest
+    /// validation loss; default: the latest). `tinygpt checkpoints DIR` lists them.
     #[arg(long)]
     pub generation: Option<String>,
     /// The .safetensors file to write.

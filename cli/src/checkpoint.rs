@@ -1,5 +1,5 @@
 //! Loading a checkpoint folder for the commands that read one (`--model`, `--resume`),
-//! with `--generation` to pick an older one. Readers take no lock: a save never changes a
+//! with `--generation` to pick an older one (or `best`, the lowest validation loss). Readers take no lock: a save never changes a
 //! generation that latest.json names.
 
 use std::path::Path;
@@ -8,6 +8,9 @@ use tinygpt_ckpt::{Checkpoint, CheckpointDir};
 use tinygpt_tensor::block_on;
 
 use crate::error::CliError;
+
+/// The `--generation` value that names the best generation (best.json).
+pub const BEST: &str = "best";
 
 /// `gen-000003` or `3` → `gen-000003`.
 pub fn generation_id(arg: &str) -> Result<String, CliError> {
@@ -19,7 +22,7 @@ pub fn generation_id(arg: &str) -> Result<String, CliError> {
     match arg.parse::<u64>() {
         Ok(n) => Ok(format!("gen-{n:06}")),
         Err(_) => Err(CliError::Usage(format!(
-            "--generation {arg:?} is not a generation: use its number (3) or name (gen-000003)"
+            "--generation {arg:?} is not a generation: use its number (3), its name (gen-000003) or best"
         ))),
     }
 }
@@ -31,6 +34,9 @@ pub fn load(dir: &Path, generation: Option<&str>) -> Result<Checkpoint, CliError
         return Err(CliError::Usage(format!("checkpoint folder {} does not exist", dir.display())));
     }
     let store = CheckpointDir::open(dir)?;
+    if generation == Some(BEST) {
+        return load_best(&store);
+    }
     if let Some(arg) = generation {
         return Ok(store.load(&generation_id(arg)?)?);
     }
@@ -59,4 +65,16 @@ pub fn load(dir: &Path, generation: Option<&str>) -> Result<Checkpoint, CliError
             _ => source.into(),
         }
     })
+}
+
+/// The best generation; says on stderr which one it is, and why best.json was not used when
+/// the best had to be recomputed from the generations that verify.
+fn load_best(store: &CheckpointDir) -> Result<Checkpoint, CliError> {
+    let loaded = store.load_best()?;
+    if let Some(why) = &loaded.fallback {
+        eprintln!("{why}; using the best generation that verifies instead");
+    }
+    let best = &loaded.best;
+    eprintln!("best generation: {} (step {}, val loss {:.4})", best.id, best.step, best.val_loss);
+    Ok(loaded.checkpoint)
 }

@@ -1,5 +1,6 @@
 //! `tinygpt checkpoints DIR`: a run folder's generations, each with its step, latest
-//! validation loss, size and whether it loads with every check (sizes, checksums, values).
+//! validation loss, size and whether it loads with every check (sizes, checksums, values);
+//! `(latest)` and `(best)` mark what latest.json and best.json name.
 
 use tinygpt_ckpt::CheckpointDir;
 
@@ -34,7 +35,8 @@ pub fn run(args: CheckpointsArgs) -> Result<(), CliError> {
             Err(e) => ("-".into(), format!("CORRUPT: {e}")),
         };
         let latest = if g.latest { " (latest)" } else { "" };
-        println!("{:<12} {:>8} {:>10} {:>12}  {status}{latest}", g.id, g.step, val, g.bytes);
+        let best = if g.best { " (best)" } else { "" };
+        println!("{:<12} {:>8} {:>10} {:>12}  {status}{latest}{best}", g.id, g.step, val, g.bytes);
     }
     for id in unreadable {
         println!(

@@ -1,6 +1,9 @@
 //! `tinygpt train`: trains with a progress bar, evaluates every `eval_interval` steps and
 //! checkpoints to `--out` every `checkpoint_interval` steps, at least once a minute, at the
 //! end and on Ctrl-C or SIGTERM. `--resume DIR` continues a checkpointed run exactly.
+//! With `early_stop_patience` it stops once that many evaluations in a row have not improved
+//! on the best validation loss. At the end it prints the best validation loss, its step and
+//! the training seconds that reached it (one JSON line on stdout).
 //!
 //! Before anything trains: the configs and data are checked, training memory is estimated
 //! against what the machine has, and the `--out` folder is created and locked (one writer
@@ -16,7 +19,7 @@ use tinygpt_ckpt::{
     check_compatible, Checkpoint, CheckpointDir, CkptError, WriterLock, BEST_POINTER, POINTER,
 };
 use tinygpt_model::{Dataset, ModelConfig, Split};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{LossPoint, Trainer, TrainerProgress, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::TrainArgs;
@@ -234,6 +237,8 @@ impl WithBackend for Train {
             Ok(())
         };
         let finished = |t: &Trainer<B>| t.progress().step >= stop_at;
+        let mut best = BestSoFar::from_history(trainer.history());
+        let mut stopped_early = None;
         while !finished(&trainer) {
             let started = Instant::now();
             let report = trainer.step()?;
@@ -246,7 +251,11 @@ impl WithBackend for Train {
                 let val = trainer.evaluate(Split::Val)?;
                 trainer.record_eval(report.train_loss, val);
                 last_val = Some(val);
+                best.record(report.step, val, trainer.progress().wall_time_sec);
                 log(&bar, format!("step {:>6}  train {:.4}  val {val:.4}", report.step, report.train_loss));
+                if trainer.should_stop_early() {
+                    stopped_early = Some(report.step);
+                }
             }
             let val = last_val.map_or("-".to_string(), |v| format!("{v:.4}"));
             bar.set_message(format!("loss {:.4} val {val} {:.0} tok/s", report.train_loss, tokens_per_s));
@@ -257,6 +266,9 @@ impl WithBackend for Train {
                 eprintln!("interrupted at step {}; resume with --resume {}", report.step, out.display());
                 std::process::exit(130);
             }
+            if stopped_early.is_some() {
+                break;
+            }
             let due = report.step % trainer.config().checkpoint_interval == 0
                 || last_save.elapsed() >= MAX_TIME_BETWEEN_CHECKPOINTS;
             if due && !finished(&trainer) {
@@ -266,6 +278,75 @@ impl WithBackend for Train {
         }
         save(&trainer, &bar)?;
         bar.finish();
+        if let Some(step) = stopped_early {
+            let patience = trainer.config().early_stop_patience.unwrap_or(0);
+            eprintln!(
+                "stopped early at step {step}: the validation loss has not improved on {} for \
+                 {patience} evaluations in a row (early_stop_patience {patience})",
+                best.describe()
+            );
+        }
+        if let Some(line) = best.summary(trainer.progress()) {
+            eprintln!("{}", best.describe());
+            println!("{line}");
+        }
         Ok(())
+    }
+}
+
+/// The lowest validation loss of the run, its step, and the training seconds (evaluation
+/// and checkpointing excluded, summed over sessions) that reached it: what a recipe's
+/// result is judged by.
+struct BestSoFar {
+    val_loss: Option<f32>,
+    step: usize,
+    /// `None` when the best was reached in an earlier session, whose time at that step
+    /// the checkpoint does not record.
+    train_seconds: Option<f64>,
+}
+
+impl BestSoFar {
+    fn from_history(history: &[LossPoint]) -> Self {
+        let mut best = BestSoFar { val_loss: None, step: 0, train_seconds: None };
+        for point in history {
+            if let Some(v) = point.val_loss {
+                if best.val_loss.is_none_or(|b| v < b) {
+                    best = BestSoFar { val_loss: Some(v), step: point.step, train_seconds: None };
+                }
+            }
+        }
+        best
+    }
+
+    fn record(&mut self, step: usize, val_loss: f32, train_seconds: f64) {
+        if self.val_loss.is_none_or(|b| val_loss < b) {
+            *self = BestSoFar { val_loss: Some(val_loss), step, train_seconds: Some(train_seconds) };
+        }
+    }
+
+    fn describe(&self) -> String {
+        match (self.val_loss, self.train_seconds) {
+            (None, _) => "no validation loss yet".into(),
+            (Some(v), Some(s)) => {
+                format!("best val {v:.4} at step {} after {s:.1} s of training", self.step)
+            }
+            (Some(v), None) => format!("best val {v:.4} at step {} (in an earlier session)", self.step),
+        }
+    }
+
+    /// One JSON line for scripts: best_val_loss, best_step, train_seconds_to_best (null when
+    /// unknown), the run's step and train_seconds.
+    fn summary(&self, progress: &TrainerProgress) -> Option<String> {
+        let val = self.val_loss?;
+        Some(
+            serde_json::json!({
+                "best_val_loss": val,
+                "best_step": self.step,
+                "train_seconds_to_best": self.train_seconds,
+                "step": progress.step,
+                "train_seconds": progress.wall_time_sec,
+            })
+            .to_string(),
+        )
     }
 }
