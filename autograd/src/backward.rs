@@ -111,12 +111,33 @@ fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) 
                 out.push((*x, dout.gelu_backward(value(*x))));
             }
         }
-        Op::Attention { q, k, v, probs, heads } => {
-            let (dq, dk, dv) = dout.attention_backward(value(*q), value(*k), value(*v), probs, *heads);
+        Op::Attention { q, k, v, probs, heads, dropout } => {
+            let (dq, dk, dv) = dout.attention_backward_with_dropout(
+                value(*q),
+                value(*k),
+                value(*v),
+                probs,
+                *heads,
+                *dropout,
+            );
             for (id, g) in [(*q, dq), (*k, dk), (*v, dv)] {
                 if wants(id) {
                     out.push((id, g));
                 }
+            }
+        }
+        Op::Dropout { x, mask } => {
+            // y = x · factor: the same mask, redrawn, scales the gradient.
+            if wants(*x) {
+                out.push((*x, dout.dropout(mask)));
+            }
+        }
+        Op::DropoutAdd { residual, x, mask } => {
+            if wants(*residual) {
+                out.push((*residual, dout.clone()));
+            }
+            if wants(*x) {
+                out.push((*x, dout.dropout(mask)));
             }
         }
         Op::CrossEntropy { logits, targets } => {

@@ -64,8 +64,10 @@ impl GradCheck {
         let seed = Tensor::from_slice(&backend, &weights, out.value().shape().clone());
         let grads = tape.backward_from(&out, seed);
 
+        // Probed on a recording tape like the analytic pass: what runs only in training
+        // (dropout, with its masks fixed by the caller) must run in the probes too.
         let objective = |values: &[Tensor<B>]| -> f64 {
-            let out = eval(values, &Tape::no_grad()).value().to_vec().expect("readback");
+            let out = eval(values, &Tape::new()).value().to_vec().expect("readback");
             out.iter().zip(&weights).map(|(&o, &w)| o as f64 * w as f64).sum()
         };
 

@@ -1,7 +1,7 @@
 //! Forward ops on the tape. Each computes its value with [`Tensor`] ops and records what
 //! its derivative (in `backward.rs`) will need.
 
-use tinygpt_tensor::{Backend, Indices, Tensor};
+use tinygpt_tensor::{Backend, DropoutMask, Indices, Tensor};
 
 use crate::tape::{Op, Tape, Var};
 
@@ -62,9 +62,33 @@ impl<B: Backend> Tape<B> {
 
     /// Causal multi-head self-attention; `q`, `k`, `v` are `[batch, seq, channels]`.
     pub fn attention(&self, q: &Var<B>, k: &Var<B>, v: &Var<B>, heads: usize) -> Var<B> {
-        let (value, probs) = q.value.attention(&k.value, &v.value, heads);
-        let op = Op::Attention { q: q.id, k: k.id, v: v.id, probs, heads };
+        self.attention_with_dropout(q, k, v, heads, None)
+    }
+
+    /// [`Tape::attention`] with the attention probabilities dropped out by `dropout`.
+    pub fn attention_with_dropout(
+        &self,
+        q: &Var<B>,
+        k: &Var<B>,
+        v: &Var<B>,
+        heads: usize,
+        dropout: Option<DropoutMask>,
+    ) -> Var<B> {
+        let (value, probs) = q.value.attention_with_dropout(&k.value, &v.value, heads, dropout);
+        let op = Op::Attention { q: q.id, k: k.id, v: v.id, probs, heads, dropout };
         self.record(op, value, &[q, k, v])
+    }
+
+    /// Dropout of `x` with `mask` (inverted: kept values scaled by `mask.scale()`).
+    pub fn dropout(&self, x: &Var<B>, mask: DropoutMask) -> Var<B> {
+        let value = x.value.dropout(&mask);
+        self.record(Op::Dropout { x: x.id, mask }, value, &[x])
+    }
+
+    /// `residual + dropout(x)`, fused (a block's output dropped out before its residual add).
+    pub fn dropout_add(&self, residual: &Var<B>, x: &Var<B>, mask: DropoutMask) -> Var<B> {
+        let value = residual.value.dropout_add(&x.value, &mask);
+        self.record(Op::DropoutAdd { residual: residual.id, x: x.id, mask }, value, &[residual, x])
     }
 
     /// Mean softmax cross-entropy of `logits` against `targets` → `[1]`.

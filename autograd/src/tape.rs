@@ -1,6 +1,6 @@
 use std::cell::RefCell;
 
-use tinygpt_tensor::{Backend, Indices, LayerNormOut, Tensor};
+use tinygpt_tensor::{Backend, DropoutMask, Indices, LayerNormOut, Tensor};
 
 /// A value produced on a [`Tape`]: its tensor and its position in the record.
 #[derive(Clone, Debug)]
@@ -35,7 +35,9 @@ pub(crate) enum Op<B: Backend> {
     Embedding { table: usize, ids: Indices<B> },
     LayerNorm { x: usize, gamma: usize, beta: usize, saved: LayerNormOut<B::Storage> },
     Gelu { x: usize },
-    Attention { q: usize, k: usize, v: usize, probs: Tensor<B>, heads: usize },
+    Attention { q: usize, k: usize, v: usize, probs: Tensor<B>, heads: usize, dropout: Option<DropoutMask> },
+    Dropout { x: usize, mask: DropoutMask },
+    DropoutAdd { residual: usize, x: usize, mask: DropoutMask },
     CrossEntropy { logits: usize, targets: Indices<B> },
 }
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::CpuBackend;
 use tinygpt_tensor::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, LayerNormGrads, LayerNormOut,
-    MatmulDims, TensorError,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, DropoutMask, LayerNormGrads,
+    LayerNormOut, MatmulDims, TensorError,
 };
 
 /// The CPU backend, counting every call. Clones share the counts.
@@ -74,6 +74,12 @@ impl Backend for Counting {
     }
     fn scale(&self, a: &S, alpha: f32, len: usize) -> S {
         self.count("scale").scale(a, alpha, len)
+    }
+    fn dropout(&self, x: &S, mask: &DropoutMask, len: usize) -> S {
+        self.count("dropout").dropout(x, mask, len)
+    }
+    fn dropout_add(&self, residual: &S, x: &S, mask: &DropoutMask, len: usize) -> S {
+        self.count("dropout_add").dropout_add(residual, x, mask, len)
     }
     fn sum_rows(&self, x: &S, rows: usize, cols: usize) -> S {
         self.count("sum_rows").sum_rows(x, rows, cols)

@@ -4,14 +4,14 @@
 use std::future::{ready, Future};
 
 use tinygpt_tensor::{
-    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, LayerNormGrads,
-    LayerNormOut, MatmulDims, TensorError,
+    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, DropoutMask,
+    LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 use crate::kernels::adamw::{self, AdamWBufs};
 use crate::kernels::attention::{self, AttentionGradBufs};
 use crate::kernels::layernorm::{self, RowStats};
-use crate::kernels::{copy, cross_entropy, elementwise, embedding, gelu, matmul};
+use crate::kernels::{copy, cross_entropy, dropout, elementwise, embedding, gelu, matmul};
 use crate::storage::CpuBuffer;
 use crate::CpuBackend;
 
@@ -82,6 +82,23 @@ impl Backend for CpuBackend {
     fn scale(&self, a: &Self::Storage, alpha: f32, len: usize) -> Self::Storage {
         expect_len("scale", "a", a, len);
         self.produce(len, |out| elementwise::scale(&self.par, out, &a.read(), alpha))
+    }
+
+    fn dropout(&self, x: &Self::Storage, mask: &DropoutMask, len: usize) -> Self::Storage {
+        expect_len("dropout", "x", x, len);
+        self.produce(len, |out| dropout::dropout(&self.par, out, &x.read(), mask))
+    }
+
+    fn dropout_add(
+        &self,
+        residual: &Self::Storage,
+        x: &Self::Storage,
+        mask: &DropoutMask,
+        len: usize,
+    ) -> Self::Storage {
+        expect_len("dropout_add", "residual", residual, len);
+        expect_len("dropout_add", "x", x, len);
+        self.produce(len, |out| dropout::dropout_add(&self.par, out, &residual.read(), &x.read(), mask))
     }
 
     fn sum_rows(&self, x: &Self::Storage, rows: usize, cols: usize) -> Self::Storage {

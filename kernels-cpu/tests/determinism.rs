@@ -22,7 +22,7 @@ fn run_ops(backend: &CpuBackend) -> Vec<(String, Vec<f32>)> {
         results.push((format!("matmul {trans_a} {trans_b}"), backend.matmul(&a, &b, Some(&bias), dims)));
     }
 
-    let dims = AttentionDims { batch: 2, seq: 33, heads: 3, head_dim: 16 };
+    let dims = AttentionDims { batch: 2, seq: 33, heads: 3, head_dim: 16, dropout: None };
     let len = dims.batch * dims.seq * dims.channels();
     let (q, kk, v, dout) = (normal(len), normal(len), normal(len), normal(len));
     let att = backend.attention(&q, &kk, &v, dims);

@@ -4,11 +4,11 @@
 use std::future::Future;
 
 use tinygpt_tensor::{
-    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, LayerNormGrads,
-    LayerNormOut, MatmulDims, TensorError,
+    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, DropoutMask,
+    LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
-use crate::pipelines::{Access, Kernel, BLOCK_REDUCE};
+use crate::pipelines::{Access, Kernel, BLOCK_REDUCE, DROPOUT_MASK};
 use crate::pool::GpuBuffer;
 use crate::{MatmulPath, WgpuBackend};
 
@@ -24,11 +24,16 @@ const ATTENTION: &str = include_str!("shaders/attention.wgsl");
 const CROSS_ENTROPY: &str = include_str!("shaders/cross_entropy.wgsl");
 const ADAMW: &str = include_str!("shaders/adamw.wgsl");
 const COPY: &str = include_str!("shaders/copy.wgsl");
+const DROPOUT: &str = include_str!("shaders/dropout.wgsl");
 
 const K_COPY: Kernel = Kernel { parts: &[COPY], entry: "copy", bindings: &[(1, R), (2, W)] };
 const K_FILL: Kernel = Kernel { parts: &[COPY], entry: "fill", bindings: &[(2, W)] };
 const K_ADD: Kernel = Kernel { parts: &[ELEMENTWISE], entry: "add", bindings: &[(1, R), (2, R), (3, W)] };
 const K_SCALE: Kernel = Kernel { parts: &[ELEMENTWISE], entry: "scale", bindings: &[(1, R), (3, W)] };
+const K_DROPOUT: Kernel =
+    Kernel { parts: &[DROPOUT_MASK, DROPOUT], entry: "dropout", bindings: &[(1, R), (3, W)] };
+const K_DROPOUT_ADD: Kernel =
+    Kernel { parts: &[DROPOUT_MASK, DROPOUT], entry: "dropout_add", bindings: &[(1, R), (2, R), (3, W)] };
 const K_GELU: Kernel = Kernel { parts: &[ELEMENTWISE], entry: "gelu", bindings: &[(1, R), (3, W)] };
 const K_GELU_BACKWARD: Kernel =
     Kernel { parts: &[ELEMENTWISE], entry: "gelu_backward", bindings: &[(1, R), (2, R), (3, W)] };
@@ -64,17 +69,17 @@ const K_LAYER_NORM_DPARAMS: Kernel = Kernel {
     bindings: &[(7, R), (1, R), (8, R), (9, R), (4, W), (10, W)],
 };
 const K_ATTENTION: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, ATTENTION],
+    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
     entry: "attention",
     bindings: &[(1, R), (2, R), (3, R), (4, W), (5, W)],
 };
 const K_ATTENTION_ROWS: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, ATTENTION],
+    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
     entry: "attention_rows",
     bindings: &[(6, R), (2, R), (3, R), (7, R), (8, W), (4, W)],
 };
 const K_ATTENTION_COLS: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, ATTENTION],
+    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
     entry: "attention_cols",
     bindings: &[(6, R), (1, R), (7, R), (8, W), (4, W), (9, W)],
 };
@@ -262,6 +267,28 @@ impl Backend for WgpuBackend {
     fn scale(&self, a: &Self::Storage, alpha: f32, len: usize) -> Self::Storage {
         expect_len("scale", "a", a, len);
         self.elementwise(&K_SCALE, a, None, alpha, len)
+    }
+
+    fn dropout(&self, x: &Self::Storage, mask: &DropoutMask, len: usize) -> Self::Storage {
+        expect_len("dropout", "x", x, len);
+        let out = self.alloc(len);
+        self.run_1d(&K_DROPOUT, &dropout_params(len, mask), &[x.bind(), out.bind()], len.div_ceil(WG));
+        out
+    }
+
+    fn dropout_add(
+        &self,
+        residual: &Self::Storage,
+        x: &Self::Storage,
+        mask: &DropoutMask,
+        len: usize,
+    ) -> Self::Storage {
+        expect_len("dropout_add", "residual", residual, len);
+        expect_len("dropout_add", "x", x, len);
+        let out = self.alloc(len);
+        let bufs = [residual.bind(), x.bind(), out.bind()];
+        self.run_1d(&K_DROPOUT_ADD, &dropout_params(len, mask), &bufs, len.div_ceil(WG));
+        out
     }
 
     fn sum_rows(&self, x: &Self::Storage, rows: usize, cols: usize) -> Self::Storage {
@@ -510,9 +537,30 @@ impl Backend for WgpuBackend {
     }
 }
 
-fn attention_params(dims: AttentionDims) -> [u32; 5] {
+fn attention_params(dims: AttentionDims) -> [u32; 11] {
     let scale = 1.0 / (dims.head_dim as f32).sqrt();
-    [u(dims.batch), u(dims.seq), u(dims.heads), u(dims.head_dim), f(scale)]
+    let [key0, key1, threshold, offset, drop_scale, on] = match dims.dropout {
+        Some(m) => [m.key[0], m.key[1], m.threshold, m.offset, f(m.scale()), 1],
+        None => [0, 0, 0, 0, f(1.0), 0],
+    };
+    [
+        u(dims.batch),
+        u(dims.seq),
+        u(dims.heads),
+        u(dims.head_dim),
+        f(scale),
+        key0,
+        key1,
+        threshold,
+        offset,
+        drop_scale,
+        on,
+    ]
+}
+
+/// dropout.wgsl's parameter block: the length and the mask's fields.
+fn dropout_params(len: usize, mask: &DropoutMask) -> [u32; 6] {
+    [u(len), mask.key[0], mask.key[1], mask.threshold, mask.offset, f(mask.scale())]
 }
 
 impl WgpuBackend {

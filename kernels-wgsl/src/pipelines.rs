@@ -14,6 +14,8 @@ use crate::pool::Counters;
 
 pub(crate) const COMMON: &str = include_str!("shaders/common.wgsl");
 pub(crate) const BLOCK_REDUCE: &str = include_str!("shaders/block_reduce.wgsl");
+/// Dropout's mask rule, shared by the kernels that drop out (dropout, attention).
+pub(crate) const DROPOUT_MASK: &str = include_str!("shaders/dropout_mask.wgsl");
 
 /// Bytes of one kernel's parameter block (and the arena's slot stride, at least).
 pub(crate) const PARAM_BYTES: u64 = 256;

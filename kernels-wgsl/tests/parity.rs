@@ -164,8 +164,8 @@ fn attention_at_model_sizes() {
     let Some(p) = Pair::new() else { return };
     let mut rng = Rng::new(13);
     for dims in [
-        AttentionDims { batch: 2, seq: 64, heads: 3, head_dim: 32 },
-        AttentionDims { batch: 1, seq: 300, heads: 2, head_dim: 16 },
+        AttentionDims { batch: 2, seq: 64, heads: 3, head_dim: 32, dropout: None },
+        AttentionDims { batch: 1, seq: 300, heads: 2, head_dim: 16, dropout: None },
     ] {
         let len = dims.batch * dims.seq * dims.channels();
         let (q, k, v, d) =

@@ -115,6 +115,38 @@ fn saved_state_moves_between_backends() {
     assert!(((g - c) / c).abs() < 1e-3, "the step after resuming: wgpu {g}, cpu {c}");
 }
 
+/// 20 steps of `small` with dropout 0.2 on both backends: the counter-based masks are the
+/// same on each, so the losses agree step by step within the 1% of the test above (a
+/// different mask would move them by far more); and dropout is really on (step 1's loss
+/// differs from the run without it).
+#[test]
+fn small_with_dropout_trains_like_the_cpu_backend() {
+    let Some(gpu) = shared_backend() else { return };
+    let cpu = CpuBackend::new(2);
+    let mut on_gpu = trainer_with_dropout(&gpu, 0.2, 20);
+    let mut on_cpu = trainer_with_dropout(&cpu, 0.2, 20);
+    let mut plain = trainer_with_dropout(&cpu, 0.0, 20);
+    for step in 1..=20 {
+        let (g, c) = (on_gpu.step().unwrap().train_loss, on_cpu.step().unwrap().train_loss);
+        let rel = ((g - c) / c).abs();
+        assert!(rel <= 0.01, "step {step} with dropout 0.2: wgpu {g}, cpu {c}");
+        if step == 1 {
+            let p = plain.step().unwrap().train_loss;
+            assert!((p - c).abs() > 1e-3, "dropout 0.2 left step 1's loss at {c} (without: {p})");
+        }
+        if step == 20 {
+            eprintln!("loss at step 20 with dropout 0.2: wgpu {g}, cpu {c} (relative difference {rel:.2e})");
+        }
+    }
+}
+
+fn trainer_with_dropout<B: Backend>(backend: &B, dropout: f32, steps: usize) -> Trainer<B> {
+    let t = trainer(backend, "small", 4, steps);
+    let (mut model, config, dataset) = (t.model().config().clone(), t.config().clone(), t.dataset().clone());
+    model.dropout = dropout;
+    Trainer::new(backend, model, config, dataset).unwrap()
+}
+
 /// Not a check: seconds per step of `small` on each backend (`--ignored --nocapture`).
 #[test]
 #[ignore]
@@ -172,7 +204,7 @@ fn time_small_ops() {
     time("matmul 1024x96x384 (fc_in)", &|| drop(b.matmul(&xs, &w1, None, mm(1024, 96, 384, false, true))));
     time("matmul 96x1024x384 (dW)", &|| drop(b.matmul(&xs, &x, None, mm(96, 1024, 384, true, false))));
     time("matmul 1024x96x256 (logits)", &|| drop(b.matmul(&xs, &w2, None, mm(1024, 96, 256, false, true))));
-    let dims = AttentionDims { batch: 16, seq: 64, heads: 3, head_dim: 32 };
+    let dims = AttentionDims { batch: 16, seq: 64, heads: 3, head_dim: 32, dropout: None };
     let att = b.attention(&xs, &xs, &xs, dims);
     time("attention", &|| drop(b.attention(&xs, &xs, &xs, dims)));
     time("attention_backward", &|| drop(b.attention_backward(&xs, &xs, &xs, &xs, &att.probs, dims)));

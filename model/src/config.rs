@@ -16,7 +16,8 @@ pub struct ModelConfig {
     pub n_heads: usize,
     pub d_model: usize,
     pub d_mlp: usize,
-    /// Always 0.0: the model has no dropout.
+    /// Dropout probability in training, `0 <= dropout < 1` (0: none; the presets' default).
+    /// Where and how masks are drawn: [`crate::dropout`].
     pub dropout: f32,
     /// Always true: logits use the token embedding transposed.
     pub tie_embeddings: bool,
@@ -132,8 +133,8 @@ impl ModelConfig {
                 format!("{} is not divisible by n_heads = {}", self.d_model, self.n_heads),
             );
         }
-        if self.dropout != 0.0 {
-            return bad("dropout", format!("is {}, but this model has no dropout (0.0)", self.dropout));
+        if !(self.dropout >= 0.0 && self.dropout < 1.0) {
+            return bad("dropout", format!("is {}, but it must be at least 0 and below 1", self.dropout));
         }
         if !self.tie_embeddings {
             return bad("tie_embeddings", "must be true: logits use the token embedding".into());
@@ -230,5 +231,20 @@ mod tests {
         c.n_heads = 3;
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("d_model") && err.contains("n_heads"), "{err}");
+    }
+
+    #[test]
+    fn dropout_must_lie_in_0_to_below_1_and_presets_keep_0() {
+        for p in Preset::all() {
+            assert_eq!(p.model.dropout, 0.0, "{}", p.name);
+        }
+        for ok in [0.0, 0.2, 0.999] {
+            ModelConfig { dropout: ok, ..ModelConfig::reference() }.validate().unwrap();
+        }
+        for bad in [-0.1, 1.0, 1.5, f32::NAN] {
+            let err =
+                ModelConfig { dropout: bad, ..ModelConfig::reference() }.validate().unwrap_err().to_string();
+            assert!(err.contains("dropout") && err.contains("below 1"), "{bad}: {err}");
+        }
     }
 }

@@ -4,6 +4,7 @@ use tinygpt_autograd::{Tape, Var};
 use tinygpt_tensor::{Backend, Indices, Rng};
 
 use crate::config::ModelConfig;
+use crate::dropout::{DropoutDraw, Site};
 use crate::error::ModelError;
 use crate::params::Params;
 
@@ -73,6 +74,20 @@ impl<B: Backend> Gpt<B> {
     /// Logits for `tokens` (`[batch, seq]`, row-major, `seq <= context_length`), with the
     /// model's parameters put on the tape as leaves (frozen ones without gradient).
     pub fn forward(&self, tape: &Tape<B>, tokens: &Indices<B>, batch: usize, seq: usize) -> Forward<B> {
+        self.forward_dropout(tape, tokens, batch, seq, None)
+    }
+
+    /// [`Gpt::forward`] of a training pass that drops out with the config's `dropout`
+    /// (with `draw`'s masks; none when `draw` is `None`, `dropout` is 0 or the tape does
+    /// not record). See [`crate::dropout`].
+    pub fn forward_dropout(
+        &self,
+        tape: &Tape<B>,
+        tokens: &Indices<B>,
+        batch: usize,
+        seq: usize,
+        draw: Option<DropoutDraw>,
+    ) -> Forward<B> {
         let params: Vec<Var<B>> = self
             .params
             .tensors()
@@ -80,7 +95,7 @@ impl<B: Backend> Gpt<B> {
             .zip(&self.trainable)
             .map(|(t, &train)| tape.leaf(t, train))
             .collect();
-        let logits = self.forward_with(tape, &params, tokens, batch, seq);
+        let logits = self.forward_with_dropout(tape, &params, tokens, batch, seq, draw);
         Forward { logits, params }
     }
 
@@ -94,7 +109,23 @@ impl<B: Backend> Gpt<B> {
         batch: usize,
         seq: usize,
     ) -> Var<B> {
+        self.forward_with_dropout(tape, params, tokens, batch, seq, None)
+    }
+
+    /// [`Gpt::forward_with`] with dropout as in [`Gpt::forward_dropout`].
+    pub fn forward_with_dropout(
+        &self,
+        tape: &Tape<B>,
+        params: &[Var<B>],
+        tokens: &Indices<B>,
+        batch: usize,
+        seq: usize,
+        draw: Option<DropoutDraw>,
+    ) -> Var<B> {
         let c = &self.config;
+        let draw = draw.filter(|_| c.dropout > 0.0 && tape.is_recording());
+        let mask = |site: Site, row_elements: usize| draw.map(|d| d.mask(c.dropout, site, row_elements));
+        let width = seq * c.d_model;
         assert!(seq >= 1 && seq <= c.context_length, "sequence {seq} outside 1..={}", c.context_length);
         assert_eq!(tokens.len(), batch * seq, "tokens for [{batch}, {seq}]");
         assert_eq!(params.len(), self.params.len(), "one var per parameter");
@@ -107,6 +138,9 @@ impl<B: Backend> Gpt<B> {
         let tok = tape.embedding(p("token_embedding"), tokens);
         let pos = tape.embedding(p("position_embedding"), &positions);
         let mut x = tape.reshape(&tape.add(&tok, &pos), &[batch, seq, c.d_model]);
+        if let Some(m) = mask(Site::Embeddings, width) {
+            x = tape.dropout(&x, m);
+        }
 
         for i in 0..c.n_layers {
             let w = |suffix: &str| p(&format!("blocks.{i}.{suffix}"));
@@ -115,12 +149,21 @@ impl<B: Backend> Gpt<B> {
             let q = tape.linear(&h, w("attn.q_proj.weight"), Some(w("attn.q_proj.bias")));
             let k = tape.linear(&h, w("attn.k_proj.weight"), Some(w("attn.k_proj.bias")));
             let v = tape.linear(&h, w("attn.v_proj.weight"), Some(w("attn.v_proj.bias")));
-            let a = tape.attention(&q, &k, &v, c.n_heads);
-            x = tape.add(&x, &tape.linear(&a, w("attn.o_proj.weight"), Some(w("attn.o_proj.bias"))));
+            let probs_mask = mask(Site::AttentionProbs(i), c.n_heads * seq * seq);
+            let a = tape.attention_with_dropout(&q, &k, &v, c.n_heads, probs_mask);
+            let o = tape.linear(&a, w("attn.o_proj.weight"), Some(w("attn.o_proj.bias")));
+            x = match mask(Site::AttentionOut(i), width) {
+                Some(m) => tape.dropout_add(&x, &o, m),
+                None => tape.add(&x, &o),
+            };
             // MLP: x += fc_out(gelu(fc_in(ln2(x)))), [B, T, F] in between.
             let h = tape.layer_norm(&x, w("ln2.weight"), w("ln2.bias"), LN_EPS);
             let f = tape.gelu(&tape.linear(&h, w("mlp.fc_in.weight"), Some(w("mlp.fc_in.bias"))));
-            x = tape.add(&x, &tape.linear(&f, w("mlp.fc_out.weight"), Some(w("mlp.fc_out.bias"))));
+            let o = tape.linear(&f, w("mlp.fc_out.weight"), Some(w("mlp.fc_out.bias")));
+            x = match mask(Site::MlpOut(i), width) {
+                Some(m) => tape.dropout_add(&x, &o, m),
+                None => tape.add(&x, &o),
+            };
         }
 
         let x = tape.layer_norm(&x, p("ln_final.weight"), p("ln_final.bias"), LN_EPS);
@@ -138,7 +181,20 @@ impl<B: Backend> Gpt<B> {
         batch: usize,
         seq: usize,
     ) -> (Var<B>, Forward<B>) {
-        let fwd = self.forward(tape, inputs, batch, seq);
+        self.loss_dropout(tape, inputs, targets, batch, seq, None)
+    }
+
+    /// [`Gpt::loss`] of a training pass, dropping out as in [`Gpt::forward_dropout`].
+    pub fn loss_dropout(
+        &self,
+        tape: &Tape<B>,
+        inputs: &Indices<B>,
+        targets: &Indices<B>,
+        batch: usize,
+        seq: usize,
+        draw: Option<DropoutDraw>,
+    ) -> (Var<B>, Forward<B>) {
+        let fwd = self.forward_dropout(tape, inputs, batch, seq, draw);
         let loss = tape.cross_entropy(&fwd.logits, targets);
         (loss, fwd)
     }

@@ -3,7 +3,7 @@
 use tinygpt_autograd::gradcheck::{GradCheck, Tolerance};
 use tinygpt_autograd::Tape;
 use tinygpt_kernels_cpu::CpuBackend;
-use tinygpt_model::{Gpt, ModelConfig, Params};
+use tinygpt_model::{DropoutDraw, Gpt, ModelConfig, Params};
 use tinygpt_tensor::{AdamWStep, Backend, Indices, Rng, Tensor};
 
 fn micro() -> ModelConfig {
@@ -27,8 +27,20 @@ fn tokens(seed: u64, n: usize) -> Vec<u32> {
 /// f32 mean over 12 positions; f64 accumulation in the checker).
 #[test]
 fn whole_model_loss_gradient_matches_finite_differences() {
+    check_whole_model_gradient(micro(), None);
+}
+
+/// The same with dropout 0.3 at every site, the masks held fixed (one draw): the gradient
+/// flows through the kept elements, scaled, and through the dropped attention probabilities
+/// not at all.
+#[test]
+fn whole_model_gradient_with_dropout_matches_finite_differences() {
+    let draw = DropoutDraw { seed: 11, step: 4, first_row: 3 };
+    check_whole_model_gradient(ModelConfig { dropout: 0.3, ..micro() }, Some(draw));
+}
+
+fn check_whole_model_gradient(config: ModelConfig, draw: Option<DropoutDraw>) {
     let b = CpuBackend::new(1);
-    let config = micro();
     let mut rng = Rng::new(3);
     let params = Params::init(&b, &config, &mut rng);
     // Larger-than-init weights so every path carries a visible gradient.
@@ -43,7 +55,7 @@ fn whole_model_loss_gradient_matches_finite_differences() {
         let params = Params::from_flat(&b, &config, &vec![0.0; config.param_count()]).unwrap();
         let model = Gpt::new(config.clone(), params).unwrap();
         // Forward with the checker's vars in place of the model's own leaves.
-        let forward = model.forward_with(tape, vars, &ids, batch, seq);
+        let forward = model.forward_with_dropout(tape, vars, &ids, batch, seq, draw);
         tape.cross_entropy(&forward, &targets)
     });
     let named: Vec<_> = mismatches.iter().map(|m| (&specs[m.input].name, m)).collect();

@@ -11,7 +11,7 @@
 //! plain step, bit for bit; several parts give the same step up to float rounding.
 
 use tinygpt_autograd::Tape;
-use tinygpt_model::{Batch, Dataset, Gpt, ModelConfig, ModelError, Params, Split};
+use tinygpt_model::{Batch, Dataset, DropoutDraw, Gpt, ModelConfig, ModelError, Params, Split};
 use tinygpt_tensor::{block_on, Backend, Indices, Rng, Tensor};
 
 use crate::adamw::AdamW;
@@ -334,7 +334,14 @@ impl<B: Backend> Trainer<B> {
         let targets = Indices::new(&backend, &partial.data.targets[tokens]);
 
         let tape = Tape::new();
-        let (loss, fwd) = self.model.loss(&tape, &inputs, &targets, rows, seq);
+        // Dropout masks are a function of (seed, step, site, element): a resumed run and a
+        // step cut into parts draw what the uninterrupted, uncut step draws.
+        let draw = DropoutDraw {
+            seed: self.config.seed,
+            step: self.progress.step as u64,
+            first_row: partial.rows_done,
+        };
+        let (loss, fwd) = self.model.loss_dropout(&tape, &inputs, &targets, rows, seq, Some(draw));
         // d(batch mean)/d(part mean) = rows / batch: exactly 1 for a whole-batch part.
         let scale = vec![rows as f32 / batch as f32; loss.value().numel()];
         let seed = Tensor::from_slice(&backend, &scale, loss.value().shape().clone());

@@ -4,6 +4,7 @@ use std::future::Future;
 use crate::dims::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, LayerNormGrads, LayerNormOut, MatmulDims,
 };
+use crate::dropout::DropoutMask;
 use crate::error::TensorError;
 
 /// The ops a kernel crate provides. Small on purpose: a new backend implements these and
@@ -74,6 +75,21 @@ pub trait Backend: Clone + Debug + 'static {
     fn sum_rows(&self, x: &Self::Storage, rows: usize, cols: usize) -> Self::Storage;
     /// `Σ x²` over `[len]` → `[1]` (for the global gradient norm).
     fn sum_squares(&self, x: &Self::Storage, len: usize) -> Self::Storage;
+
+    /// Dropout: `x[i] * mask.factor(i)` over `[len]` (kept values times `mask.scale()`,
+    /// dropped ones 0; the rule in [`crate::dropout`]). Its own backward: the gradient is
+    /// `dropout(dout)` with the same mask, redrawn rather than stored.
+    fn dropout(&self, x: &Self::Storage, mask: &DropoutMask, len: usize) -> Self::Storage;
+    /// `residual + dropout(x)` over `[len]` in one pass: dropout on a block's output fused
+    /// into the residual add that follows it (its backward: `dout` to `residual`,
+    /// `dropout(dout)` to `x`).
+    fn dropout_add(
+        &self,
+        residual: &Self::Storage,
+        x: &Self::Storage,
+        mask: &DropoutMask,
+        len: usize,
+    ) -> Self::Storage;
 
     // ---- dense -----------------------------------------------------------------------
 

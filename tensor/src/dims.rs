@@ -1,6 +1,8 @@
 //! Plain-data descriptions of the fused ops' shapes and results. They are what a GPU
 //! backend puts in a uniform buffer, so they hold sizes, never data.
 
+use crate::dropout::DropoutMask;
+
 /// `C = op(A) · op(B) (+ bias)`, all row-major, where `op(A)` is `[m, k]` and `op(B)` is
 /// `[k, n]`. With `trans_a`, `A` is stored `[k, m]`; with `trans_b`, `B` is stored `[n, k]`.
 /// `bias`, when given, is `[n]` and added to every row of `C` (`[m, n]`).
@@ -16,12 +18,18 @@ pub struct MatmulDims {
 /// Causal multi-head self-attention over `q`, `k`, `v`, each `[batch, seq, heads * head_dim]`;
 /// head `h` owns columns `h*head_dim .. (h+1)*head_dim`. Scores are scaled by
 /// `1/sqrt(head_dim)` and position `t` attends to positions `0..=t`.
+///
+/// With `dropout`, the probabilities are dropped out before they weight `v`:
+/// `out_t = Σ_u P[t,u] · mask.factor((b·heads + h)·seq² + t·seq + u) · v_u` (the index is
+/// the element's in `probs`); `probs` stays the softmax itself, and the backward redraws the
+/// mask from the same dims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionDims {
     pub batch: usize,
     pub seq: usize,
     pub heads: usize,
     pub head_dim: usize,
+    pub dropout: Option<DropoutMask>,
 }
 
 impl AttentionDims {

@@ -11,6 +11,7 @@ mod backend;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod dims;
+pub mod dropout;
 mod error;
 mod executor;
 mod rng;
@@ -21,6 +22,7 @@ pub use backend::{assert_copy_in_bounds, Backend};
 pub use dims::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, LayerNormGrads, LayerNormOut, MatmulDims,
 };
+pub use dropout::DropoutMask;
 pub use error::TensorError;
 pub use executor::block_on;
 pub use rng::Rng;

@@ -1,5 +1,6 @@
 use crate::backend::Backend;
 use crate::dims::{AttentionDims, AttentionGrads, LayerNormGrads, LayerNormOut, MatmulDims};
+use crate::dropout::DropoutMask;
 use crate::error::TensorError;
 use crate::executor::block_on;
 use crate::shape::Shape;
@@ -115,6 +116,17 @@ impl<B: Backend> Tensor<B> {
         self.wrap(self.backend.add(&self.storage, &rhs.storage, self.numel()), self.shape.clone())
     }
 
+    /// Dropout with `mask` (see [`crate::dropout`]); also its own backward.
+    pub fn dropout(&self, mask: &DropoutMask) -> Self {
+        self.wrap(self.backend.dropout(&self.storage, mask, self.numel()), self.shape.clone())
+    }
+
+    /// `self + dropout(x)` in one pass (a residual add after a dropped-out block output).
+    pub fn dropout_add(&self, x: &Self, mask: &DropoutMask) -> Self {
+        check("dropout_add", self.shape == x.shape, || format!("{} + dropout({})", self.shape, x.shape));
+        self.wrap(self.backend.dropout_add(&self.storage, &x.storage, mask, self.numel()), self.shape.clone())
+    }
+
     pub fn scale(&self, alpha: f32) -> Self {
         self.wrap(self.backend.scale(&self.storage, alpha, self.numel()), self.shape.clone())
     }
@@ -215,13 +227,25 @@ impl<B: Backend> Tensor<B> {
         check("attention", heads > 0 && channels % heads == 0, || {
             format!("{channels} channels, {heads} heads")
         });
-        AttentionDims { batch, seq, heads, head_dim: channels / heads }
+        AttentionDims { batch, seq, heads, head_dim: channels / heads, dropout: None }
     }
 
     /// Causal multi-head attention with `self` as `q`; returns the output and the saved
     /// softmax probabilities `[batch, heads, seq, seq]`.
     pub fn attention(&self, k: &Self, v: &Self, heads: usize) -> (Self, Self) {
-        let dims = Self::attention_dims(self, heads);
+        self.attention_with_dropout(k, v, heads, None)
+    }
+
+    /// [`Tensor::attention`] with the probabilities dropped out by `dropout` before they
+    /// weight `v` (see [`AttentionDims`]); the saved probabilities are the softmax itself.
+    pub fn attention_with_dropout(
+        &self,
+        k: &Self,
+        v: &Self,
+        heads: usize,
+        dropout: Option<DropoutMask>,
+    ) -> (Self, Self) {
+        let dims = AttentionDims { dropout, ..Self::attention_dims(self, heads) };
         check("attention", k.shape == self.shape && v.shape == self.shape, || {
             format!("q {}, k {}, v {}", self.shape, k.shape, v.shape)
         });
@@ -239,7 +263,20 @@ impl<B: Backend> Tensor<B> {
         probs: &Self,
         heads: usize,
     ) -> (Self, Self, Self) {
-        let dims = Self::attention_dims(q, heads);
+        self.attention_backward_with_dropout(q, k, v, probs, heads, None)
+    }
+
+    /// Backward of [`Tensor::attention_with_dropout`], with the same `dropout`.
+    pub fn attention_backward_with_dropout(
+        &self,
+        q: &Self,
+        k: &Self,
+        v: &Self,
+        probs: &Self,
+        heads: usize,
+        dropout: Option<DropoutMask>,
+    ) -> (Self, Self, Self) {
+        let dims = AttentionDims { dropout, ..Self::attention_dims(q, heads) };
         check("attention_backward", self.shape == q.shape, || {
             format!("dout {} for q {}", self.shape, q.shape)
         });

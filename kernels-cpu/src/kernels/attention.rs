@@ -4,12 +4,14 @@
 //! attention_backward: dout [B, T, C], q, k, v, probs -> dq, dk, dv [B, T, C]
 //!
 //! C = H * hd; head h owns columns h*hd .. (h+1)*hd. Scores are `q_t · k_u / sqrt(hd)`
-//! for u <= t; `probs` rows are their softmax, zero above the diagonal. Dot products
+//! for u <= t; `probs` rows are their softmax, zero above the diagonal. With
+//! `dims.dropout`, `P[t,u]` weighs `v_u` as `P[t,u] · mask.factor(probs index)` (the mask
+//! redrawn in the backward; `probs` keeps the undropped softmax). Dot products
 //! accumulate in f32 in ascending index order; the softmax normaliser (and the
 //! `Σ p·dp` term of its backward) in f64. Each (batch, head) pair is one parallel piece
 //! that works on private buffers, which are then copied into the interleaved outputs.
 
-use tinygpt_tensor::AttentionDims;
+use tinygpt_tensor::{AttentionDims, DropoutMask};
 
 use crate::parallel::Parallel;
 
@@ -60,6 +62,14 @@ fn axpy(acc: &mut [f32], alpha: f32, x: &[f32]) {
     }
 }
 
+/// `value` times the dropout factor of `probs` element `index` (unchanged without dropout).
+fn dropped(mask: Option<&DropoutMask>, value: f32, index: usize) -> f32 {
+    match mask {
+        Some(m) => value * m.factor(index),
+        None => value,
+    }
+}
+
 fn scale_of(dims: AttentionDims) -> f32 {
     1.0 / (dims.head_dim as f32).sqrt()
 }
@@ -99,8 +109,9 @@ pub(crate) fn attention_forward(
             row[..=t].iter_mut().for_each(|p| *p *= inv);
             row[t + 1..].fill(0.0);
             let out_t = &mut out[t * hd..(t + 1) * hd];
+            let row_index = (bh * seq + t) * seq;
             for (u, &p) in row[..=t].iter().enumerate() {
-                axpy(out_t, p, head.row(v, u));
+                axpy(out_t, dropped(dims.dropout.as_ref(), p, row_index + u), head.row(v, u));
             }
         }
         out
@@ -117,8 +128,9 @@ pub(crate) struct AttentionGradBufs<'a> {
     pub dv: &'a mut [f32],
 }
 
-/// With `P` the saved probabilities and `S` the scaled scores of one head:
-/// `dv_u = Σ_t P[t,u] dout_t`, `dP[t,u] = dout_t · v_u`,
+/// With `P` the saved probabilities, `D` the dropout factors (1 without dropout) and `S`
+/// the scaled scores of one head:
+/// `dv_u = Σ_t P[t,u] D[t,u] dout_t`, `dP[t,u] = (dout_t · v_u) D[t,u]`,
 /// `dS[t,u] = P[t,u] (dP[t,u] - Σ_u' P[t,u'] dP[t,u'])`,
 /// `dq_t = scale Σ_u dS[t,u] k_u`, `dk_u = scale Σ_t dS[t,u] q_t`.
 #[allow(clippy::too_many_arguments)]
@@ -146,13 +158,15 @@ pub(crate) fn attention_backward(
         for t in 0..seq {
             let (dout_t, q_t, p_row) = (head.row(dout, t), head.row(q, t), &p_head[t * seq..][..=t]);
             let mut weighted = 0f64;
+            let mask = dims.dropout.as_ref();
+            let row_index = (bh * seq + t) * seq;
             for (u, (d, &p)) in dp.iter_mut().zip(p_row).enumerate() {
-                *d = dot(dout_t, head.row(v, u));
+                *d = dropped(mask, dot(dout_t, head.row(v, u)), row_index + u);
                 weighted += p as f64 * *d as f64;
             }
             let weighted = weighted as f32;
             for (u, (&p, &d)) in p_row.iter().zip(&dp).enumerate() {
-                axpy(&mut dv[u * hd..(u + 1) * hd], p, dout_t);
+                axpy(&mut dv[u * hd..(u + 1) * hd], dropped(mask, p, row_index + u), dout_t);
                 let ds = p * (d - weighted) * scale;
                 axpy(&mut dq[t * hd..(t + 1) * hd], ds, head.row(k, u));
                 axpy(&mut dk[u * hd..(u + 1) * hd], ds, q_t);

@@ -5,6 +5,7 @@ pub(crate) mod adamw;
 pub(crate) mod attention;
 pub(crate) mod copy;
 pub(crate) mod cross_entropy;
+pub(crate) mod dropout;
 pub(crate) mod elementwise;
 pub(crate) mod embedding;
 pub(crate) mod gelu;

@@ -9,6 +9,9 @@
 //   out_t = Σ_u P[t,u] v_u,   dP[t,u] = dout_t · v_u,
 //   dS[t,u] = P[t,u] (dP[t,u] - Σ_u' P[t,u'] dP[t,u']) · scale,
 //   dq_t = Σ_u dS[t,u] k_u,  dk_u = Σ_{t>=u} dS[t,u] q_t,  dv_u = Σ_{t>=u} P[t,u] dout_t.
+// With dropout (`drop_on` = 1), P[t,u] weighs v_u as P[t,u]·D[t,u], D the dropout factor of
+// probs element (bh·T + t)·T + u (dropout_mask.wgsl); `probs` keeps P itself, and the
+// backward redraws D: dP[t,u] = (dout_t · v_u)·D[t,u], dv_u = Σ_t P[t,u]·D[t,u] dout_t.
 // One workgroup per (batch, head, row t) for the forward and the row pass, per
 // (batch, head, column u) for the column pass; sums over u or t run in ascending order
 // per invocation. No atomics: the two backward passes write disjoint outputs.
@@ -19,6 +22,16 @@ struct Params {
     heads: u32,
     head_dim: u32,
     scale: f32,
+    drop_key0: u32,
+    drop_key1: u32,
+    drop_threshold: u32,
+    drop_offset: u32,
+    drop_scale: f32,
+    drop_on: u32,
+}
+
+fn drop_mask() -> DropoutMask {
+    return DropoutMask(p.drop_key0, p.drop_key1, p.drop_threshold, p.drop_offset, p.drop_scale, p.drop_on);
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -107,7 +120,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
             var pv = 0.0;
             if (u <= t) {
                 pv = row[u] * inv;
-                row[u] = pv;
+                row[u] = pv * dropout_factor(drop_mask(), p_off + u);
             }
             probs[p_off + u] = pv;
         }
@@ -135,7 +148,7 @@ fn attention_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     var weighted = 0.0;
     if (s.live) {
         for (var u = lid; u <= t; u += BLOCK) {
-            let dp = dot_dout_v(t_off, s.base + u * s.channels);
+            let dp = dot_dout_v(t_off, s.base + u * s.channels) * dropout_factor(drop_mask(), p_off + u);
             row[u] = dp;
             weighted += saved_probs[p_off + u] * dp;
         }
@@ -170,7 +183,7 @@ fn attention_cols(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         for (var t = u + lid; t < p.seq; t += BLOCK) {
             let idx = (s.bh * p.seq + t) * p.seq + u;
             row[t] = ds[idx];
-            row2[t] = saved_probs[idx];
+            row2[t] = saved_probs[idx] * dropout_factor(drop_mask(), idx);
         }
     }
     workgroupBarrier();

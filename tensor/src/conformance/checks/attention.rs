@@ -11,7 +11,7 @@ const CASES: [(usize, usize, usize, usize); 6] =
     [(1, 1, 1, 1), (1, 1, 3, 4), (2, 5, 3, 4), (1, 9, 1, 7), (3, 4, 5, 2), (2, 17, 2, 8)];
 
 fn dims_of((batch, seq, heads, head_dim): (usize, usize, usize, usize)) -> AttentionDims {
-    AttentionDims { batch, seq, heads, head_dim }
+    AttentionDims { batch, seq, heads, head_dim, dropout: None }
 }
 
 pub fn attention<B: Backend>(backend: &B) {

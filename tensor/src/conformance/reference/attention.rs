@@ -7,6 +7,11 @@ fn idx(dims: AttentionDims, b: usize, t: usize, h: usize, d: usize) -> usize {
     (b * dims.seq + t) * dims.channels() + h * dims.head_dim + d
 }
 
+/// The dropout factor of `probs` element `i` (1 without dropout).
+fn factor(dims: AttentionDims, i: usize) -> f64 {
+    dims.dropout.map_or(1.0, |m| m.factor(i) as f64)
+}
+
 /// Softmax probabilities `[batch, heads, seq, seq]`, zero above the diagonal.
 fn probs(q: &[f32], k: &[f32], dims: AttentionDims) -> Vec<f64> {
     let (seq, hd) = (dims.seq, dims.head_dim);
@@ -44,7 +49,8 @@ pub(crate) fn attention(q: &[f32], k: &[f32], v: &[f32], dims: AttentionDims) ->
                 for d in 0..dims.head_dim {
                     out[idx(dims, b, t, h, d)] = (0..=t)
                         .map(|u| {
-                            p[((b * dims.heads + h) * seq + t) * seq + u] * v[idx(dims, b, u, h, d)] as f64
+                            let i = ((b * dims.heads + h) * seq + t) * seq + u;
+                            p[i] * factor(dims, i) * v[idx(dims, b, u, h, d)] as f64
                         })
                         .sum();
                 }
@@ -72,16 +78,19 @@ pub(crate) fn attention_backward(
     for b in 0..dims.batch {
         for h in 0..dims.heads {
             for t in 0..seq {
-                let prow = &p[((b * dims.heads + h) * seq + t) * seq..][..=t];
+                let row = ((b * dims.heads + h) * seq + t) * seq;
+                let prow = &p[row..][..=t];
                 let it = idx(dims, b, t, h, 0);
-                // dP[t,u] = dout_t · v_u; dS = P (dP - Σ_u P dP).
-                let dp: Vec<f64> = (0..=t).map(|u| dot(dout, it, v, idx(dims, b, u, h, 0))).collect();
+                // dP[t,u] = (dout_t · v_u) D[t,u]; dS = P (dP - Σ_u P dP).
+                let dp: Vec<f64> = (0..=t)
+                    .map(|u| dot(dout, it, v, idx(dims, b, u, h, 0)) * factor(dims, row + u))
+                    .collect();
                 let weighted: f64 = prow.iter().zip(&dp).map(|(p, d)| p * d).sum();
                 for u in 0..=t {
                     let iu = idx(dims, b, u, h, 0);
                     let ds = prow[u] * (dp[u] - weighted) * scale;
                     for d in 0..hd {
-                        dv[iu + d] += prow[u] * dout[it + d] as f64;
+                        dv[iu + d] += prow[u] * factor(dims, row + u) * dout[it + d] as f64;
                         dq[it + d] += ds * k[iu + d] as f64;
                         dk[iu + d] += ds * q[it + d] as f64;
                     }
