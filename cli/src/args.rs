@@ -1,4 +1,4 @@
-//! Command-line flags. Every command takes `--backend` and `--threads`.
+//! Command-line flags. Every command takes `--backend`, `--threads` and `--kernels`.
 
 use std::path::PathBuf;
 
@@ -49,6 +49,18 @@ pub struct Compute {
     /// Worker threads, from 1 to 4 × the number of cores (default: all cores).
     #[arg(long, allow_negative_numbers = true)]
     pub threads: Option<i64>,
+    /// CPU kernels: `fast` (the best SIMD variant this CPU has: AVX-512, AVX2+FMA) or
+    /// `reference` (the scalar kernels every variant is checked against).
+    #[arg(long, value_enum, default_value_t = KernelsKind::Fast)]
+    pub kernels: KernelsKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KernelsKind {
+    /// The scalar reference kernels.
+    Reference,
+    /// The fastest kernel variant this CPU supports.
+    Fast,
 }
 
 #[derive(Args, Debug)]

@@ -1,13 +1,13 @@
-//! The composition root's one job: turn `--backend`/`--threads` into a concrete backend and
-//! run a generic command on it.
+//! The composition root's one job: turn `--backend`/`--threads`/`--kernels` into a concrete
+//! backend and run a generic command on it.
 
 use std::any::Any;
 
-use tinygpt_kernels_cpu::CpuBackend;
+use tinygpt_kernels_cpu::{CpuBackend, Kernels};
 use tinygpt_kernels_wgsl::WgpuBackend;
 use tinygpt_tensor::{Backend, TensorError};
 
-use crate::args::{BackendKind, Compute};
+use crate::args::{BackendKind, Compute, KernelsKind};
 use crate::error::CliError;
 
 /// A command body that works on any backend.
@@ -40,7 +40,11 @@ pub fn dispatch<C: WithBackend>(compute: &Compute, command: C) -> Result<C::Outp
             let backend = CpuBackend::try_new(threads).map_err(|e| {
                 CliError::Usage(format!("cannot start {threads} threads ({e}); try a smaller --threads"))
             })?;
-            command.run(backend, threads)
+            let kernels = match compute.kernels {
+                KernelsKind::Reference => Kernels::Reference,
+                KernelsKind::Fast => Kernels::Fast,
+            };
+            command.run(backend.with_kernels(kernels), threads)
         }
         BackendKind::Wgpu => {
             let backend = WgpuBackend::new()
@@ -56,4 +60,10 @@ pub fn device_label<B: Backend>(backend: &B, threads: usize) -> String {
         Some(gpu) => format!("{} ({})", gpu.adapter().name, gpu.adapter().api),
         None => format!("{threads} CPU threads"),
     }
+}
+
+/// The CPU kernel variant `backend` runs (`"avx512"`, `"reference"`, …), for benchmark
+/// lines; `None` on a GPU backend.
+pub fn cpu_kernels<B: Backend>(backend: &B) -> Option<&'static str> {
+    (backend as &dyn Any).downcast_ref::<CpuBackend>().map(|cpu| cpu.variant().name())
 }

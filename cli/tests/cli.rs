@@ -159,3 +159,20 @@ fn bad_input_gets_one_clear_line() {
     // Refused before the default --out folder is created.
     assert!(!std::path::Path::new("out").exists(), "bad input created ./out");
 }
+
+#[test]
+fn bench_reports_the_kernel_variant_it_ran() {
+    for (flag, want) in [("reference", Some("reference")), ("fast", None)] {
+        let out = tinygpt(&["bench", "--preset", "tiny", "--steps", "1", "--threads", "1", "--kernels", flag]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+        let kernels = line["kernels"].as_str().unwrap_or_else(|| panic!("kernels in {line}"));
+        match want {
+            Some(want) => assert_eq!(kernels, want),
+            None => assert!(["avx512", "avx2-fma", "reference"].contains(&kernels), "{line}"),
+        }
+    }
+    let out = tinygpt(&["bench", "--preset", "tiny", "--steps", "1", "--kernels", "simd"]);
+    assert_eq!(out.status.code(), Some(2), "clap refuses an unknown variant");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values: reference, fast"));
+}

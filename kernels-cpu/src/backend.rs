@@ -1,24 +1,43 @@
-//! [`CpuBackend`]: construction and threading. The `Backend` impl is in `ops.rs`.
+//! [`CpuBackend`]: construction, threading and the kernel variant. The `Backend` impl is
+//! in `ops.rs`.
 
+use std::fmt;
 use std::sync::Arc;
 
 use crate::error::CpuBackendError;
+use crate::fast::FastKernels;
 use crate::parallel::Parallel;
 use crate::storage::CpuBuffer;
+use crate::{KernelVariant, Kernels};
 
 /// The CPU backend. Cloning shares its thread pool.
 ///
-/// Results are bit-identical for every thread count: work is split into pieces chosen by
-/// problem size alone, and every output element is computed by one piece in a fixed order.
-#[derive(Clone, Debug)]
+/// It runs one [`KernelVariant`]: the fastest this CPU supports unless told otherwise
+/// ([`CpuBackend::with_kernels`], [`CpuBackend::with_variant`]).
+///
+/// Determinism: for one variant, results are bit-identical for every thread count — work is
+/// split into pieces chosen by problem size alone, and every output element is computed by
+/// one piece in a fixed order. Different variants agree within the conformance kit's
+/// tolerances, not bit for bit.
+#[derive(Clone)]
 pub struct CpuBackend {
     pub(crate) par: Parallel,
+    variant: KernelVariant,
+    /// `variant`'s entry points (`None` for the reference), looked up once.
+    pub(crate) fast: Option<&'static FastKernels>,
+}
+
+impl fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CpuBackend").field("par", &self.par).field("variant", &self.variant).finish()
+    }
 }
 
 impl Default for CpuBackend {
-    /// One thread: every kernel runs inline on the calling thread.
+    /// One thread (every kernel runs inline on the calling thread), fastest variant.
     fn default() -> Self {
-        CpuBackend { par: Parallel::Inline }
+        CpuBackend { par: Parallel::Inline, variant: KernelVariant::Reference, fast: None }
+            .with_kernels(Kernels::Fast)
     }
 }
 
@@ -41,9 +60,29 @@ impl CpuBackend {
                     .thread_name(|i| format!("tinygpt-cpu-{i}"))
                     .build()
                     .map_err(|e| CpuBackendError::ThreadPool { threads, reason: e.to_string() })?;
-                Ok(CpuBackend { par: Parallel::Pool(Arc::new(pool)) })
+                Ok(CpuBackend { par: Parallel::Pool(Arc::new(pool)), ..Self::default() })
             }
         }
+    }
+
+    /// The same backend (sharing its threads) running `kernels`; always succeeds, since
+    /// [`Kernels::Fast`] falls back to the reference where the CPU has no fast variant.
+    pub fn with_kernels(self, kernels: Kernels) -> Self {
+        self.with_variant(kernels.variant()).expect("Kernels::variant picks a supported variant")
+    }
+
+    /// The same backend running exactly `variant`, or an error if this CPU (or build)
+    /// cannot run it.
+    pub fn with_variant(self, variant: KernelVariant) -> Result<Self, CpuBackendError> {
+        if !variant.is_supported() {
+            return Err(CpuBackendError::Unsupported { variant: variant.name() });
+        }
+        Ok(CpuBackend { variant, fast: variant.fast_kernels(), ..self })
+    }
+
+    /// The kernel variant this backend runs.
+    pub fn variant(&self) -> KernelVariant {
+        self.variant
     }
 
     /// Number of threads kernels run on.

@@ -7,4 +7,6 @@ pub enum CpuBackendError {
     ZeroThreads,
     #[error("could not start {threads} worker threads for the CPU backend: {reason}; try fewer --threads")]
     ThreadPool { threads: usize, reason: String },
+    #[error("this CPU cannot run the {variant} kernels; use --kernels reference or fast")]
+    Unsupported { variant: &'static str },
 }

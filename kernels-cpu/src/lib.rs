@@ -1,7 +1,8 @@
 //! The CPU backend of TinyGPT: [`CpuBackend`] implements [`tinygpt_tensor::Backend`]
-//! with plain scalar Rust kernels (one file per op family under `kernels/`).
+//! with plain scalar Rust kernels (one file per op family under `kernels/`), and beside
+//! them fast SIMD variants (`fast/`) chosen at run time ([`KernelVariant`], [`Kernels`]).
 //!
-//! These kernels are the reference every SIMD or GPU kernel is compared with, through
+//! The scalar kernels are the reference every SIMD or GPU kernel is compared with, through
 //! the conformance kit in `tinygpt_tensor::conformance`; keep them obviously correct.
 //! They are also meant to train real models, so the hot loops are written for the
 //! auto-vectorizer and spread over a rayon pool, always in a way that gives the same
@@ -15,11 +16,14 @@ mod backend;
 #[cfg(feature = "counting")]
 pub mod counting;
 mod error;
+mod fast;
 mod kernels;
 mod ops;
 mod parallel;
 mod storage;
+mod variant;
 
 pub use backend::CpuBackend;
 pub use error::CpuBackendError;
 pub use storage::CpuBuffer;
+pub use variant::{KernelVariant, Kernels};

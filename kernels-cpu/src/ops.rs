@@ -13,7 +13,7 @@ use crate::kernels::attention::{self, AttentionGradBufs};
 use crate::kernels::layernorm::{self, RowStats};
 use crate::kernels::{copy, cross_entropy, dropout, elementwise, embedding, gelu, matmul};
 use crate::storage::CpuBuffer;
-use crate::CpuBackend;
+use crate::{fast, CpuBackend};
 
 /// Panics with the op's name when a buffer's length disagrees with the sizes passed.
 fn expect_len<T>(op: &str, what: &str, buf: &CpuBuffer<T>, len: usize) {
@@ -120,14 +120,11 @@ impl Backend for CpuBackend {
     ) -> Self::Storage {
         let bias = bias.map(|b| b.read());
         self.produce(dims.m * dims.n, |out| {
-            matmul::matmul_forward(
-                &self.par,
-                out,
-                &a.read(),
-                &b.read(),
-                bias.as_deref().map(|b| &b[..]),
-                dims,
-            )
+            let (a, b, bias) = (&a.read(), &b.read(), bias.as_deref().map(|b| &b[..]));
+            match self.fast {
+                Some(fast) => fast::gemm::matmul(&fast.matmul, &self.par, out, a, b, bias, dims),
+                None => matmul::matmul_forward(&self.par, out, a, b, bias, dims),
+            }
         })
     }
 
@@ -217,13 +214,19 @@ impl Backend for CpuBackend {
 
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {
         expect_len("gelu", "x", x, len);
-        self.produce(len, |out| gelu::gelu_forward(&self.par, out, &x.read()))
+        self.produce(len, |out| match self.fast {
+            Some(fast) => fast::gelu_forward(fast, &self.par, out, &x.read()),
+            None => gelu::gelu_forward(&self.par, out, &x.read()),
+        })
     }
 
     fn gelu_backward(&self, x: &Self::Storage, dout: &Self::Storage, len: usize) -> Self::Storage {
         expect_len("gelu_backward", "x", x, len);
         expect_len("gelu_backward", "dout", dout, len);
-        self.produce(len, |dx| gelu::gelu_backward(&self.par, dx, &x.read(), &dout.read()))
+        self.produce(len, |dx| match self.fast {
+            Some(fast) => fast::gelu_backward(fast, &self.par, dx, &x.read(), &dout.read()),
+            None => gelu::gelu_backward(&self.par, dx, &x.read(), &dout.read()),
+        })
     }
 
     fn attention(

@@ -1,10 +1,37 @@
-//! The backend conformance kit (`tinygpt_tensor::conformance`) run on the CPU backend,
-//! inline on one thread and on a pool of three (an odd count, so work splits unevenly).
+//! The backend conformance kit (`tinygpt_tensor::conformance`) run once per kernel variant
+//! of the CPU backend, each inline on one thread and on a pool of three (an odd count, so
+//! work splits unevenly). A variant this CPU lacks passes with a note on stderr.
 
-mod one_thread {
-    tinygpt_tensor::backend_conformance_tests!(tinygpt_kernels_cpu::CpuBackend::new(1));
+use tinygpt_kernels_cpu::{CpuBackend, KernelVariant};
+
+/// `variant` on `threads` threads, or `None` (with a note) where this CPU cannot run it.
+fn backend(threads: usize, variant: KernelVariant) -> Option<CpuBackend> {
+    let backend = CpuBackend::new(threads).with_variant(variant);
+    if backend.is_err() {
+        eprintln!("skipped: this CPU has no {variant} kernels");
+    }
+    backend.ok()
 }
 
-mod three_threads {
-    tinygpt_tensor::backend_conformance_tests!(tinygpt_kernels_cpu::CpuBackend::new(3));
+macro_rules! variant_conformance {
+    ($module:ident, $variant:expr) => {
+        mod $module {
+            mod one_thread {
+                tinygpt_tensor::backend_conformance_tests!(match crate::backend(1, $variant) {
+                    Some(backend) => backend,
+                    None => return,
+                });
+            }
+            mod three_threads {
+                tinygpt_tensor::backend_conformance_tests!(match crate::backend(3, $variant) {
+                    Some(backend) => backend,
+                    None => return,
+                });
+            }
+        }
+    };
 }
+
+variant_conformance!(reference, tinygpt_kernels_cpu::KernelVariant::Reference);
+variant_conformance!(avx2_fma, tinygpt_kernels_cpu::KernelVariant::Avx2Fma);
+variant_conformance!(avx512, tinygpt_kernels_cpu::KernelVariant::Avx512);

@@ -1,8 +1,9 @@
-//! The CPU backend gives the same bits on any number of threads (the training loop's
-//! "same seed and thread count → same losses" promise rests on this, and in fact holds
-//! across thread counts), and its constructor rejects bad thread counts with an error.
+//! Each kernel variant of the CPU backend gives the same bits on any number of threads (the
+//! training loop's "same seed and thread count → same losses" promise rests on this, and in
+//! fact holds across thread counts), and its constructor rejects bad thread counts and
+//! variants this CPU lacks with an error.
 
-use tinygpt_kernels_cpu::{CpuBackend, CpuBackendError};
+use tinygpt_kernels_cpu::{CpuBackend, CpuBackendError, KernelVariant, Kernels};
 use tinygpt_tensor::{block_on, AdamWStep, AttentionDims, Backend, MatmulDims, Rng};
 
 type Buf = <CpuBackend as Backend>::Storage;
@@ -15,11 +16,15 @@ fn run_ops(backend: &CpuBackend) -> Vec<(String, Vec<f32>)> {
         |len: usize| -> Buf { backend.upload(&(0..len).map(|_| rng.normal() as f32).collect::<Vec<_>>()) };
     let mut results: Vec<(String, Buf)> = Vec::new();
 
-    let (m, k, n) = (150, 67, 133);
-    let (a, b, bias) = (normal(m * k), normal(k * n), normal(n));
-    for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
-        let dims = MatmulDims { m, k, n, trans_a, trans_b };
-        results.push((format!("matmul {trans_a} {trans_b}"), backend.matmul(&a, &b, Some(&bias), dims)));
+    // The second shape spans several pieces in every direction of the fast matmul
+    // (48-row, 256-column pieces, 256-deep k slices).
+    for (m, k, n) in [(150, 67, 133), (101, 600, 530)] {
+        let (a, b, bias) = (normal(m * k), normal(k * n), normal(n));
+        for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
+            let dims = MatmulDims { m, k, n, trans_a, trans_b };
+            let name = format!("matmul {m}x{k}x{n} {trans_a} {trans_b}");
+            results.push((name, backend.matmul(&a, &b, Some(&bias), dims)));
+        }
     }
 
     let dims = AttentionDims { batch: 2, seq: 33, heads: 3, head_dim: 16, dropout: None };
@@ -80,14 +85,29 @@ fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 #[test]
-fn results_are_bit_identical_for_1_2_and_3_threads() {
-    let reference = run_ops(&CpuBackend::new(1));
-    for threads in [2, 3] {
-        let other = run_ops(&CpuBackend::new(threads));
-        for ((name, want), (_, got)) in reference.iter().zip(&other) {
-            assert!(bits(want) == bits(got), "{name}: {threads} threads differ from 1 thread");
+fn each_variant_is_bit_identical_for_1_2_and_3_threads() {
+    let supported = KernelVariant::ALL.into_iter().filter(|v| v.is_supported());
+    for variant in supported {
+        let on = |threads| CpuBackend::new(threads).with_variant(variant).unwrap();
+        let one = run_ops(&on(1));
+        for threads in [2, 3] {
+            let other = run_ops(&on(threads));
+            for ((name, want), (_, got)) in one.iter().zip(&other) {
+                assert!(bits(want) == bits(got), "{variant} {name}: {threads} threads differ from 1 thread");
+            }
         }
     }
+}
+
+#[test]
+fn fast_is_the_best_supported_variant_and_unsupported_ones_are_refused() {
+    assert_eq!(CpuBackend::new(2).variant(), KernelVariant::best_available());
+    assert_eq!(CpuBackend::default().with_kernels(Kernels::Reference).variant(), KernelVariant::Reference);
+    assert_eq!("fast".parse::<Kernels>(), Ok(Kernels::Fast));
+    assert!("simd".parse::<Kernels>().unwrap_err().contains("reference or fast"));
+    // simd128 exists only in a wasm32 build.
+    let err = CpuBackend::new(1).with_variant(KernelVariant::Simd128).unwrap_err();
+    assert!(matches!(err, CpuBackendError::Unsupported { variant: "simd128" }), "{err}");
 }
 
 #[test]

@@ -7,7 +7,7 @@ use tinygpt_optim::{Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::BenchArgs;
-use crate::compute::{device_label, dispatch, WithBackend};
+use crate::compute::{cpu_kernels, device_label, dispatch, WithBackend};
 use crate::error::CliError;
 use crate::text;
 
@@ -58,6 +58,7 @@ impl WithBackend for Bench {
         let line = serde_json::json!({
             "backend": backend.name(),
             "adapter": device_label(&backend, threads),
+            "kernels": cpu_kernels(&backend),
             "threads": threads,
             "preset": preset.name,
             "params": params,

@@ -1,0 +1,59 @@
+//! The fast kernel variants (see `crate::variant`): one generic implementation per op
+//! (`gemm.rs`, `gelu.rs`), instantiated per instruction set in `x86.rs` and `wasm.rs`
+//! behind the matching target features. What an ISA adds is its [`Simd`](simd::Simd)
+//! impl, its tile size and a table of entry points, never a copy of a kernel.
+
+mod gelu;
+pub(crate) mod gemm;
+mod simd;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use crate::kernels::elementwise::ELEMENTWISE_CHUNK;
+use crate::parallel::Parallel;
+use crate::KernelVariant;
+
+/// One variant's entry points.
+///
+/// # Safety
+/// Each function needs the variant's instructions: call them only for a variant whose
+/// [`KernelVariant::is_supported`] is true (the backend checks it once, when built).
+pub(crate) struct FastKernels {
+    pub matmul: gemm::Microkernel,
+    pub gelu: unsafe fn(&mut [f32], &[f32]),
+    pub gelu_backward: unsafe fn(&mut [f32], &[f32], &[f32]),
+}
+
+/// The entry points of `variant`, or `None` for the reference (and for a variant this
+/// target cannot have).
+pub(crate) fn kernels_for(variant: KernelVariant) -> Option<&'static FastKernels> {
+    match variant {
+        #[cfg(target_arch = "x86_64")]
+        KernelVariant::Avx2Fma => Some(&x86::AVX2_FMA),
+        #[cfg(target_arch = "x86_64")]
+        KernelVariant::Avx512 => Some(&x86::AVX512),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        KernelVariant::Simd128 => Some(&wasm::SIMD128),
+        _ => None,
+    }
+}
+
+/// GELU in the same fixed-size chunks as the reference's, so the split is by size alone.
+pub(crate) fn gelu_forward(kernels: &FastKernels, par: &Parallel, out: &mut [f32], x: &[f32]) {
+    par.chunks_mut(out, ELEMENTWISE_CHUNK, |i, out| {
+        let x = &x[i * ELEMENTWISE_CHUNK..][..out.len()];
+        // SAFETY: `kernels` is a supported variant's (see `FastKernels`).
+        unsafe { (kernels.gelu)(out, x) }
+    });
+}
+
+pub(crate) fn gelu_backward(kernels: &FastKernels, par: &Parallel, dx: &mut [f32], x: &[f32], dout: &[f32]) {
+    par.chunks_mut(dx, ELEMENTWISE_CHUNK, |i, dx| {
+        let start = i * ELEMENTWISE_CHUNK;
+        let (x, dout) = (&x[start..start + dx.len()], &dout[start..start + dx.len()]);
+        // SAFETY: as in `gelu_forward`.
+        unsafe { (kernels.gelu_backward)(dx, x, dout) }
+    });
+}

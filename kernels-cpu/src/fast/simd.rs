@@ -1,0 +1,25 @@
+//! The few vector operations a matmul microkernel needs, so one generic kernel
+//! (`gemm::piece`) serves every instruction set; each ISA file implements this trait over
+//! its own register type and instantiates the kernel behind its `#[target_feature]`.
+
+/// `LANES` f32 lanes of one vector register. Implementors are zero-sized markers.
+///
+/// # Safety
+/// The methods use instructions the CPU may lack: call them only from code compiled with
+/// the implementor's target features (the ISA file's `#[target_feature]` entry points, which
+/// are reached only after [`crate::KernelVariant::is_supported`] said yes). Methods are
+/// `#[inline(always)]` so they inline into those entry points and compile to single
+/// instructions there.
+pub(crate) unsafe trait Simd: Copy {
+    const LANES: usize;
+    type V: Copy;
+
+    unsafe fn zero() -> Self::V;
+    unsafe fn splat(x: f32) -> Self::V;
+    /// Loads `LANES` values from `p` (no alignment needed).
+    unsafe fn load(p: *const f32) -> Self::V;
+    /// Stores `LANES` values to `p` (no alignment needed).
+    unsafe fn store(p: *mut f32, v: Self::V);
+    /// `a · b + c`, fused (one rounding) where the ISA has FMA.
+    unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+}

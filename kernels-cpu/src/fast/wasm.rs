@@ -1,0 +1,59 @@
+//! wasm32 `simd128` variant. WebAssembly has no run-time feature probe: this file is
+//! compiled only into a build made with `-C target-feature=+simd128` (the page's SIMD
+//! build), where every function may use the instructions.
+
+use core::arch::wasm32::*;
+
+use crate::fast::gemm::{self, Microkernel, Piece};
+use crate::fast::simd::Simd;
+use crate::fast::{gelu, FastKernels};
+
+#[derive(Clone, Copy)]
+pub(crate) struct Simd128;
+
+// SAFETY: the whole build has simd128 enabled (this module's cfg).
+unsafe impl Simd for Simd128 {
+    const LANES: usize = 4;
+    type V = v128;
+
+    #[inline(always)]
+    unsafe fn zero() -> v128 {
+        f32x4_splat(0.0)
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> v128 {
+        f32x4_splat(x)
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> v128 {
+        v128_load(p as *const v128)
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: v128) {
+        v128_store(p as *mut v128, v)
+    }
+    /// simd128 has no fused multiply-add (relaxed-SIMD's is not probed yet): two roundings.
+    #[inline(always)]
+    unsafe fn mul_add(a: v128, b: v128, c: v128) -> v128 {
+        f32x4_add(f32x4_mul(a, b), c)
+    }
+}
+
+/// 4 × 8: the tile that ran at 38–41 GFLOP/s per core in Chromium (issue 9).
+unsafe fn simd128_piece(job: &Piece<'_>) {
+    gemm::piece::<Simd128, 4, 2>(job)
+}
+
+unsafe fn simd128_gelu(out: &mut [f32], x: &[f32]) {
+    gelu::forward(out, x)
+}
+
+unsafe fn simd128_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
+    gelu::backward(dx, x, dout)
+}
+
+pub(crate) static SIMD128: FastKernels = FastKernels {
+    matmul: Microkernel { mr: 4, nr: 8, piece: simd128_piece },
+    gelu: simd128_gelu,
+    gelu_backward: simd128_gelu_backward,
+};

@@ -1,0 +1,114 @@
+//! x86-64 variants: AVX2+FMA and AVX-512F. The intrinsics wrappers implement [`Simd`]; the
+//! `#[target_feature]` functions below are the only places the shared generic kernels are
+//! instantiated with those instructions enabled, so the binary itself needs no
+//! `target-cpu` flag and runs on any x86-64.
+
+use std::arch::x86_64::*;
+
+use crate::fast::gemm::{self, Microkernel, Piece};
+use crate::fast::simd::Simd;
+use crate::fast::{gelu, FastKernels};
+
+#[derive(Clone, Copy)]
+pub(crate) struct Avx2;
+
+// SAFETY: every method is one AVX/FMA instruction; used only under `avx2,fma` below.
+unsafe impl Simd for Avx2 {
+    const LANES: usize = 8;
+    type V = __m256;
+
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        _mm256_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> __m256 {
+        _mm256_set1_ps(x)
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m256 {
+        _mm256_loadu_ps(p)
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m256) {
+        _mm256_storeu_ps(p, v)
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: __m256, b: __m256, c: __m256) -> __m256 {
+        _mm256_fmadd_ps(a, b, c)
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Avx512;
+
+// SAFETY: every method is one AVX-512F instruction; used only under `avx512f` below.
+unsafe impl Simd for Avx512 {
+    const LANES: usize = 16;
+    type V = __m512;
+
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        _mm512_setzero_ps()
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> __m512 {
+        _mm512_set1_ps(x)
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m512 {
+        _mm512_loadu_ps(p)
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m512) {
+        _mm512_storeu_ps(p, v)
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: __m512, b: __m512, c: __m512) -> __m512 {
+        _mm512_fmadd_ps(a, b, c)
+    }
+}
+
+/// 6 × 16: 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_piece(job: &Piece<'_>) {
+    gemm::piece::<Avx2, 6, 2>(job)
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_gelu(out: &mut [f32], x: &[f32]) {
+    gelu::forward(out, x)
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
+    gelu::backward(dx, x, dout)
+}
+
+/// 12 × 32: 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers.
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_piece(job: &Piece<'_>) {
+    gemm::piece::<Avx512, 12, 2>(job)
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_gelu(out: &mut [f32], x: &[f32]) {
+    gelu::forward(out, x)
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
+    gelu::backward(dx, x, dout)
+}
+
+pub(crate) static AVX2_FMA: FastKernels = FastKernels {
+    matmul: Microkernel { mr: 6, nr: 16, piece: avx2_piece },
+    gelu: avx2_gelu,
+    gelu_backward: avx2_gelu_backward,
+};
+
+pub(crate) static AVX512: FastKernels = FastKernels {
+    matmul: Microkernel { mr: 12, nr: 32, piece: avx512_piece },
+    gelu: avx512_gelu,
+    gelu_backward: avx512_gelu_backward,
+};
