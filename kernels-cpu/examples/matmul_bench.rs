@@ -39,7 +39,10 @@ fn main() -> Result<(), String> {
     let mut threads = vec![1];
     if let Some(i) = args.iter().position(|a| a == "--threads") {
         let list = args.get(i + 1).ok_or("--threads needs a list, e.g. 1,2")?.clone();
-        threads = list.split(',').map(|t| t.parse().map_err(|_| format!("bad --threads {list:?}"))).collect::<Result<_, _>>()?;
+        threads = list
+            .split(',')
+            .map(|t| t.parse().map_err(|_| format!("bad --threads {list:?}")))
+            .collect::<Result<_, _>>()?;
         args.drain(i..i + 2);
     }
     let shapes = if args.is_empty() { LARGE_MLP.map(String::from).to_vec() } else { args };
@@ -48,7 +51,10 @@ fn main() -> Result<(), String> {
         let MatmulDims { m, k, n, .. } = dims;
         for &t in &threads {
             for variant in KernelVariant::ALL.into_iter().filter(|v| v.is_supported()) {
-                let backend = CpuBackend::try_new(t).map_err(|e| e.to_string())?.with_variant(variant).map_err(|e| e.to_string())?;
+                let backend = CpuBackend::try_new(t)
+                    .map_err(|e| e.to_string())?
+                    .with_variant(variant)
+                    .map_err(|e| e.to_string())?;
                 let a = backend.upload(&(0..m * k).map(|i| (i % 7) as f32 * 0.1).collect::<Vec<_>>());
                 let b = backend.upload(&(0..k * n).map(|i| (i % 5) as f32 * 0.1).collect::<Vec<_>>());
                 let run = |reps: usize| {

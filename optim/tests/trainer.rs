@@ -1,6 +1,6 @@
 //! The training step: reproducibility, exact resume, and the optimizer's documented rules.
 
-use tinygpt_kernels_cpu::CpuBackend;
+use tinygpt_kernels_cpu::{CpuBackend, KernelVariant};
 use tinygpt_model::{Dataset, ModelConfig, Preset};
 use tinygpt_optim::{AdamW, ParamGroup, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Tensor};
@@ -37,6 +37,29 @@ fn same_seed_gives_the_same_losses_bit_for_bit_at_any_thread_count() {
     let other = TrainingConfig { seed: 1, ..training };
     let mut c = Trainer::new(&CpuBackend::new(1), model, other, dataset).unwrap();
     assert_ne!(run(&mut c, 6), la, "another seed should draw other weights and batches");
+}
+
+#[test]
+fn every_kernel_variant_trains_like_the_reference_for_20_steps() {
+    let (model, training, dataset) = setup(20);
+    let on = |variant| {
+        let backend = CpuBackend::new(2).with_variant(variant).unwrap();
+        let mut trainer = Trainer::new(&backend, model.clone(), training.clone(), dataset.clone()).unwrap();
+        run(&mut trainer, 20)
+    };
+    let reference = on(KernelVariant::Reference);
+    for variant in
+        KernelVariant::ALL.into_iter().filter(|v| *v != KernelVariant::Reference && v.is_supported())
+    {
+        for (step, (got, want)) in on(variant).iter().zip(&reference).enumerate() {
+            let rel = ((got - want) / want).abs();
+            assert!(
+                rel <= 1e-4,
+                "{variant}, step {}: loss {got} vs reference {want} ({rel:.1e} relative)",
+                step + 1
+            );
+        }
+    }
 }
 
 #[test]

@@ -23,6 +23,11 @@ use crate::error::TensorError;
 ///   (the byte tokenizer only makes ids below 256). A backend may panic on a bad id.
 /// - Results must match the scalar reference (`tinygpt-kernels-cpu`) within the
 ///   tolerances of the conformance kit ([`crate::conformance`], feature `conformance`).
+/// - Determinism: a backend may offer several kernel variants (the CPU backend has the
+///   scalar reference and SIMD variants per instruction set). For one variant, results are
+///   bit-identical at any thread count — work is split by problem size, never by the
+///   number of threads. Different variants agree within the conformance kit's tolerances,
+///   not bit for bit (they sum in other orders and may fuse multiply-adds).
 pub trait Backend: Clone + Debug + 'static {
     /// A handle to an f32 buffer on the device.
     type Storage: Clone + Debug;

@@ -1,42 +1,100 @@
-//! `cargo xtask bench [--presets tiny,small,medium] [--steps N] [--threads 1,2]`: native
-//! training-step speed of the CPU backend, one JSON line per (preset, threads), each printed
-//! by `tinygpt bench` from a release build.
+//! `cargo xtask bench [--presets small,medium,large,xl] [--steps N] [--threads 1,2]
+//! [--kernels reference,fast] [--pytorch PYTHON] [--no-matmul]`: native training-step speed
+//! of the CPU backend, one JSON line per (preset, threads, kernels), each printed by
+//! `tinygpt bench` from a release build.
+//!
+//! The kernel variants of one (preset, threads) run back to back, and so does the PyTorch
+//! twin (`bench/pytorch_twin.py --device cpu`, same preset and thread count) when
+//! `--pytorch` names a Python that can import torch; a ratio line follows each group:
+//! `{"preset":…,"threads":…,"fast_over_reference":…,"fast_over_pytorch":…}`. Last come the
+//! matmul lines (GFLOP/s of every variant at the `large` preset's MLP shapes, from
+//! kernels-cpu's `matmul_bench` example).
 
 use std::process::Command;
+
+use serde_json::Value;
 
 use crate::util::{self, parse_options, workspace_root};
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let mut presets = "tiny,small,medium".to_string();
+    let mut presets = "small,medium,large,xl".to_string();
     let mut steps = "5".to_string();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut threads = if cores > 1 { format!("1,{cores}") } else { "1".into() };
-    for (name, value) in parse_options(args, &["--presets", "--steps", "--threads"])? {
+    let mut kernels = "reference,fast".to_string();
+    let mut python = None;
+    let mut matmul = true;
+    let known = ["--presets", "--steps", "--threads", "--kernels", "--pytorch", "--no-matmul"];
+    for (name, value) in parse_options(args, &known)? {
         match name {
             "--presets" => presets = value.into(),
             "--steps" => steps = value.into(),
-            _ => threads = value.into(),
+            "--threads" => threads = value.into(),
+            "--kernels" => kernels = value.into(),
+            "--pytorch" => python = Some(value.to_string()),
+            _ => matmul = false,
         }
     }
     let root = workspace_root();
-    util::run(Command::new(env!("CARGO")).current_dir(&root).args([
-        "build",
-        "--release",
-        "-q",
-        "-p",
-        "tinygpt-cli",
-    ]))?;
+    let build = ["build", "--release", "-q", "-p", "tinygpt-cli"];
+    util::run(Command::new(env!("CARGO")).current_dir(&root).args(build))?;
     let exe = root.join("target/release/tinygpt");
+    let twin = root.join("bench/pytorch_twin.py");
     for preset in presets.split(',') {
         for t in threads.split(',') {
-            let status = Command::new(&exe)
-                .args(["bench", "--preset", preset, "--steps", &steps, "--threads", t])
-                .status()
-                .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
-            if !status.success() {
-                return Err(format!("tinygpt bench --preset {preset} --threads {t} failed"));
+            let mut speeds = Vec::new();
+            for k in kernels.split(',') {
+                let args = ["bench", "--preset", preset, "--steps", &steps, "--threads", t, "--kernels", k];
+                let line = json_line(
+                    Command::new(&exe).args(args),
+                    &format!("tinygpt bench --preset {preset} --threads {t} --kernels {k}"),
+                )?;
+                speeds.push((k.to_string(), line["tok_per_s"].as_f64()));
             }
+            if let Some(python) = &python {
+                let args = ["--device", "cpu", "--threads", t, "--presets", preset, "--steps", &steps];
+                let line = json_line(
+                    Command::new(python).arg(&twin).args(args),
+                    &format!("{python} {}", twin.display()),
+                )?;
+                speeds.push(("pytorch".into(), line["tok_per_s"].as_f64()));
+            }
+            let speed = |name: &str| speeds.iter().find(|(k, _)| k == name).and_then(|(_, s)| *s);
+            let ratio =
+                |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| (a / b * 1000.0).round() / 1000.0);
+            let fast = speed("fast");
+            let line = serde_json::json!({
+                "preset": preset,
+                "threads": t.parse::<usize>().ok(),
+                "fast_over_reference": ratio(fast, speed("reference")),
+                "fast_over_pytorch": ratio(fast, speed("pytorch")),
+            });
+            println!("{line}");
+        }
+    }
+    if matmul {
+        let build = ["build", "--release", "-q", "-p", "tinygpt-kernels-cpu", "--example", "matmul_bench"];
+        util::run(Command::new(env!("CARGO")).current_dir(&root).args(build))?;
+        let exe = root.join("target/release/examples/matmul_bench");
+        let status = Command::new(&exe)
+            .args(["--threads", &threads])
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        if !status.success() {
+            return Err("matmul_bench failed".into());
         }
     }
     Ok(())
+}
+
+/// Runs `command`, echoes its stdout and parses its last line as JSON.
+fn json_line(command: &mut Command, what: &str) -> Result<Value, String> {
+    let out = command.output().map_err(|e| format!("cannot run {what}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    if !out.status.success() {
+        return Err(format!("{what} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let last = stdout.lines().last().unwrap_or("");
+    serde_json::from_str(last).map_err(|e| format!("{what} printed no JSON line ({e}): {last:?}"))
 }

@@ -1,7 +1,7 @@
 //! Project tasks: `cargo xtask <task>`.
 //!
 //! - `check-layers`: the crate layering, from `cargo metadata`.
-//! - `bench`: native training-step benchmarks.
+//! - `bench`: native training-step benchmarks, reference vs fast CPU kernels (and PyTorch with `--pytorch PYTHON`).
 //! - `bench-gpu`: training-step and matmul benchmarks on the wgpu backend.
 //! - `setup`: installs the wasm target, wasm-bindgen-cli, Chromium and the npm packages (only what is missing).
 //! - `build-web`: both wasm builds of the worker and the page, into `dist/`.

@@ -21,11 +21,12 @@ fn exp(x: f32) -> f32 {
     const LN2_LO: f32 = 1.428_606_8e-6;
     /// 1.5 · 2^23: adding it rounds to an integer held in the low mantissa bits.
     const ROUNDER: f32 = 12_582_912.0;
-    let x = x.max(-87.0).min(88.0);
+    let x = x.clamp(-87.0, 88.0);
     let shifted = x * LOG2_E + ROUNDER;
     let n = shifted - ROUNDER;
     let r = x - n * LN2_HI - n * LN2_LO;
-    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let p = 1.0
+        + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
     let n_int = (shifted.to_bits() as i32).wrapping_sub(ROUNDER.to_bits() as i32);
     p * f32::from_bits(((n_int + 127) << 23) as u32)
 }

@@ -101,12 +101,22 @@ pub(crate) fn matmul(
     if let Some(bias) = bias {
         assert_eq!(bias.len(), n, "matmul: bias holds {} values for {n} columns", bias.len());
     }
-    assert!(kernel.mr * kernel.nr <= MAX_TILE && MC % kernel.mr == 0 && NC % kernel.nr == 0);
+    assert!(
+        kernel.mr * kernel.nr <= MAX_TILE && MC.is_multiple_of(kernel.mr) && NC.is_multiple_of(kernel.nr)
+    );
     if c.is_empty() {
         return;
     }
-    let a = if trans_a { Strided { data: a, row_stride: 1, col_stride: m } } else { Strided { data: a, row_stride: k, col_stride: 1 } };
-    let b = if trans_b { Strided { data: b, row_stride: 1, col_stride: k } } else { Strided { data: b, row_stride: n, col_stride: 1 } };
+    let a = if trans_a {
+        Strided { data: a, row_stride: 1, col_stride: m }
+    } else {
+        Strided { data: a, row_stride: k, col_stride: 1 }
+    };
+    let b = if trans_b {
+        Strided { data: b, row_stride: 1, col_stride: k }
+    } else {
+        Strided { data: b, row_stride: n, col_stride: 1 }
+    };
     PACKED_B.with(|packed| {
         let mut packed = packed.borrow_mut();
         pack_b(par, &mut packed, b, k, n, kernel.nr);
