@@ -13,7 +13,9 @@ use tinygpt_tensor::TensorError;
 use crate::error::WgpuBackendError;
 use crate::pipelines::{Kernel, Pipelines};
 use crate::pool::{Bind, Counters, GpuBuffer, Pool};
+use crate::profile::{self, KernelTime, Profiler};
 use crate::recorder::Recorder;
+use crate::tuning::Tuning;
 
 /// What the backend runs on, for logs, benchmark lines and capability panels.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +49,7 @@ pub(crate) struct Gpu {
     pub pipelines: Pipelines,
     pub recorder: Mutex<Recorder>,
     pub counters: Arc<Counters>,
+    pub tuning: Tuning,
     /// The first error the device reported (validation, out of memory, loss); sticky.
     pub device_error: Arc<Mutex<Option<TensorError>>>,
 }
@@ -67,6 +70,8 @@ pub enum MatmulPath {
 pub struct WgpuBackend {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) matmul_path: MatmulPath,
+    /// Slices of k for every tiled matmul, instead of the tuning's choice (tests).
+    pub(crate) matmul_split_k: Option<usize>,
 }
 
 impl fmt::Debug for WgpuBackend {
@@ -88,6 +93,18 @@ impl WgpuBackend {
     /// Opens the default adapter (`WGPU_BACKEND` and `WGPU_ADAPTER_NAME` apply) and a
     /// device with every limit the adapter offers and no optional features.
     pub async fn new_async() -> Result<Self, WgpuBackendError> {
+        Self::open(false).await
+    }
+
+    /// [`WgpuBackend::new`] on a device that can time every dispatch (see
+    /// [`WgpuBackend::set_profiling`]); an error when the adapter has no timestamp queries
+    /// inside compute passes.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn new_profiled() -> Result<Self, WgpuBackendError> {
+        tinygpt_tensor::block_on(Self::open(true))
+    }
+
+    async fn open(profiled: bool) -> Result<Self, WgpuBackendError> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
@@ -100,10 +117,17 @@ impl WgpuBackend {
             .map_err(|e| WgpuBackendError::NoAdapter { reason: e.to_string() })?;
         let info = adapter.get_info();
         let limits = adapter.limits();
+        let required_features = if profiled { profile::features() } else { wgpu::Features::empty() };
+        if !adapter.features().contains(required_features) {
+            return Err(WgpuBackendError::RequestDevice {
+                adapter: info.name.clone(),
+                reason: "no timestamp queries inside compute passes, so no profile".into(),
+            });
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("tinygpt"),
-                required_features: wgpu::Features::empty(),
+                required_features,
                 required_limits: limits.clone(),
                 experimental_features: wgpu::ExperimentalFeatures::default(),
                 memory_hints: wgpu::MemoryHints::Performance,
@@ -136,6 +160,11 @@ impl WgpuBackend {
         });
 
         let counters = Arc::new(Counters::default());
+        let tuning = Tuning::from_env();
+        let mut recorder = Recorder::new(&device, &counters, tuning.submit_every);
+        if profiled {
+            recorder.profiler = Some(Profiler::new(&device, &queue));
+        }
         let adapter_summary = AdapterSummary {
             name: info.name.clone(),
             api: format!("{:?}", info.backend).to_lowercase(),
@@ -146,22 +175,30 @@ impl WgpuBackend {
         let gpu = Gpu {
             pool: Arc::new(Pool::new(device.clone(), Arc::clone(&counters))),
             pipelines: Pipelines::new(device.clone(), Arc::clone(&counters)),
-            recorder: Mutex::new(Recorder::new(&device, &counters)),
+            recorder: Mutex::new(recorder),
             device,
             queue,
             adapter: adapter_summary,
             counters,
+            tuning,
             device_error,
         };
         let matmul_path =
             if info.device_type == wgpu::DeviceType::Cpu { MatmulPath::Direct } else { MatmulPath::Tiled };
-        Ok(WgpuBackend { gpu: Arc::new(gpu), matmul_path })
+        Ok(WgpuBackend { gpu: Arc::new(gpu), matmul_path, matmul_split_k: None })
     }
 
     /// The same device with another matmul kernel (the default: [`MatmulPath::Direct`] on
     /// software adapters, [`MatmulPath::Tiled`] elsewhere).
     pub fn with_matmul_path(&self, path: MatmulPath) -> Self {
-        WgpuBackend { gpu: Arc::clone(&self.gpu), matmul_path: path }
+        WgpuBackend { matmul_path: path, ..self.clone() }
+    }
+
+    /// The same device with every tiled matmul split into `slices` slices of k (fewer when
+    /// k is short; see `shaders/matmul.wgsl`), or, with `None`, as many as the product's
+    /// shape calls for (the default). For tests and tuning.
+    pub fn with_matmul_split_k(&self, slices: Option<usize>) -> Self {
+        WgpuBackend { matmul_split_k: slices, ..self.clone() }
     }
 
     pub fn matmul_path(&self) -> MatmulPath {
@@ -181,6 +218,29 @@ impl WgpuBackend {
             submissions: c.submissions.load(Ordering::Relaxed),
             dispatches: c.dispatches.load(Ordering::Relaxed),
         }
+    }
+
+    /// Starts (or stops) timing every dispatch on a device from
+    /// [`WgpuBackend::new_profiled`]; false (and nothing changes) on any other device.
+    /// Profiling waits for the GPU at every submission: time steps with it off.
+    pub fn set_profiling(&self, on: bool) -> bool {
+        let mut rec = self.recorder();
+        rec.submit(&self.gpu.queue, &self.gpu.counters);
+        match rec.profiler.as_mut() {
+            Some(profiler) => {
+                profiler.enabled = on;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// GPU time per kernel label since the last call (or since profiling started), largest
+    /// first; submits what is recorded so it is counted. Empty without a profiler.
+    pub fn take_profile(&self) -> Vec<KernelTime> {
+        let mut rec = self.recorder();
+        rec.submit(&self.gpu.queue, &self.gpu.counters);
+        rec.profiler.as_mut().map(Profiler::take).unwrap_or_default()
     }
 
     /// Submits every recorded command without waiting for it, and reports an error the
@@ -224,7 +284,17 @@ impl WgpuBackend {
     ) {
         let pipeline = self.gpu.pipelines.get(kernel, defines);
         let gpu = &self.gpu;
-        self.recorder().dispatch(&gpu.device, &gpu.queue, &gpu.counters, &pipeline, params, buffers, grid);
+        let label = || profile::label(kernel.entry, defines, params, grid);
+        self.recorder().dispatch(
+            &gpu.device,
+            &gpu.queue,
+            &gpu.counters,
+            &pipeline,
+            params,
+            buffers,
+            grid,
+            label,
+        );
     }
 
     /// Records `kernel` over `groups` workgroups in a 1-D (or folded 2-D) grid.

@@ -17,18 +17,27 @@
 //! Kernels live in `src/shaders/*.wgsl`, forward and backward side by side with their
 //! shapes at the top, like `kernels-cpu/src/kernels/`; `common.wgsl` (and
 //! `block_reduce.wgsl` where a kernel reduces over a workgroup) is prepended, and matmul's
-//! tile and transpose variants are generated constants (`ops.rs`). Only f32 paths: the
-//! kernels use neither `shader-f16` nor subgroups, so they run on any adapter.
+//! tile, transpose, split and batch variants are generated constants (`matmul.rs`; attention's
+//! per-head products are batched matmuls too). Only f32 paths: the kernels use neither
+//! `shader-f16` nor subgroups, so they run on any adapter.
+//!
+//! Where the time goes: [`WgpuBackend::new_profiled`] times every dispatch
+//! (`examples/step_profile.rs` prints a training step's breakdown); `tuning.rs` holds the
+//! few speed knobs.
 
 mod backend;
 mod error;
+mod matmul;
 mod ops;
 mod pipelines;
 mod pool;
+mod profile;
 mod recorder;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
+mod tuning;
 
 pub use backend::{AdapterSummary, MatmulPath, WgpuBackend, WgpuStats};
 pub use error::WgpuBackendError;
 pub use pool::GpuBuffer;
+pub use profile::KernelTime;

@@ -8,16 +8,16 @@ use tinygpt_tensor::{
     LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
+use crate::matmul::{Causal, Gemm, Operand};
 use crate::pipelines::{Access, Kernel, BLOCK_REDUCE, DROPOUT_MASK};
 use crate::pool::GpuBuffer;
-use crate::{MatmulPath, WgpuBackend};
+use crate::WgpuBackend;
 
 use Access::{Read as R, ReadWrite as W};
 
 const ELEMENTWISE: &str = include_str!("shaders/elementwise.wgsl");
 const REDUCE: &str = include_str!("shaders/reduce.wgsl");
 const SUM_ROWS: &str = include_str!("shaders/sum_rows.wgsl");
-const MATMUL: &str = include_str!("shaders/matmul.wgsl");
 const EMBEDDING: &str = include_str!("shaders/embedding.wgsl");
 const LAYERNORM: &str = include_str!("shaders/layernorm.wgsl");
 const ATTENTION: &str = include_str!("shaders/attention.wgsl");
@@ -40,13 +40,8 @@ const K_GELU_BACKWARD: Kernel =
 const K_SUM_CHUNKS: Kernel =
     Kernel { parts: &[BLOCK_REDUCE, REDUCE], entry: "sum_chunks", bindings: &[(1, R), (2, W)] };
 const K_SUM_ROWS: Kernel = Kernel { parts: &[SUM_ROWS], entry: "sum_rows", bindings: &[(1, R), (2, W)] };
-const K_MATMUL_DIRECT: Kernel =
-    Kernel { parts: &[MATMUL], entry: "matmul_direct", bindings: &[(1, R), (2, R), (3, W)] };
-const K_MATMUL_DIRECT_BIAS: Kernel =
-    Kernel { parts: &[MATMUL], entry: "matmul_direct", bindings: &[(1, R), (2, R), (3, W), (4, R)] };
-const K_MATMUL: Kernel = Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W)] };
-const K_MATMUL_BIAS: Kernel =
-    Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W), (4, R)] };
+const K_SUM_ROW_CHUNKS: Kernel =
+    Kernel { parts: &[SUM_ROWS], entry: "sum_row_chunks", bindings: &[(1, R), (2, W)] };
 const K_EMBEDDING: Kernel =
     Kernel { parts: &[EMBEDDING], entry: "embedding", bindings: &[(1, R), (2, R), (3, W)] };
 const K_EMBEDDING_POSITIONS: Kernel =
@@ -68,20 +63,25 @@ const K_LAYER_NORM_DPARAMS: Kernel = Kernel {
     entry: "layer_norm_dparams",
     bindings: &[(7, R), (1, R), (8, R), (9, R), (4, W), (10, W)],
 };
-const K_ATTENTION: Kernel = Kernel {
+const K_ATTENTION_SOFTMAX: Kernel = Kernel {
     parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
-    entry: "attention",
-    bindings: &[(1, R), (2, R), (3, R), (4, W), (5, W)],
+    entry: "attention_softmax",
+    bindings: &[(1, W)],
 };
-const K_ATTENTION_ROWS: Kernel = Kernel {
+const K_ATTENTION_SOFTMAX_DROPOUT: Kernel = Kernel {
     parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
-    entry: "attention_rows",
-    bindings: &[(6, R), (2, R), (3, R), (7, R), (8, W), (4, W)],
+    entry: "attention_softmax_dropout",
+    bindings: &[(1, W), (3, W)],
 };
-const K_ATTENTION_COLS: Kernel = Kernel {
+const K_ATTENTION_SOFTMAX_BACKWARD: Kernel = Kernel {
     parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
-    entry: "attention_cols",
-    bindings: &[(6, R), (1, R), (7, R), (8, W), (4, W), (9, W)],
+    entry: "attention_softmax_backward",
+    bindings: &[(1, W), (2, R)],
+};
+const K_ATTENTION_SOFTMAX_BACKWARD_DROPOUT: Kernel = Kernel {
+    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
+    entry: "attention_softmax_backward_dropout",
+    bindings: &[(1, W), (2, R), (3, W)],
 };
 const K_CROSS_ENTROPY_ROWS: Kernel = Kernel {
     parts: &[BLOCK_REDUCE, CROSS_ENTROPY],
@@ -101,8 +101,8 @@ const WG: usize = 256;
 /// Elements per workgroup of a `sum_chunks` pass: fixed, so the summation order depends
 /// on the length alone.
 const SUM_CHUNK: usize = 1 << 16;
-/// Longest sequence the attention kernels hold in workgroup memory (`MAX_SEQ` in attention.wgsl).
-const MAX_SEQ: usize = 1024;
+/// Rows per chunk of the column sums (`CHUNK` in sum_rows.wgsl and layernorm.wgsl).
+const COLUMN_SUM_CHUNK: usize = 64;
 
 /// Panics with the op's name when a buffer's length disagrees with the sizes passed.
 fn expect_len<T>(op: &str, what: &str, buf: &GpuBuffer<T>, len: usize) {
@@ -116,55 +116,6 @@ fn u(v: usize) -> u32 {
 
 fn f(v: f32) -> u32 {
     v.to_bits()
-}
-
-/// A matmul variant: block tile `bm`×`bn` (`tm`×`tn` outputs per invocation), depth `bk`.
-#[derive(Clone, Copy)]
-struct Tile {
-    bm: usize,
-    bn: usize,
-    bk: usize,
-}
-
-const TILE_LARGE: Tile = Tile { bm: 128, bn: 128, bk: 8 };
-const TILE_SMALL: Tile = Tile { bm: 64, bn: 64, bk: 8 };
-/// `matmul_direct`'s block (it has no stages: `bk` 1).
-const TILE_DIRECT: Tile = Tile { bm: 32, bn: 32, bk: 1 };
-/// Below this many large tiles a matrix uses small ones, to keep every compute unit busy.
-const LARGE_TILE_MIN_GROUPS: usize = 256;
-
-fn pick_tile(m: usize, n: usize) -> Tile {
-    if m.div_ceil(TILE_LARGE.bm) * n.div_ceil(TILE_LARGE.bn) >= LARGE_TILE_MIN_GROUPS {
-        TILE_LARGE
-    } else {
-        TILE_SMALL
-    }
-}
-
-/// The generated constants in front of matmul.wgsl for one variant.
-fn matmul_defines(tile: Tile, dims: MatmulDims, bias: bool) -> String {
-    let checked =
-        !dims.m.is_multiple_of(tile.bm) || !dims.n.is_multiple_of(tile.bn) || !dims.k.is_multiple_of(tile.bk);
-    let bias_fn = if bias {
-        "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n\
-         fn bias_at(j: u32) -> f32 { return bias[j]; }"
-    } else {
-        "fn bias_at(j: u32) -> f32 { return 0.0; }"
-    };
-    format!(
-        "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
-         const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
-         const CHECKED: bool = {checked};\n{bias_fn}",
-        tile.bm,
-        tile.bn,
-        tile.bk,
-        // (At least 4: matmul_direct ignores them, but the tiled entry in the same module
-        // must stay valid.)
-        (tile.bm / 16).max(4),
-        (tile.bn / 16).max(4),
-        dims.trans_a,
-        dims.trans_b,
-    )
 }
 
 impl WgpuBackend {
@@ -204,6 +155,21 @@ impl WgpuBackend {
             None => self.run_1d(kernel, &params, &[a.bind(), out.bind()], len.div_ceil(WG)),
         }
         out
+    }
+}
+
+impl WgpuBackend {
+    /// Adds up the `chunks` row-chunk sums in `partial` ([chunks, cols]) into `out`, unless
+    /// there is one chunk, which the first pass already wrote to `out` itself.
+    fn sum_row_chunks(&self, partial: &GpuBuffer<f32>, out: &GpuBuffer<f32>, chunks: usize, cols: usize) {
+        if chunks > 1 {
+            self.run_1d(
+                &K_SUM_ROW_CHUNKS,
+                &[u(chunks), u(cols)],
+                &[partial.bind(), out.bind()],
+                cols.div_ceil(64),
+            );
+        }
     }
 }
 
@@ -294,7 +260,11 @@ impl Backend for WgpuBackend {
     fn sum_rows(&self, x: &Self::Storage, rows: usize, cols: usize) -> Self::Storage {
         expect_len("sum_rows", "x", x, rows * cols);
         let out = self.alloc(cols);
-        self.run_1d(&K_SUM_ROWS, &[u(rows), u(cols)], &[x.bind(), out.bind()], cols.div_ceil(64));
+        let chunks = rows.div_ceil(COLUMN_SUM_CHUNK).max(1);
+        let partial = if chunks > 1 { self.alloc(chunks * cols) } else { out.clone() };
+        let grid = [u(cols.div_ceil(64)), u(chunks), 1];
+        self.run(&K_SUM_ROWS, "", &[u(rows), u(cols)], &[x.bind(), partial.bind()], grid);
+        self.sum_row_chunks(&partial, &out, chunks, cols);
         out
     }
 
@@ -317,23 +287,7 @@ impl Backend for WgpuBackend {
             expect_len("matmul", "bias", bias, n);
         }
         let out = self.alloc(m * n);
-        if m * n == 0 {
-            return out;
-        }
-        // k = 0 needs no special case: the kernel's k loop runs no stage and writes the bias.
-        let (tile, kernels) = match self.matmul_path {
-            MatmulPath::Tiled => (pick_tile(m, n), [&K_MATMUL, &K_MATMUL_BIAS]),
-            MatmulPath::Direct => (TILE_DIRECT, [&K_MATMUL_DIRECT, &K_MATMUL_DIRECT_BIAS]),
-        };
-        let defines = matmul_defines(tile, dims, bias.is_some());
-        let grid = [u(n.div_ceil(tile.bn)), u(m.div_ceil(tile.bm)), 1];
-        let params = [u(m), u(k), u(n)];
-        match bias {
-            Some(bias) => {
-                self.run(kernels[1], &defines, &params, &[a.bind(), b.bind(), out.bind(), bias.bind()], grid)
-            }
-            None => self.run(kernels[0], &defines, &params, &[a.bind(), b.bind(), out.bind()], grid),
-        }
+        self.gemm(a, b, bias, &out, &Gemm::plain(dims));
         out
     }
 
@@ -359,7 +313,7 @@ impl Backend for WgpuBackend {
         let out = self.alloc(table_rows * dim);
         let params = [u(n), u(dim), u(table_rows)];
         let lists = self.alloc::<u32>(table_rows * (n + 1));
-        self.run_1d(&K_EMBEDDING_POSITIONS, &params, &[ids.bind(), lists.bind()], table_rows.div_ceil(64));
+        self.run_1d(&K_EMBEDDING_POSITIONS, &params, &[ids.bind(), lists.bind()], table_rows);
         let groups = (table_rows * dim).div_ceil(WG);
         self.run_1d(&K_EMBEDDING_BACKWARD, &params, &[dout.bind(), lists.bind(), out.bind()], groups);
         out
@@ -403,8 +357,16 @@ impl Backend for WgpuBackend {
         let (mean, rstd) = (&saved.mean, &saved.rstd);
         let bufs = [dout.bind(), x.bind(), gamma.bind(), mean.bind(), rstd.bind(), dx.bind()];
         self.run_1d(&K_LAYER_NORM_DX, &params, &bufs, rows);
-        let bufs = [dout.bind(), x.bind(), mean.bind(), rstd.bind(), dgamma.bind(), dbeta.bind()];
-        self.run_1d(&K_LAYER_NORM_DPARAMS, &params, &bufs, dim.div_ceil(64));
+        let chunks = rows.div_ceil(COLUMN_SUM_CHUNK).max(1);
+        let (partial_g, partial_b) = if chunks > 1 {
+            (self.alloc(chunks * dim), self.alloc(chunks * dim))
+        } else {
+            (dgamma.clone(), dbeta.clone())
+        };
+        let bufs = [dout.bind(), x.bind(), mean.bind(), rstd.bind(), partial_g.bind(), partial_b.bind()];
+        self.run(&K_LAYER_NORM_DPARAMS, "", &params, &bufs, [u(dim.div_ceil(64)), u(chunks), 1]);
+        self.sum_row_chunks(&partial_g, &dgamma, chunks, dim);
+        self.sum_row_chunks(&partial_b, &dbeta, chunks, dim);
         LayerNormGrads { dx, dgamma, dbeta }
     }
 
@@ -430,12 +392,23 @@ impl Backend for WgpuBackend {
         expect_len("attention", "q", q, len);
         expect_len("attention", "k", k, len);
         expect_len("attention", "v", v, len);
-        assert!(dims.seq <= MAX_SEQ, "attention: sequences longer than {MAX_SEQ} are not supported on wgpu");
         let out = self.alloc(len);
         let probs = self.alloc(dims.batch * dims.heads * dims.seq * dims.seq);
-        let params = attention_params(dims);
-        let rows = dims.batch * dims.heads * dims.seq;
-        self.run_1d(&K_ATTENTION, &params, &[q.bind(), k.bind(), v.bind(), out.bind(), probs.bind()], rows);
+        let per_head = PerHead::new(dims);
+        // S = q·kᵀ into probs (the diagonal and below), softmax in place, out = P·v; with
+        // dropout, out = (P ⊙ D)·v, P ⊙ D in a buffer of its own (probs stays P).
+        self.gemm(q, k, None, &probs, &per_head.scores());
+        let params = &per_head.softmax_params;
+        let weights = if dims.dropout.is_some() {
+            let dropped = self.alloc(probs.len());
+            let bufs = [probs.bind(), dropped.bind()];
+            self.run_1d(&K_ATTENTION_SOFTMAX_DROPOUT, params, &bufs, per_head.rows);
+            dropped
+        } else {
+            self.run_1d(&K_ATTENTION_SOFTMAX, params, &[probs.bind()], per_head.rows);
+            probs.clone()
+        };
+        self.gemm(&weights, v, None, &out, &per_head.weighted(false));
         AttentionOut { out, probs }
     }
 
@@ -454,15 +427,25 @@ impl Backend for WgpuBackend {
         }
         let plen = dims.batch * dims.heads * dims.seq * dims.seq;
         expect_len("attention_backward", "probs", probs, plen);
-        assert!(dims.seq <= MAX_SEQ, "attention: sequences longer than {MAX_SEQ} are not supported on wgpu");
         let (dq, dk, dv) = (self.alloc(len), self.alloc(len), self.alloc(len));
         let ds = self.alloc::<f32>(plen);
-        let params = attention_params(dims);
-        let rows = dims.batch * dims.heads * dims.seq;
-        let bufs = [dout.bind(), k.bind(), v.bind(), probs.bind(), ds.bind(), dq.bind()];
-        self.run_1d(&K_ATTENTION_ROWS, &params, &bufs, rows);
-        let bufs = [dout.bind(), q.bind(), probs.bind(), ds.bind(), dk.bind(), dv.bind()];
-        self.run_1d(&K_ATTENTION_COLS, &params, &bufs, rows);
+        let per_head = PerHead::new(dims);
+        // dP = dout·vᵀ into ds, dS from it in place, then the three products. With dropout
+        // the mask is redrawn: dP ⊙ D, and dv = (P ⊙ D)ᵀ·dout from a buffer of its own.
+        self.gemm(dout, v, None, &ds, &per_head.scores());
+        let params = &per_head.softmax_params;
+        let weights = if dims.dropout.is_some() {
+            let dropped = self.alloc(plen);
+            let bufs = [ds.bind(), probs.bind(), dropped.bind()];
+            self.run_1d(&K_ATTENTION_SOFTMAX_BACKWARD_DROPOUT, params, &bufs, per_head.rows);
+            dropped
+        } else {
+            self.run_1d(&K_ATTENTION_SOFTMAX_BACKWARD, params, &[ds.bind(), probs.bind()], per_head.rows);
+            probs.clone()
+        };
+        self.gemm(&ds, k, None, &dq, &per_head.weighted(false));
+        self.gemm(&ds, q, None, &dk, &per_head.weighted(true));
+        self.gemm(&weights, dout, None, &dv, &per_head.weighted(true));
         AttentionGrads { dq, dk, dv }
     }
 
@@ -537,30 +520,80 @@ impl Backend for WgpuBackend {
     }
 }
 
-fn attention_params(dims: AttentionDims) -> [u32; 11] {
-    let scale = 1.0 / (dims.head_dim as f32).sqrt();
-    let [key0, key1, threshold, offset, drop_scale, on] = match dims.dropout {
-        Some(m) => [m.key[0], m.key[1], m.threshold, m.offset, f(m.scale()), 1],
-        None => [0, 0, 0, 0, f(1.0), 0],
-    };
-    [
-        u(dims.batch),
-        u(dims.seq),
-        u(dims.heads),
-        u(dims.head_dim),
-        f(scale),
-        key0,
-        key1,
-        threshold,
-        offset,
-        drop_scale,
-        on,
-    ]
-}
-
 /// dropout.wgsl's parameter block: the length and the mask's fields.
 fn dropout_params(len: usize, mask: &DropoutMask) -> [u32; 6] {
     [u(len), mask.key[0], mask.key[1], mask.threshold, mask.offset, f(mask.scale())]
+}
+
+/// Attention's per-head products as batched matmuls, one batch per (sequence, head): a
+/// head's q, k, v, out (and their gradients) are [T, hd] slices of [B, T, C] rows
+/// (row stride C, head h at column h·hd); its scores, probabilities and their gradients
+/// are [T, T] blocks of [B, H, T, T].
+struct PerHead {
+    dims: AttentionDims,
+    /// Rows of all heads' [T, T] blocks, B·H·T, and the softmax kernels' parameters
+    /// (with the dropout mask's fields, see attention.wgsl).
+    rows: usize,
+    softmax_params: [u32; 9],
+}
+
+impl PerHead {
+    fn new(dims: AttentionDims) -> Self {
+        let rows = dims.batch * dims.heads * dims.seq;
+        let scale = 1.0 / (dims.head_dim as f32).sqrt();
+        let [key0, key1, threshold, offset, drop_scale, on] = match dims.dropout {
+            Some(m) => [m.key[0], m.key[1], m.threshold, m.offset, f(m.scale()), 1],
+            None => [0, 0, 0, 0, f(1.0), 0],
+        };
+        let softmax_params = [u(rows), u(dims.seq), f(scale), key0, key1, threshold, offset, drop_scale, on];
+        PerHead { dims, rows, softmax_params }
+    }
+
+    /// A [T, hd] slice of a [B, T, C] buffer.
+    fn token_rows(&self) -> Operand {
+        let AttentionDims { seq, head_dim, .. } = self.dims;
+        let c = self.dims.channels();
+        Operand { ld: c, outer: seq * c, inner: head_dim }
+    }
+
+    /// A [T, T] block of a [B, H, T, T] buffer.
+    fn square(&self) -> Operand {
+        let t = self.dims.seq;
+        Operand { ld: t, outer: self.dims.heads * t * t, inner: t * t }
+    }
+
+    fn gemm(&self, m: usize, n: usize, k: usize, a: Operand, b: Operand, c: Operand) -> Gemm {
+        Gemm {
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+            batch: self.dims.batch * self.dims.heads,
+            group: self.dims.heads,
+            a,
+            b,
+            c,
+            causal: Causal::None,
+        }
+    }
+
+    /// [T, T] = x·yᵀ of two [T, hd] slices (S = q·kᵀ, dP = dout·vᵀ), written on and
+    /// below the diagonal only (all the softmax kernels read).
+    fn scores(&self) -> Gemm {
+        let (t, hd) = (self.dims.seq, self.dims.head_dim);
+        let x = self.token_rows();
+        Gemm { trans_b: true, causal: Causal::SkipAboveDiagonal, ..self.gemm(t, t, hd, x, x, self.square()) }
+    }
+
+    /// [T, hd] = W·x of a causal [T, T] block and a [T, hd] slice (out = P·v, dq = dS·k),
+    /// or with `transposed` Wᵀ·x (dk = dSᵀ·q, dv = Pᵀ·dout).
+    fn weighted(&self, transposed: bool) -> Gemm {
+        let (t, hd) = (self.dims.seq, self.dims.head_dim);
+        let x = self.token_rows();
+        let causal = if transposed { Causal::KFromRow } else { Causal::KUpToRow };
+        Gemm { trans_a: transposed, causal, ..self.gemm(t, hd, t, self.square(), x, x) }
+    }
 }
 
 impl WgpuBackend {

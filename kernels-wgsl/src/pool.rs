@@ -90,8 +90,15 @@ impl Pool {
         (self.next_id.fetch_add(1, Ordering::Relaxed), class, buffer)
     }
 
+    /// Idle buffers of a class are kept by descending id and handed out smallest id first:
+    /// which buffer an op gets then depends only on which ones are idle, not on the order
+    /// they were freed in, so every step of a training loop binds the same buffers at the
+    /// same points as the step before and finds each bind group in the recorder's cache.
     fn give_back(&self, usage: Use, class: u64, id: u64, buffer: wgpu::Buffer) {
-        self.free.lock().expect("buffer pool lock").entry((usage, class)).or_default().push((id, buffer));
+        let mut free = self.free.lock().expect("buffer pool lock");
+        let list = free.entry((usage, class)).or_default();
+        let at = list.partition_point(|&(other, _)| other > id);
+        list.insert(at, (id, buffer));
     }
 
     /// A storage buffer for `len` elements of 4 bytes; contents undefined.

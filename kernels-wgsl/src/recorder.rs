@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use crate::pipelines::{Pipeline, PARAM_BYTES};
 use crate::pool::{Bind, Counters};
+use crate::profile::Profiler;
 
 /// Parameter slots per submission; a full arena submits early.
 const ARENA_SLOTS: u64 = 4096;
@@ -37,10 +38,17 @@ pub(crate) struct Recorder {
     /// Commands recorded since the last submission.
     pending: usize,
     max_groups_per_dim: u32,
+    /// Per-dispatch timestamps, on a device opened with them (see `profile.rs`).
+    pub profiler: Option<Profiler>,
+    /// Dispatches after which the recorder submits by itself (0: never), and the count
+    /// since the last submission: a long step then runs on the GPU while the host is
+    /// still recording its end.
+    submit_every: usize,
+    dispatches: usize,
 }
 
 impl Recorder {
-    pub fn new(device: &wgpu::Device, counters: &Counters) -> Self {
+    pub fn new(device: &wgpu::Device, counters: &Counters, submit_every: usize) -> Self {
         let limits = device.limits();
         let stride = PARAM_BYTES.max(limits.min_uniform_buffer_offset_alignment as u64);
         Counters::bump(&counters.buffers);
@@ -59,6 +67,9 @@ impl Recorder {
             bind_groups: HashMap::new(),
             pending: 0,
             max_groups_per_dim: limits.max_compute_workgroups_per_dimension,
+            profiler: None,
+            submit_every,
+            dispatches: 0,
         }
     }
 
@@ -94,6 +105,7 @@ impl Recorder {
 
     /// Records one dispatch of `pipeline` over `grid` workgroups, with `params` (32-bit
     /// words) in its parameter block and `buffers` at its storage bindings, in order.
+    /// `label` names it in a profile (called only while profiling).
     #[allow(clippy::too_many_arguments)]
     pub fn dispatch(
         &mut self,
@@ -104,13 +116,17 @@ impl Recorder {
         params: &[u32],
         buffers: &[Bind<'_>],
         grid: [u32; 3],
+        label: impl FnOnce() -> String,
     ) {
         assert_eq!(buffers.len(), pipeline.bindings.len(), "kernel binding count");
         assert!(params.len() * 4 <= PARAM_BYTES as usize, "kernel parameter block too large");
         if grid.contains(&0) {
             return;
         }
-        if self.params.len() as u64 >= self.stride * ARENA_SLOTS {
+        let profiling = self.profiler.as_ref().is_some_and(|p| p.enabled);
+        if self.params.len() as u64 >= self.stride * ARENA_SLOTS
+            || (profiling && !self.profiler.as_ref().is_some_and(Profiler::has_room))
+        {
             self.submit(queue, counters);
         }
         let offset = self.params.len() as u64;
@@ -158,24 +174,43 @@ impl Recorder {
         }
         let group = &self.bind_groups[&key];
         let pass = self.pass.as_mut().expect("compute pass just opened");
+        let profiler = self.profiler.as_mut().filter(|_| profiling);
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, group, &[offset as u32]);
-        pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+        match profiler {
+            Some(profiler) => {
+                profiler.begin(pass, label());
+                pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+                profiler.end(pass);
+            }
+            None => pass.dispatch_workgroups(grid[0], grid[1], grid[2]),
+        }
         self.pending += 1;
+        self.dispatches += 1;
         Counters::bump(&counters.dispatches);
+        if self.submit_every > 0 && self.dispatches >= self.submit_every {
+            self.submit(queue, counters);
+        }
     }
 
     /// Sends everything recorded so far to the GPU (parameters first).
     pub fn submit(&mut self, queue: &wgpu::Queue, counters: &Counters) {
         self.pass = None;
-        if let Some(encoder) = self.encoder.take() {
+        if let Some(mut encoder) = self.encoder.take() {
             if !self.params.is_empty() {
                 queue.write_buffer(&self.arena, 0, &self.params);
             }
+            if let Some(profiler) = &self.profiler {
+                profiler.resolve(&mut encoder);
+            }
             queue.submit([encoder.finish()]);
             Counters::bump(&counters.submissions);
+            if let Some(profiler) = &mut self.profiler {
+                profiler.collect();
+            }
         }
         self.params.clear();
         self.pending = 0;
+        self.dispatches = 0;
     }
 }

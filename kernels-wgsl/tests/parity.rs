@@ -77,9 +77,14 @@ fn matmul_at_model_and_tile_sizes() {
             let dims = MatmulDims { m, k, n, trans_a, trans_b };
             let (a, b, bias) = (normal(&mut rng, m * k), normal(&mut rng, k * n), normal(&mut rng, n));
             let biases: &[bool] = if big { &[true] } else { &[false, true] };
-            let variants = biases.iter().flat_map(|&b| [(b, MatmulPath::Tiled), (b, MatmulPath::Direct)]);
-            for (with_bias, path) in variants {
-                let gpu = p.gpu.with_matmul_path(path);
+            // Tiled with the default split, tiled forced into 2 and 5 slices of k, direct.
+            let paths =
+                [(MatmulPath::Tiled, None), (MatmulPath::Tiled, Some(2)), (MatmulPath::Tiled, Some(5))];
+            let paths = if big { &paths[..1] } else { &paths[..] };
+            let paths = paths.iter().copied().chain([(MatmulPath::Direct, None)]);
+            let variants = biases.iter().flat_map(|&b| paths.clone().map(move |path| (b, path)));
+            for (with_bias, (path, split)) in variants {
+                let gpu = p.gpu.with_matmul_path(path).with_matmul_split_k(split);
                 let g = gpu.matmul(
                     &p.gpu.upload(&a),
                     &p.gpu.upload(&b),
@@ -93,7 +98,7 @@ fn matmul_at_model_and_tile_sizes() {
                     dims,
                 );
                 assert_close(
-                    &format!("matmul {dims:?} bias {with_bias} {path:?}"),
+                    &format!("matmul {dims:?} bias {with_bias} {path:?} split {split:?}"),
                     &p.gpu_read(&g),
                     &p.cpu_read(&c),
                 );
@@ -172,14 +177,20 @@ fn attention_at_model_sizes() {
             (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
         let (gq, gk, gv) = (p.gpu.upload(&q), p.gpu.upload(&k), p.gpu.upload(&v));
         let (cq, ck, cv) = (p.cpu.upload(&q), p.cpu.upload(&k), p.cpu.upload(&v));
-        let ga = p.gpu.attention(&gq, &gk, &gv, dims);
         let ca = p.cpu.attention(&cq, &ck, &cv, dims);
-        assert_close("attention out", &p.gpu_read(&ga.out), &p.cpu_read(&ca.out));
-        assert_close("attention probs", &p.gpu_read(&ga.probs), &p.cpu_read(&ca.probs));
-        let gg = p.gpu.attention_backward(&p.gpu.upload(&d), &gq, &gk, &gv, &ga.probs, dims);
         let cg = p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, &ca.probs, dims);
-        assert_close("attention dq", &p.gpu_read(&gg.dq), &p.cpu_read(&cg.dq));
-        assert_close("attention dk", &p.gpu_read(&gg.dk), &p.cpu_read(&cg.dk));
-        assert_close("attention dv", &p.gpu_read(&gg.dv), &p.cpu_read(&cg.dv));
+        // Attention's products are batched matmuls: check both kernels (the tiled one skips
+        // the tiles and stages that the causal mask zeroes).
+        for path in [MatmulPath::Tiled, MatmulPath::Direct] {
+            let gpu = p.gpu.with_matmul_path(path);
+            let what = |name: &str| format!("attention {name} {dims:?} {path:?}");
+            let ga = gpu.attention(&gq, &gk, &gv, dims);
+            assert_close(&what("out"), &p.gpu_read(&ga.out), &p.cpu_read(&ca.out));
+            assert_close(&what("probs"), &p.gpu_read(&ga.probs), &p.cpu_read(&ca.probs));
+            let gg = gpu.attention_backward(&gpu.upload(&d), &gq, &gk, &gv, &ga.probs, dims);
+            assert_close(&what("dq"), &p.gpu_read(&gg.dq), &p.cpu_read(&cg.dq));
+            assert_close(&what("dk"), &p.gpu_read(&gg.dk), &p.cpu_read(&cg.dk));
+            assert_close(&what("dv"), &p.gpu_read(&gg.dv), &p.cpu_read(&cg.dv));
+        }
     }
 }

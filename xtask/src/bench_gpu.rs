@@ -11,12 +11,13 @@ use crate::util::{self, parse_options, workspace_root};
 
 /// `huge`: batch·ctx = 8·256 = 2048 rows, d = 256, d_mlp = 1024, vocabulary 256. Forward
 /// layouts (`nt`: x · Wᵀ), input gradients (`nn`), weight gradients (`tn`: dyᵀ · x).
-pub const MATMUL_SHAPES: [&str; 7] = [
+pub const MATMUL_SHAPES: [&str; 8] = [
     "4096x4096x4096",
     "2048x256x256:nt",
     "2048x1024x256:nt",
     "2048x256x1024:nt",
     "2048x256x1024:nn",
+    "256x256x2048:tn",
     "256x1024x2048:tn",
     "1024x256x2048:tn",
 ];

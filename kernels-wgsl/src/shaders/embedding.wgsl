@@ -3,7 +3,7 @@
 // embedding:          table [table_rows, dim], ids [n] -> out [n, dim]
 // embedding_backward: dout [n, dim], ids [n] -> dtable [table_rows, dim]
 //
-// The backward pass is deterministic without atomics, in two launches: one invocation per
+// The backward pass is deterministic without atomics, in two launches: one workgroup per
 // table row lists the positions i with ids[i] == r in ascending order (a scratch
 // [table_rows, n + 1] u32 buffer), then one invocation per table element (r, j) adds
 // dout[i, j] over its row's list: the CPU reference's order, and n·dim loads in all.
@@ -35,22 +35,46 @@ fn embedding(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 }
 
 // For table row r: lists[r·(n+1)] = how many ids equal r, then their positions, ascending.
+// One 64-invocation workgroup per table row: invocation l scans the l-th of 64 equal
+// segments of ids and counts its matches; the counts of the invocations before it (summed
+// in order) give its first slot, and it writes its matches from there in ascending order.
+var<workgroup> counts: array<u32, 64>;
+
 @compute @workgroup_size(64)
 fn embedding_positions(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                        @builtin(local_invocation_index) lid: u32) {
-    let r = flat_group(wid, nwg) * 64u + lid;
-    if (r >= p.table_rows) {
-        return;
-    }
-    let base = r * (p.n + 1u);
+    let r = flat_group(wid, nwg);
+    let live = r < p.table_rows;
+    let segment = (p.n + 63u) / 64u;
+    let begin = min(lid * segment, p.n);
+    let end = min(begin + segment, p.n);
     var count = 0u;
-    for (var i = 0u; i < p.n; i++) {
-        if (ids[i] == r) {
-            count++;
-            lists[base + count] = i;
+    if (live) {
+        for (var i = begin; i < end; i++) {
+            if (ids[i] == r) {
+                count++;
+            }
         }
     }
-    lists[base] = count;
+    counts[lid] = count;
+    workgroupBarrier();
+    var before = 0u;
+    for (var j = 0u; j < lid; j++) {
+        before += counts[j];
+    }
+    if (live) {
+        let base = r * (p.n + 1u);
+        var slot = base + 1u + before;
+        for (var i = begin; i < end; i++) {
+            if (ids[i] == r) {
+                lists[slot] = i;
+                slot++;
+            }
+        }
+        if (lid == 63u) {
+            lists[base] = before + count;
+        }
+    }
 }
 
 @compute @workgroup_size(256)

@@ -2,12 +2,14 @@
 //
 // layer_norm:          x [rows, dim], gamma, beta [dim] -> out [rows, dim], mean, rstd [rows]
 // layer_norm_dx:       dout, x [rows, dim], gamma, mean, rstd -> dx [rows, dim]
-// layer_norm_dparams:  dout, x, mean, rstd -> dgamma, dbeta [dim]
+// layer_norm_dparams:  dout, x, mean, rstd -> dgamma, dbeta [chunks, dim] (chunk sums)
 //
 // One workgroup per row for the row passes (two-pass statistics: the mean, then the
 // biased variance around it). xhat = (x - mean) · rstd always uses the saved f32 mean and
 // rstd. With dxhat = dout · gamma: dx = rstd (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)).
-// dgamma and dbeta are column sums laid out like sum_rows.wgsl (64 columns × 4 row lanes).
+// dgamma and dbeta are column sums made like sum_rows.wgsl's: per chunk of CHUNK rows
+// (64 columns × 4 row lanes per workgroup), then, when there are several chunks, added up
+// by its sum_row_chunks.
 
 struct Params {
     rows: u32,
@@ -91,18 +93,20 @@ fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
 }
 
+const CHUNK: u32 = 64u;
 var<workgroup> partial_g: array<f32, 256>;
 var<workgroup> partial_b: array<f32, 256>;
 
-// dgamma goes to `out`, dbeta to `dbeta`.
+// dgamma's chunk sums go to `out`, dbeta's to `dbeta`; grid [columns / 64, chunks].
 @compute @workgroup_size(64, 4)
-fn layer_norm_dparams(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                      @builtin(local_invocation_id) l: vec3<u32>) {
-    let col = flat_group(wid, nwg) * 64u + l.x;
+fn layer_norm_dparams(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: vec3<u32>) {
+    let col = wid.x * 64u + l.x;
+    let chunk = wid.y;
+    let end = min((chunk + 1u) * CHUNK, p.rows);
     var g = 0.0;
     var bsum = 0.0;
     if (col < p.dim) {
-        for (var r = l.y; r < p.rows; r += 4u) {
+        for (var r = chunk * CHUNK + l.y; r < end; r += 4u) {
             let d = dout[r * p.dim + col];
             g += d * ((x[r * p.dim + col] - saved_mean[r]) * saved_rstd[r]);
             bsum += d;
@@ -112,7 +116,8 @@ fn layer_norm_dparams(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     partial_b[l.y * 64u + l.x] = bsum;
     workgroupBarrier();
     if (l.y == 0u && col < p.dim) {
-        out[col] = partial_g[l.x] + partial_g[64u + l.x] + partial_g[128u + l.x] + partial_g[192u + l.x];
-        dbeta[col] = partial_b[l.x] + partial_b[64u + l.x] + partial_b[128u + l.x] + partial_b[192u + l.x];
+        let at = chunk * p.dim + col;
+        out[at] = partial_g[l.x] + partial_g[64u + l.x] + partial_g[128u + l.x] + partial_g[192u + l.x];
+        dbeta[at] = partial_b[l.x] + partial_b[64u + l.x] + partial_b[128u + l.x] + partial_b[192u + l.x];
     }
 }

@@ -1,26 +1,58 @@
-// Matrix multiply with optional transposes and bias, register-tiled.
+// Matrix multiply with optional transposes and bias, register-tiled; optionally split
+// over k, or batched over strided operands (attention's per-head products).
 //
-// matmul: A, B (, bias [n]) -> C [m, n]
+// matmul:           A, B (, bias [n]) -> C [m, n]                    (SPLIT_K = 1)
+//                   A, B -> partial [SPLIT_K, m, n] (bound as C)      (SPLIT_K > 1)
+// matmul_split_sum: partial [SPLIT_K, m, n] (bound as A) (, bias) -> C [m, n]
 //   C = op(A) · op(B) (+ bias on every row), op(A) [m, k], op(B) [k, n];
-//   A is stored [m, k], or [k, m] with TRANS_A; B is stored [k, n], or [n, k] with TRANS_B.
+//   A is stored [m, k], or [k, m] with TRANS_A; B is stored [k, n], or [n, k] with TRANS_B;
+//   stored rows are lda, ldb, ldc values apart (k or m, n or k, and n for a plain product).
+//   Batch z (grid z, when not split) multiplies the operands that start at
+//   (z / group)·outer + (z % group)·inner of each buffer (its own outer and inner).
 //
 // The host prepends the variant's constants (see `matmul_defines` in ops.rs):
 //   BM, BN (block tile), BK (depth of one shared-memory stage), TM, TN (outputs per
 //   invocation, multiples of 4, BM = 16·TM, BN = 16·TN), TRANS_A, TRANS_B, CHECKED
-//   (bounds checks; off only when m, n, k are multiples of BM, BN, BK) and `bias_at(j)`
-//   (reads binding 4, or returns 0 without a bias).
+//   (bounds checks; off only when m, n, k are multiples of BM, BN, BK), SPLIT_K (slices
+//   of k, one per grid z), CAUSAL (below) and `bias_at(j)` (reads binding 4, or returns 0).
+//
+// CAUSAL skips work that a causal mask makes zero (square per-batch products, m = n or
+// m = k = sequence length): 0 none; 1 op(A)[i, kk] = 0 for kk > i (probabilities times
+// values), so row block m0 stops at k = m0 + BM; 2 op(A)[i, kk] = 0 for kk < i (their
+// transposes), so row block m0 starts at k = m0; 3 outputs C[i, j] with j > i are not
+// needed, so tiles wholly above the diagonal are left unwritten. The skipped terms are
+// exact zeros: sums equal the full ones.
 //
 // 256 invocations (16 × 16) per workgroup; each stage copies op(A)[BM, BK] and
 // op(B)[BK, BN] into workgroup memory, k-major, so an invocation reads its TM values of
-// a column of A and TN values of a row of B as vec4s. Invocation (tx, ty) owns rows
-// (r4·16 + ty)·4 + 0..3 and columns (c4·16 + tx)·4 + 0..3 (vec4 chunks interleaved across
-// invocations: conflict-free workgroup reads and coalesced stores). Each output is a sum
-// over k in ascending order, in f32, with the bias added last.
+// a column of A and TN values of a row of B as vec4s. While a stage is multiplied, each
+// invocation already holds its share of the next stage in registers (fetched from
+// storage before the arithmetic, stored after the barrier), so loads overlap the math.
+// Invocation (tx, ty) owns rows (r4·16 + ty)·4 + 0..3 and columns (c4·16 + tx)·4 + 0..3
+// (vec4 chunks interleaved across invocations: conflict-free workgroup reads and
+// coalesced stores).
+//
+// Summation order: workgroup z sums k over its slice [z·k_chunk, (z+1)·k_chunk) ∩ [0, k)
+// in ascending order, in f32 (k_chunk is a multiple of BK; with SPLIT_K = 1 the slice is
+// all of k). matmul_split_sum then adds the SPLIT_K slice sums in slice order, and the
+// bias last; unsplit, matmul adds the bias last itself.
 
 struct Params {
     m: u32,
     k: u32,
     n: u32,
+    // Length of one slice of k (a multiple of BK; k itself when SPLIT_K = 1).
+    k_chunk: u32,
+    lda: u32,
+    ldb: u32,
+    ldc: u32,
+    group: u32,
+    a_outer: u32,
+    a_inner: u32,
+    b_outer: u32,
+    b_inner: u32,
+    c_outer: u32,
+    c_inner: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -31,9 +63,26 @@ struct Params {
 const THREADS: u32 = 256u;
 const RM: u32 = TM / 4u;
 const RN: u32 = TN / 4u;
+// Values of op(A) and op(B) each invocation moves per stage (at least 1 so that the
+// module stays valid for matmul_direct's constants, where BK = 1 and no stage is used).
+const A_LOADS: u32 = max(BM * BK / THREADS, 1u);
+const B_LOADS: u32 = max(BN * BK / THREADS, 1u);
 
 var<workgroup> a_tile: array<vec4<f32>, BK * BM / 4u>;
 var<workgroup> b_tile: array<vec4<f32>, BK * BN / 4u>;
+
+// Where this workgroup's batch starts in A, B and C.
+var<private> a_base: u32;
+var<private> b_base: u32;
+var<private> c_base: u32;
+
+fn set_batch(z: u32) {
+    let outer = z / p.group;
+    let inner = z % p.group;
+    a_base = outer * p.a_outer + inner * p.a_inner;
+    b_base = outer * p.b_outer + inner * p.b_inner;
+    c_base = outer * p.c_outer + inner * p.c_inner;
+}
 
 // op(A)[i, kk]
 fn load_a(i: u32, kk: u32) -> f32 {
@@ -41,9 +90,9 @@ fn load_a(i: u32, kk: u32) -> f32 {
         return 0.0;
     }
     if (TRANS_A) {
-        return a[kk * p.m + i];
+        return a[a_base + kk * p.lda + i];
     }
-    return a[i * p.k + kk];
+    return a[a_base + i * p.lda + kk];
 }
 
 // op(B)[kk, j]
@@ -52,52 +101,96 @@ fn load_b(kk: u32, j: u32) -> f32 {
         return 0.0;
     }
     if (TRANS_B) {
-        return b[j * p.k + kk];
+        return b[b_base + j * p.ldb + kk];
     }
-    return b[kk * p.n + j];
+    return b[b_base + kk * p.ldb + j];
+}
+
+fn store_c(i: u32, j: u32, value: f32) {
+    if (!CHECKED || (i < p.m && j < p.n)) {
+        c[c_base + i * p.ldc + j] = value;
+    }
+}
+
+// The (row i, depth kk) of op(A)'s stage that the stage's e-th value is: consecutive e
+// follow the stored layout, so consecutive invocations read consecutive addresses.
+fn a_slot(e: u32) -> vec2<u32> {
+    if (TRANS_A) {
+        return vec2<u32>(e % BM, e / BM);
+    }
+    return vec2<u32>(e / BK, e % BK);
+}
+
+// The (column j, depth kk) of op(B)'s stage that the stage's e-th value is.
+fn b_slot(e: u32) -> vec2<u32> {
+    if (TRANS_B) {
+        return vec2<u32>(e / BK, e % BK);
+    }
+    return vec2<u32>(e % BN, e / BN);
 }
 
 @compute @workgroup_size(256)
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let m0 = wid.y * BM;
     let n0 = wid.x * BN;
+    if (CAUSAL == 3u && n0 >= m0 + BM) {
+        return;
+    }
+    let slice = wid.z % SPLIT_K;
+    set_batch(wid.z / SPLIT_K);
+    c_base += slice * p.m * p.n;
     let tx = lid % 16u;
     let ty = lid / 16u;
+    var k_begin = slice * p.k_chunk;
+    var k_end = min(k_begin + p.k_chunk, p.k);
+    if (CAUSAL == 1u) {
+        k_end = min(k_end, m0 + BM);
+    }
+    if (CAUSAL == 2u) {
+        k_begin = max(k_begin, m0);
+    }
     var acc: array<vec4<f32>, TM * RN>;
     for (var i = 0u; i < TM * RN; i++) {
         acc[i] = vec4<f32>(0.0);
     }
 
-    for (var k0 = 0u; k0 < p.k; k0 += BK) {
-        // Stage op(A)[m0.., k0..] and op(B)[k0.., n0..]; consecutive invocations read
-        // consecutive addresses of the stored layout.
-        for (var l = 0u; l < BM * BK / THREADS; l++) {
-            let e = lid + l * THREADS;
-            var i: u32;
-            var kk: u32;
-            if (TRANS_A) {
-                kk = e / BM;
-                i = e % BM;
-            } else {
-                i = e / BK;
-                kk = e % BK;
-            }
-            a_tile[(kk * BM + i) / 4u][i % 4u] = load_a(m0 + i, k0 + kk);
+    // This invocation's share of the stage at k_begin (none when k is empty).
+    var next_a: array<f32, A_LOADS>;
+    var next_b: array<f32, B_LOADS>;
+    if (k_begin < k_end) {
+        for (var l = 0u; l < A_LOADS; l++) {
+            let s = a_slot(lid + l * THREADS);
+            next_a[l] = load_a(m0 + s.x, k_begin + s.y);
         }
-        for (var l = 0u; l < BN * BK / THREADS; l++) {
-            let e = lid + l * THREADS;
-            var j: u32;
-            var kk: u32;
-            if (TRANS_B) {
-                j = e / BK;
-                kk = e % BK;
-            } else {
-                kk = e / BN;
-                j = e % BN;
-            }
-            b_tile[(kk * BN + j) / 4u][j % 4u] = load_b(k0 + kk, n0 + j);
+        for (var l = 0u; l < B_LOADS; l++) {
+            let s = b_slot(lid + l * THREADS);
+            next_b[l] = load_b(k_begin + s.y, n0 + s.x);
+        }
+    }
+
+    for (var k0 = k_begin; k0 < k_end; k0 += BK) {
+        for (var l = 0u; l < A_LOADS; l++) {
+            let s = a_slot(lid + l * THREADS);
+            a_tile[(s.y * BM + s.x) / 4u][s.x % 4u] = next_a[l];
+        }
+        for (var l = 0u; l < B_LOADS; l++) {
+            let s = b_slot(lid + l * THREADS);
+            b_tile[(s.y * BN + s.x) / 4u][s.x % 4u] = next_b[l];
         }
         workgroupBarrier();
+
+        // The next stage's loads are in flight while this one is multiplied.
+        let k1 = k0 + BK;
+        if (k1 < k_end) {
+            for (var l = 0u; l < A_LOADS; l++) {
+                let s = a_slot(lid + l * THREADS);
+                next_a[l] = load_a(m0 + s.x, k1 + s.y);
+            }
+            for (var l = 0u; l < B_LOADS; l++) {
+                let s = b_slot(lid + l * THREADS);
+                next_b[l] = load_b(k1 + s.y, n0 + s.x);
+            }
+        }
 
         for (var kk = 0u; kk < BK; kk++) {
             var av: array<vec4<f32>, RM>;
@@ -118,28 +211,49 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         workgroupBarrier();
     }
 
+    // Unsplit: C with the bias. Split: this slice's sums, at slice z of the partials.
     for (var r = 0u; r < TM; r++) {
         let row = m0 + ((r / 4u) * 16u + ty) * 4u + r % 4u;
         for (var c4 = 0u; c4 < RN; c4++) {
             let col0 = n0 + (c4 * 16u + tx) * 4u;
             let v = acc[r * RN + c4];
             for (var cc = 0u; cc < 4u; cc++) {
-                let col = col0 + cc;
-                if (!CHECKED || (row < p.m && col < p.n)) {
-                    c[row * p.n + col] = v[cc] + bias_at(col);
+                var value = v[cc];
+                if (SPLIT_K == 1u) {
+                    value += bias_at(col0 + cc);
                 }
+                store_c(row, col0 + cc, value);
             }
         }
     }
 }
 
+// C[i] = Σ_z partial[z, i] over the SPLIT_K slices in order, then + bias; one invocation
+// per output (the partials arrive through binding 1; never batched).
+@compute @workgroup_size(256)
+fn matmul_split_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lid: u32) {
+    let i = flat_group(wid, nwg) * THREADS + lid;
+    let len = p.m * p.n;
+    if (i >= len) {
+        return;
+    }
+    var sum = a[i];
+    for (var z = 1u; z < SPLIT_K; z++) {
+        sum += a[z * len + i];
+    }
+    c[i] = sum + bias_at(i % p.n);
+}
+
 // The same product without workgroup memory or barriers, for software adapters (lavapipe,
 // SwiftShader), where a barrier costs more than the loads it saves. Invocation (tx, ty)
 // of an 8×8 workgroup computes the 4×4 outputs at rows m0 + ty·4 + 0..3 and columns
-// n0 + tx·4 + 0..3 straight from storage (BM = BN = 32); each a sum over k in ascending
-// order, bias last.
+// n0 + tx·4 + 0..3 straight from storage (BM = BN = 32); each a sum over all of k in
+// ascending order, bias last. Never split; batched like matmul; CAUSAL is ignored (the
+// terms it would skip are zeros).
 @compute @workgroup_size(64)
 fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    set_batch(wid.z);
     let row0 = wid.y * 32u + (lid / 8u) * 4u;
     let col0 = wid.x * 32u + (lid % 8u) * 4u;
     var acc: array<vec4<f32>, 4>;
@@ -153,12 +267,8 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         }
     }
     for (var r = 0u; r < 4u; r++) {
-        let row = row0 + r;
         for (var cc = 0u; cc < 4u; cc++) {
-            let col = col0 + cc;
-            if (!CHECKED || (row < p.m && col < p.n)) {
-                c[row * p.n + col] = acc[r][cc] + bias_at(col);
-            }
+            store_c(row0 + r, col0 + cc, acc[r][cc] + bias_at(col0 + cc));
         }
     }
 }

@@ -1,9 +1,14 @@
-// Column sums, the bias gradient.
+// Column sums (the bias gradient), in two passes so that tall inputs spread over many
+// workgroups.
 //
-// sum_rows: x [rows, cols] -> out [cols]
+// sum_rows:       x [rows, cols] -> partial [chunks, cols], chunks = ceil(rows / CHUNK):
+//                 the sums over each chunk of CHUNK rows (the result itself when chunks = 1)
+// sum_row_chunks: partial [chunks, cols] -> out [cols]: the chunk sums, in chunk order
 //
-// A workgroup owns 64 columns; its 4 lanes of 64 invocations each sum every 4th row
-// (ascending), then the 4 partial sums are added in lane order.
+// A sum_rows workgroup owns 64 columns of one chunk; its 4 lanes of 64 invocations each
+// sum every 4th row of the chunk (ascending), then the 4 lane sums are added in lane
+// order. layer_norm_dparams (layernorm.wgsl) makes its partial sums the same way and
+// shares sum_row_chunks.
 
 struct Params {
     rows: u32,
@@ -14,21 +19,40 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 
+const CHUNK: u32 = 64u;
+
 var<workgroup> partial: array<f32, 256>;
 
 @compute @workgroup_size(64, 4)
-fn sum_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-            @builtin(local_invocation_id) l: vec3<u32>) {
-    let col = flat_group(wid, nwg) * 64u + l.x;
+fn sum_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: vec3<u32>) {
+    let col = wid.x * 64u + l.x;
+    let chunk = wid.y;
+    let end = min((chunk + 1u) * CHUNK, p.rows);
     var acc = 0.0;
     if (col < p.cols) {
-        for (var r = l.y; r < p.rows; r += 4u) {
+        for (var r = chunk * CHUNK + l.y; r < end; r += 4u) {
             acc += x[r * p.cols + col];
         }
     }
     partial[l.y * 64u + l.x] = acc;
     workgroupBarrier();
     if (l.y == 0u && col < p.cols) {
-        out[col] = partial[l.x] + partial[64u + l.x] + partial[128u + l.x] + partial[192u + l.x];
+        out[chunk * p.cols + col] =
+            partial[l.x] + partial[64u + l.x] + partial[128u + l.x] + partial[192u + l.x];
     }
+}
+
+// Here p.rows is the number of chunks.
+@compute @workgroup_size(64)
+fn sum_row_chunks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let col = flat_group(wid, nwg) * 64u + lid;
+    if (col >= p.cols) {
+        return;
+    }
+    var acc = 0.0;
+    for (var c = 0u; c < p.rows; c++) {
+        acc += x[c * p.cols + col];
+    }
+    out[col] = acc;
 }

@@ -1,0 +1,226 @@
+//! Host side of `shaders/matmul.wgsl`: [`Gemm`], one product as the kernel sees it (plain,
+//! or batched over strided operands as attention's per-head products are), and how it is
+//! launched: tile, slices of k, generated constants.
+
+use tinygpt_tensor::MatmulDims;
+
+use crate::pipelines::{Access, Kernel};
+use crate::pool::GpuBuffer;
+use crate::{MatmulPath, WgpuBackend};
+
+use Access::{Read as R, ReadWrite as W};
+
+const MATMUL: &str = include_str!("shaders/matmul.wgsl");
+
+const K_MATMUL_DIRECT: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_direct", bindings: &[(1, R), (2, R), (3, W)] };
+const K_MATMUL_DIRECT_BIAS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_direct", bindings: &[(1, R), (2, R), (3, W), (4, R)] };
+const K_MATMUL: Kernel = Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W)] };
+const K_MATMUL_BIAS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W), (4, R)] };
+const K_MATMUL_SPLIT_SUM: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_split_sum", bindings: &[(1, R), (3, W)] };
+const K_MATMUL_SPLIT_SUM_BIAS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_split_sum", bindings: &[(1, R), (3, W), (4, R)] };
+
+/// Invocations per workgroup of `matmul_split_sum`.
+const SPLIT_SUM_WG: usize = 256;
+
+/// A matmul variant: block tile `bm`×`bn` (`tm`×`tn` outputs per invocation), depth `bk`.
+#[derive(Clone, Copy)]
+struct Tile {
+    bm: usize,
+    bn: usize,
+    bk: usize,
+}
+
+const TILE_LARGE: Tile = Tile { bm: 128, bn: 128, bk: 8 };
+const TILE_SMALL: Tile = Tile { bm: 64, bn: 64, bk: 8 };
+/// `matmul_direct`'s block (it has no stages: `bk` 1).
+const TILE_DIRECT: Tile = Tile { bm: 32, bn: 32, bk: 1 };
+/// Below this many large tiles a matrix uses small ones, to keep every compute unit busy.
+const LARGE_TILE_MIN_GROUPS: usize = 256;
+
+fn pick_tile(m: usize, n: usize) -> Tile {
+    if m.div_ceil(TILE_LARGE.bm) * n.div_ceil(TILE_LARGE.bn) >= LARGE_TILE_MIN_GROUPS {
+        TILE_LARGE
+    } else {
+        TILE_SMALL
+    }
+}
+
+/// Which zeros of a causal mask a batched product may skip (`CAUSAL` in matmul.wgsl).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Causal {
+    None = 0,
+    /// op(A)[i, kk] is 0 for kk > i: row block m0 stops at k = m0 + BM.
+    KUpToRow = 1,
+    /// op(A)[i, kk] is 0 for kk < i: row block m0 starts at k = m0.
+    KFromRow = 2,
+    /// Outputs above the diagonal are not needed (left unwritten).
+    SkipAboveDiagonal = 3,
+}
+
+/// Where an operand's matrices lie in its buffer: stored rows `ld` values apart; batch
+/// z's matrix at `(z / group)·outer + (z % group)·inner` (see [`Gemm::group`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Operand {
+    pub ld: usize,
+    pub outer: usize,
+    pub inner: usize,
+}
+
+/// `batch` products C = op(A) · op(B) of [m, k] by [k, n], as matmul.wgsl computes them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Gemm {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub trans_a: bool,
+    pub trans_b: bool,
+    pub batch: usize,
+    /// Batches per outer step: attention's heads, so that batch z = (b, h) finds head h of
+    /// sequence b.
+    pub group: usize,
+    pub a: Operand,
+    pub b: Operand,
+    pub c: Operand,
+    pub causal: Causal,
+}
+
+impl Gemm {
+    /// One product of whole buffers, rows packed (the trait's `matmul`).
+    pub fn plain(dims: MatmulDims) -> Self {
+        let MatmulDims { m, k, n, trans_a, trans_b } = dims;
+        let packed = |ld| Operand { ld, outer: 0, inner: 0 };
+        Gemm {
+            m,
+            n,
+            k,
+            trans_a,
+            trans_b,
+            batch: 1,
+            group: 1,
+            a: packed(if trans_a { m } else { k }),
+            b: packed(if trans_b { k } else { n }),
+            c: packed(n),
+            causal: Causal::None,
+        }
+    }
+}
+
+/// The generated constants in front of matmul.wgsl for one variant (`split`: slices of k).
+fn matmul_defines(tile: Tile, g: &Gemm, bias: bool, split: usize) -> String {
+    let checked =
+        !g.m.is_multiple_of(tile.bm) || !g.n.is_multiple_of(tile.bn) || !g.k.is_multiple_of(tile.bk);
+    let bias_fn = if bias {
+        "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n\
+         fn bias_at(j: u32) -> f32 { return bias[j]; }"
+    } else {
+        "fn bias_at(j: u32) -> f32 { return 0.0; }"
+    };
+    format!(
+        "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
+         const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
+         const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n{bias_fn}",
+        tile.bm,
+        tile.bn,
+        tile.bk,
+        // (At least 4: matmul_direct ignores them, but the tiled entry in the same module
+        // must stay valid.)
+        (tile.bm / 16).max(4),
+        (tile.bn / 16).max(4),
+        g.trans_a,
+        g.trans_b,
+        g.causal as u32,
+    )
+}
+
+fn u(v: usize) -> u32 {
+    u32::try_from(v).expect("a size beyond u32 reached a GPU kernel")
+}
+
+impl WgpuBackend {
+    /// Records `g` writing `out` (plus `bias` on every row; unbatched products only). The
+    /// caller has checked that the operands lie inside their buffers.
+    pub(crate) fn gemm(
+        &self,
+        a: &GpuBuffer<f32>,
+        b: &GpuBuffer<f32>,
+        bias: Option<&GpuBuffer<f32>>,
+        out: &GpuBuffer<f32>,
+        g: &Gemm,
+    ) {
+        let (m, n, k) = (g.m, g.n, g.k);
+        if m * n * g.batch == 0 {
+            return;
+        }
+        assert!(bias.is_none() || g.batch == 1, "matmul: a bias only on unbatched products");
+        let max_grid = self.gpu.adapter.max_compute_workgroups_per_dimension as usize;
+        assert!(
+            g.batch <= max_grid,
+            "matmul: {} batches are beyond this adapter's grid ({max_grid})",
+            g.batch
+        );
+        // k = 0 needs no special case: the kernel's k loop runs no stage and writes the bias.
+        let (tile, kernels) = match self.matmul_path {
+            MatmulPath::Tiled => (pick_tile(m, n), [&K_MATMUL, &K_MATMUL_BIAS]),
+            MatmulPath::Direct => (TILE_DIRECT, [&K_MATMUL_DIRECT, &K_MATMUL_DIRECT_BIAS]),
+        };
+        let tiles = [n.div_ceil(tile.bn), m.div_ceil(tile.bm)];
+        let split = match (self.matmul_path, self.matmul_split_k) {
+            _ if g.batch > 1 || g.causal != Causal::None => 1,
+            (MatmulPath::Direct, _) => 1,
+            (MatmulPath::Tiled, Some(forced)) => forced.max(1),
+            (MatmulPath::Tiled, None) => self.gpu.tuning.split_k(tiles[0] * tiles[1], k),
+        };
+        // The partial sums must fit one binding, and no more slices than the grid allows.
+        let max_binding = self.gpu.adapter.max_storage_buffer_binding_size as usize;
+        let split = split.min(max_binding / (m * n * 4)).min(max_grid).max(1);
+        // Slices of k are whole stages; `split` shrinks to the slices that hold any of k.
+        let k_chunk = k.div_ceil(split).next_multiple_of(tile.bk).max(tile.bk);
+        let split = k.div_ceil(k_chunk).max(1);
+        let params = [
+            u(m),
+            u(k),
+            u(n),
+            u(if split > 1 { k_chunk } else { k }),
+            u(g.a.ld),
+            u(g.b.ld),
+            u(g.c.ld),
+            u(g.group.max(1)),
+            u(g.a.outer),
+            u(g.a.inner),
+            u(g.b.outer),
+            u(g.b.inner),
+            u(g.c.outer),
+            u(g.c.inner),
+        ];
+        let grid = [u(tiles[0]), u(tiles[1]), u(split * g.batch)];
+        if split == 1 {
+            let defines = matmul_defines(tile, g, bias.is_some(), 1);
+            match bias {
+                Some(bias) => {
+                    let bufs = [a.bind(), b.bind(), out.bind(), bias.bind()];
+                    self.run(kernels[1], &defines, &params, &bufs, grid)
+                }
+                None => self.run(kernels[0], &defines, &params, &[a.bind(), b.bind(), out.bind()], grid),
+            }
+            return;
+        }
+        // Each slice's sums into its own [m, n] of `partial`, then their sum (and the bias).
+        let partial = self.alloc::<f32>(split * m * n);
+        let defines = matmul_defines(tile, g, false, split);
+        self.run(&K_MATMUL, &defines, &params, &[a.bind(), b.bind(), partial.bind()], grid);
+        let grid = self.recorder().grid_1d((m * n).div_ceil(SPLIT_SUM_WG));
+        let defines = matmul_defines(tile, g, bias.is_some(), split);
+        match bias {
+            Some(bias) => {
+                let bufs = [partial.bind(), out.bind(), bias.bind()];
+                self.run(&K_MATMUL_SPLIT_SUM_BIAS, &defines, &params, &bufs, grid)
+            }
+            None => self.run(&K_MATMUL_SPLIT_SUM, &defines, &params, &[partial.bind(), out.bind()], grid),
+        }
+    }
+}
