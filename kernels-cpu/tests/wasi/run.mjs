@@ -1,0 +1,18 @@
+// Runs a wasm32-wasip1 test binary under Node's WASI, so the simd128 kernel variant's
+// conformance runs outside a browser (cargo uses this file as the test runner):
+//
+//   rustup target add wasm32-wasip1
+//   RUSTFLAGS="-C target-feature=+simd128" \
+//   CARGO_TARGET_WASM32_WASIP1_RUNNER="node $PWD/kernels-cpu/tests/wasi/run.mjs" \
+//   cargo test -p tinygpt-kernels-cpu --target wasm32-wasip1 --target-dir target/wasi-simd \
+//     --test conformance -- one_thread --skip copy_misuse_panics
+//
+// Only the one-thread tests run: wasip1 has no threads, and wasm panics abort, so the
+// misuse check (which catches a panic) cannot run there.
+import { readFile } from 'node:fs/promises';
+import { WASI } from 'node:wasi';
+
+const [file, ...args] = process.argv.slice(2);
+const wasi = new WASI({ version: 'preview1', args: [file, ...args], env: process.env, preopens: { '/': '/' } });
+const { instance } = await WebAssembly.instantiate(await readFile(file), wasi.getImportObject());
+process.exitCode = wasi.start(instance);
