@@ -34,6 +34,10 @@ const state = {
   offeredResume: false,
   /** Resume this run once it is loaded (after "Resume" on a checkpoint). */
   pendingResume: false,
+  /** Generate text once this run is loaded (after "Sample from best"). */
+  pendingSample: false,
+  /** The run's lowest validation loss so far, `{loss, step}`. */
+  bestVal: null,
   /** A checkpoint to load as soon as a restarted worker is ready. */
   restartFrom: null,
   persisted: false,
@@ -64,7 +68,11 @@ function startWorker(backend) {
   client.on('progress', onProgress);
   client.on('status', (m) => setRunState(m.state, m.step));
   client.on('done', (m) => {
-    notices.info(m.reason === 'finished' ? 'Training finished.' : 'Training stopped.', `At step ${m.step}.`);
+    const title = { finished: 'Training finished.', stopped: 'Training stopped.', earlyStopped: 'Training stopped early.' }[m.reason];
+    const why = m.reason === 'earlyStopped'
+      ? ' The validation loss stopped improving (early stop patience); the best checkpoint is kept.'
+      : '';
+    notices.info(title, `At step ${m.step}.${why}`);
   });
   client.on('sampleChunk', (m) => {
     $('sample-output').textContent += m.text;
@@ -84,6 +92,7 @@ function startWorker(backend) {
     state.checkpoints = m.items;
     state.checkpointsLoaded = true;
     drawCheckpoints();
+    renderBest();
     offerResume();
     refreshQuota();
   });
@@ -92,7 +101,10 @@ function startWorker(backend) {
   client.on('error', (m) => {
     notices.error(m.code, m.message);
     if (m.code === 'internal' && !state.ready) setPill('error', 'Worker failed');
-    if (m.code === 'datasetMismatch' || m.code === 'checkpointNotFound') state.pendingResume = false;
+    if (m.code === 'datasetMismatch' || m.code === 'checkpointNotFound') {
+      state.pendingResume = false;
+      state.pendingSample = false;
+    }
   });
   client.on('crashed', onCrashed);
   client.on('*', (m) => window.tinygpt.messages.push(m.type));
@@ -182,6 +194,8 @@ function onRunStarted({ run }) {
   state.sampling = false;
   chart.clear();
   chart.add(run.history);
+  state.bestVal = null;
+  noteBest(run.history);
   $('resume-banner').hidden = true;
   const last = run.history[run.history.length - 1];
   $('stat-train').textContent = formatLoss(last?.trainLoss);
@@ -191,6 +205,10 @@ function onRunStarted({ run }) {
   renderStep();
   updateButtons();
   drawCheckpoints();
+  if (state.pendingSample) {
+    state.pendingSample = false;
+    generate();
+  }
   if (state.pendingResume) {
     state.pendingResume = false;
     if (run.step >= run.maxSteps) {
@@ -207,11 +225,38 @@ function onProgress(p) {
   state.maxSteps = p.maxSteps;
   state.lastProgress = p;
   chart.add(p.points);
+  noteBest(p.points);
   $('stat-train').textContent = formatLoss(p.trainLoss);
   $('stat-val').textContent = formatLoss(p.valLoss);
   if (p.tokensPerSecond > 0) $('stat-tps').textContent = Math.round(p.tokensPerSecond).toLocaleString('en-US');
   $('stat-eta').textContent = p.step >= p.maxSteps ? 'done' : formatDuration(p.etaSeconds);
   renderStep();
+}
+
+/** Keeps the run's lowest validation loss (and its step) from loss points. */
+function noteBest(points) {
+  for (const p of points) {
+    if (p.valLoss != null && (state.bestVal == null || p.valLoss < state.bestVal.loss)) {
+      state.bestVal = { loss: p.valLoss, step: p.step };
+    }
+  }
+  $('stat-best').textContent = state.bestVal
+    ? `${formatLoss(state.bestVal.loss)} @ ${state.bestVal.step.toLocaleString('en-US')}`
+    : '—';
+}
+
+/** The best checkpoint of the store (best.json's generation), offered for sampling and export. */
+function bestCheckpoint() {
+  return state.checkpoints.find((c) => c.best);
+}
+
+function renderBest() {
+  const best = bestCheckpoint();
+  $('best-line').hidden = !best;
+  if (!best) return;
+  $('best-text').textContent =
+    `Best checkpoint: ${best.id} (step ${best.step.toLocaleString('en-US')}, ${best.modelName}).`;
+  updateButtons();
 }
 
 function renderStep() {
@@ -243,6 +288,9 @@ function updateButtons() {
   $('resume').disabled = !(s === 'paused' || s === 'stopped');
   $('stop').disabled = !(s === 'training' || s === 'paused');
   $('generate').disabled = !hasRun || state.sampling;
+  // Sampling from the best loads it in place of the current run: not while that one trains.
+  $('sample-best').disabled = !bestCheckpoint() || s === 'training';
+  $('sample-best').title = s === 'training' ? 'Pause or stop training first: the best checkpoint replaces this run.' : '';
   $('save-now').disabled = !hasRun;
 }
 
@@ -316,6 +364,8 @@ function train() {
   client.send({
     type: 'train',
     preset: settings.preset.name,
+    // The preset's model with the dropout of the advanced settings (the batch stays the preset's).
+    modelConfig: settings.modelConfig(),
     trainingConfig: settings.trainingConfig(),
     dataset: { name: d.name, bytes: d.bytes.slice() },
   });
@@ -333,6 +383,20 @@ async function resumeCheckpoint(item) {
   showDataset(d);
   state.pendingResume = true;
   client.send({ type: 'load', id: item.id, dataset: { name: d.name, bytes: d.bytes.slice() } });
+}
+
+/** Loads the best checkpoint (paused, in place of the current run) and generates from it. */
+async function sampleBest() {
+  const best = bestCheckpoint();
+  if (!best) return;
+  const d = await datasetFor(best);
+  if (!d) {
+    notices.error('datasetMismatch', `Checkpoint ${best.id} was trained on "${best.datasetName}". Upload that file first.`);
+    return;
+  }
+  showDataset(d);
+  state.pendingSample = true;
+  client.send({ type: 'load', id: best.id, dataset: { name: d.name, bytes: d.bytes.slice() } });
 }
 
 function download(m) {
@@ -390,6 +454,11 @@ function setupControls() {
   $('stop').onclick = () => client.send({ type: 'stop' });
   $('generate').onclick = generate;
   $('save-now').onclick = () => client.send({ type: 'save' });
+  $('sample-best').onclick = sampleBest;
+  $('export-best').onclick = () => {
+    const best = bestCheckpoint();
+    if (best) client.send({ type: 'export', id: best.id });
+  };
   $('resume-dismiss').onclick = () => ($('resume-banner').hidden = true);
   $('upload-ckpt').onchange = async (e) => {
     const file = e.target.files[0];

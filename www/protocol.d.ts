@@ -263,12 +263,13 @@ export interface CheckpointInfo {
   datasetName: string;
   datasetId: string;
   bestValLoss?: number;
+  best: boolean;
 }
 
 export type BackendKind = 'wasm' | 'wasm-simd' | 'webgpu';
 export type StorageKind = 'opfs' | 'indexeddb' | 'memory' | 'none';
 export type RunState = 'training' | 'paused' | 'finished' | 'stopped';
-export type DoneReason = 'finished' | 'stopped';
+export type DoneReason = 'finished' | 'stopped' | 'earlyStopped';
 export type ErrorCode =
   | 'badMessage'
   | 'emptyDataset'

@@ -103,6 +103,7 @@ impl<S: Storage> Checkpoints<S> {
                 dataset_name: data.name,
                 dataset_id: data.dataset_id,
                 best_val_loss: state.and_then(|s| s["best_val_loss"].as_f64()).map(|v| v as f32),
+                best: g.best,
             });
         }
         Ok(items)

@@ -309,6 +309,8 @@ pub enum DoneReason {
     Finished,
     /// `stop` received.
     Stopped,
+    /// `early_stop_patience` evaluations in a row did not improve on the best validation loss.
+    EarlyStopped,
 }
 
 /// A saved checkpoint as the list shows it.
@@ -325,6 +327,10 @@ pub struct CheckpointInfo {
     pub dataset_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_val_loss: Option<f32>,
+    /// Whether this is the run's best generation (the lowest validation loss at its own
+    /// step; the store keeps it however old it is): the one to sample from or export.
+    #[serde(default)]
+    pub best: bool,
 }
 
 /// What went wrong, for the page to pick words and actions (the message has the details).

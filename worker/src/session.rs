@@ -195,6 +195,17 @@ impl<B: Backend> Session<B> {
     /// Continues a paused or stopped run.
     pub fn resume(&mut self, now_ms: f64) -> Result<Vec<OutMessage>, WorkerError> {
         let run = self.run.as_mut().ok_or_else(|| WorkerError::no_run("resume"))?;
+        if run.trainer.should_stop_early() && run.eval.is_none() {
+            return Err(WorkerError::new(
+                ErrorCode::RunFinished,
+                format!(
+                    "This run stopped early: its validation loss has not improved for {} evaluations \
+                     (early_stop_patience). Generate text with its best checkpoint, download it, or start a \
+                     new run.",
+                    run.trainer.config().early_stop_patience.unwrap_or(0)
+                ),
+            ));
+        }
         if run.trainer.is_finished() && run.eval.is_none() {
             return Err(WorkerError::new(
                 ErrorCode::RunFinished,
@@ -403,7 +414,8 @@ impl<B: Backend> Run<B> {
                 self.save_pending = false;
                 out.save_due = true;
             }
-            if self.trainer.is_finished() && self.eval.is_none() {
+            let early = self.trainer.should_stop_early();
+            if (self.trainer.is_finished() || early) && self.eval.is_none() {
                 self.state = RunState::Finished;
                 self.read_losses().await?;
                 let step = self.step();
@@ -411,7 +423,8 @@ impl<B: Backend> Run<B> {
                     out.messages.push(OutMessage::Progress(p));
                 }
                 out.messages.push(OutMessage::Status { state: RunState::Finished, step });
-                out.messages.push(OutMessage::Done { reason: DoneReason::Finished, step });
+                let reason = if early { DoneReason::EarlyStopped } else { DoneReason::Finished };
+                out.messages.push(OutMessage::Done { reason, step });
                 self.save_pending = false;
                 out.save_due = true;
                 return Ok(());

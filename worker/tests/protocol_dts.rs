@@ -301,6 +301,7 @@ fn out_samples() -> Vec<OutMessage> {
                 dataset_name: "tiny.txt".into(),
                 dataset_id: "ab".into(),
                 best_val_loss: Some(5.45),
+                best: true,
             }],
             storage: StorageKind::Indexeddb,
         },
@@ -375,7 +376,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
     let backends = [BackendKind::Wasm, BackendKind::WasmSimd, BackendKind::Webgpu];
     let storages = [StorageKind::Opfs, StorageKind::Indexeddb, StorageKind::Memory, StorageKind::None];
     let states = [RunState::Training, RunState::Paused, RunState::Finished, RunState::Stopped];
-    let reasons = [DoneReason::Finished, DoneReason::Stopped];
+    let reasons = [DoneReason::Finished, DoneReason::Stopped, DoneReason::EarlyStopped];
     let choices = [BackendChoice::Auto, BackendChoice::Wasm, BackendChoice::WasmSimd];
     let storage_choices =
         [StorageChoice::Auto, StorageChoice::Opfs, StorageChoice::Idb, StorageChoice::Memory];

@@ -27,6 +27,8 @@ export function renderCheckpoints(tbody, items, { onResume, onDownload, onDelete
         td.textContent = text;
         if (c === 0 && i === 0) td.insertAdjacentHTML('beforeend', '<span class="tag">latest</span>');
         if (c === 0 && item.id === currentId) td.insertAdjacentHTML('beforeend', '<span class="tag">current</span>');
+        // The generation with the lowest validation loss at its own step (kept however old).
+        if (c === 0 && item.best) td.insertAdjacentHTML('beforeend', '<span class="tag">best</span>');
         row.append(td);
       }
       const actions = document.createElement('td');

@@ -19,6 +19,7 @@ const FIELDS = [
   ['eval_interval', 'Eval interval', 'int', 'steps between val losses'],
   ['eval_batches', 'Eval batches', 'int', 'batches per val loss'],
   ['checkpoint_interval', 'Checkpoint interval', 'int', 'steps between saves'],
+  ['early_stop_patience', 'Early stop patience', 'int', 'stop after this many val losses without a new best; 0 = off'],
   ['seed', 'Seed', 'int', 'weights and batches'],
 ];
 
@@ -67,38 +68,59 @@ export class Settings {
   buildFields() {
     this.fieldsContainer.replaceChildren();
     this.inputs.clear();
+    // The model's dropout (model_config.json), the one model field the page lets you set.
+    this.dropoutInput = this.field('Dropout', 'float', 'training only; 0 ≤ p < 1 (nanoGPT: 0.2)', 'dropout');
+    this.dropoutInput.max = '0.95';
+    this.dropoutInput.step = '0.05';
     for (const [name, label, kind, hint] of FIELDS) {
-      const wrap = document.createElement('label');
-      wrap.className = 'field';
-      wrap.textContent = label;
-      let input;
-      if (Array.isArray(kind)) {
-        input = document.createElement('select');
-        for (const v of kind) input.append(new Option(v, v));
-      } else {
-        input = document.createElement('input');
-        input.type = 'number';
-        input.step = kind === 'int' ? '1' : 'any';
-        input.min = '0';
-      }
-      input.name = name;
-      input.dataset.kind = Array.isArray(kind) ? 'choice' : kind;
-      input.oninput = () => { input.dataset.edited = '1'; };
-      const small = document.createElement('span');
-      small.className = 'hint';
-      small.textContent = hint;
-      wrap.append(input, small);
-      this.fieldsContainer.append(wrap);
-      this.inputs.set(name, input);
+      this.inputs.set(name, this.field(label, kind, hint, name));
     }
     this.fillDefaults();
+  }
+
+  /** One labelled input (a select for a list of choices) appended to the fields. */
+  field(label, kind, hint, name) {
+    const wrap = document.createElement('label');
+    wrap.className = 'field';
+    wrap.textContent = label;
+    let input;
+    if (Array.isArray(kind)) {
+      input = document.createElement('select');
+      for (const v of kind) input.append(new Option(v, v));
+    } else {
+      input = document.createElement('input');
+      input.type = 'number';
+      input.step = kind === 'int' ? '1' : 'any';
+      input.min = '0';
+    }
+    input.name = name;
+    input.dataset.kind = Array.isArray(kind) ? 'choice' : kind;
+    input.oninput = () => { input.dataset.edited = '1'; };
+    const small = document.createElement('span');
+    small.className = 'hint';
+    small.textContent = hint;
+    wrap.append(input, small);
+    this.fieldsContainer.append(wrap);
+    return input;
   }
 
   fillDefaults() {
     for (const [name, input] of this.inputs) {
       delete input.dataset.edited;
-      input.value = name === 'batch_size' && this.preset ? this.preset.batchSize : this.defaults[name];
+      // early_stop_patience is absent from the defaults: off, shown as 0.
+      input.value = name === 'batch_size' && this.preset ? this.preset.batchSize : (this.defaults[name] ?? 0);
     }
+    this.dropoutInput.value = this.preset ? this.preset.modelConfig.dropout : 0;
+  }
+
+  /** The dropout probability the advanced settings ask for. */
+  dropout() {
+    return Number(this.dropoutInput.value) || 0;
+  }
+
+  /** The model_config.json of a new run: the preset's, with the dropout asked for. */
+  modelConfig() {
+    return { ...this.preset.modelConfig, dropout: this.dropout() };
   }
 
   /** The training_config.json the `train` message carries. */
@@ -120,7 +142,7 @@ export class Settings {
       this.showPreset();
     }
     for (const [name, input] of this.inputs) {
-      if (trainingConfig[name] !== undefined) input.value = trainingConfig[name];
+      if (trainingConfig[name] !== undefined) input.value = trainingConfig[name] ?? 0;
     }
   }
 }
