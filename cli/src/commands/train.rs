@@ -28,6 +28,9 @@ use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
 use crate::{memory, run_config, text};
 
+/// Steps queued on the device between two loss reads (and progress updates).
+const READ_EVERY: usize = 10;
+
 /// A checkpoint is written at least this often, whatever `checkpoint_interval` says.
 const MAX_TIME_BETWEEN_CHECKPOINTS: Duration = Duration::from_secs(60);
 
@@ -239,42 +242,63 @@ impl WithBackend for Train {
         let finished = |t: &Trainer<B>| t.progress().step >= stop_at;
         let mut best = BestSoFar::from_history(trainer.history());
         let mut stopped_early = None;
+        let batch = trainer.config().batch_size;
+        // Steps are queued without waiting for the device, and their losses read (which
+        // waits) every READ_EVERY steps and where a value or a finished step is needed:
+        // a GPU runs one step while the next is recorded. Training time is measured from
+        // read to read, so it counts the device's work but not evaluations or saves.
+        let mut window = Instant::now();
+        let mut window_tokens = 0;
         while !finished(&trainer) {
-            let started = Instant::now();
-            let report = trainer.step()?;
-            let seconds = started.elapsed().as_secs_f64();
+            let done = trainer.step_part_deferred(batch).expect("a whole-batch part ends its step");
+            window_tokens += done.tokens;
+            let step = done.step;
+            let save_due = step % trainer.config().checkpoint_interval == 0
+                || last_save.elapsed() >= MAX_TIME_BETWEEN_CHECKPOINTS;
+            let stop_requested = interrupted.load(Ordering::SeqCst);
+            let read_due = done.eval_due
+                || save_due
+                || stop_requested
+                || finished(&trainer)
+                || trainer.unread_losses() >= READ_EVERY;
+            if !read_due {
+                continue;
+            }
+            let points = block_on(trainer.read_losses())?;
+            let seconds = window.elapsed().as_secs_f64();
             trainer.add_wall_time(seconds);
-            // An exponential moving average keeps the rate readable between noisy steps.
-            let rate = report.tokens as f64 / seconds.max(1e-9);
+            let train_loss = points.last().map_or(f32::NAN, |p| p.train_loss);
+            // An exponential moving average keeps the rate readable between noisy windows.
+            let rate = window_tokens as f64 / seconds.max(1e-9);
             tokens_per_s = if tokens_per_s == 0.0 { rate } else { 0.9 * tokens_per_s + 0.1 * rate };
-            if report.eval_due {
+            if done.eval_due {
                 let val = trainer.evaluate(Split::Val)?;
-                trainer.record_eval(report.train_loss, val);
+                trainer.record_eval(train_loss, val);
                 last_val = Some(val);
-                best.record(report.step, val, trainer.progress().wall_time_sec);
-                log(&bar, format!("step {:>6}  train {:.4}  val {val:.4}", report.step, report.train_loss));
+                best.record(step, val, trainer.progress().wall_time_sec);
+                log(&bar, format!("step {step:>6}  train {train_loss:.4}  val {val:.4}"));
                 if trainer.should_stop_early() {
-                    stopped_early = Some(report.step);
+                    stopped_early = Some(step);
                 }
             }
             let val = last_val.map_or("-".to_string(), |v| format!("{v:.4}"));
-            bar.set_message(format!("loss {:.4} val {val} {:.0} tok/s", report.train_loss, tokens_per_s));
-            bar.set_position(report.step as u64);
-            if interrupted.load(Ordering::SeqCst) {
+            bar.set_message(format!("loss {train_loss:.4} val {val} {tokens_per_s:.0} tok/s"));
+            bar.set_position(step as u64);
+            if stop_requested {
                 save(&trainer, &bar)?;
                 bar.abandon();
-                eprintln!("interrupted at step {}; resume with --resume {}", report.step, out.display());
+                eprintln!("interrupted at step {step}; resume with --resume {}", out.display());
                 std::process::exit(130);
             }
             if stopped_early.is_some() {
                 break;
             }
-            let due = report.step % trainer.config().checkpoint_interval == 0
-                || last_save.elapsed() >= MAX_TIME_BETWEEN_CHECKPOINTS;
-            if due && !finished(&trainer) {
+            if save_due && !finished(&trainer) {
                 save(&trainer, &bar)?;
                 last_save = Instant::now();
             }
+            window = Instant::now();
+            window_tokens = 0;
         }
         save(&trainer, &bar)?;
         bar.finish();
