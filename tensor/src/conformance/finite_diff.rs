@@ -20,13 +20,14 @@ pub const FD_EPS: f32 = 1e-2;
 pub const FD_MAX_ELEMENTS: usize = 24;
 
 /// Checks `analytic` (the backward op's gradient with respect to `x`) against central
-/// differences of `objective` around `x`, within [`Tolerance::FINITE_DIFF`].
-pub(crate) fn check_gradient(
+/// differences of `objective` around `x`, within [`Tolerance::FINITE_DIFF`]. The
+/// objective is async because it reads the backend's output back.
+pub(crate) async fn check_gradient(
     what: &str,
     x: &[f32],
     analytic: &[f32],
     rng: &mut Rng,
-    objective: impl Fn(&[f32]) -> f64,
+    objective: impl AsyncFn(&[f32]) -> f64,
 ) {
     assert_eq!(
         analytic.len(),
@@ -45,9 +46,9 @@ pub(crate) fn check_gradient(
     for i in elements {
         let (plus, minus) = (x[i] + FD_EPS, x[i] - FD_EPS);
         probe[i] = plus;
-        let l_plus = objective(&probe);
+        let l_plus = objective(&probe).await;
         probe[i] = minus;
-        let l_minus = objective(&probe);
+        let l_minus = objective(&probe).await;
         probe[i] = x[i];
         let numeric = (l_plus - l_minus) / (plus as f64 - minus as f64);
         let got = analytic[i] as f64;

@@ -1,6 +1,6 @@
 //! Small helpers shared by the checks: random inputs, readback, objectives.
 
-use crate::{block_on, Backend, Rng};
+use crate::{Backend, Rng};
 
 /// `len` values drawn from N(0, std²), rounded to f32.
 pub(crate) fn normal(rng: &mut Rng, len: usize, std: f64) -> Vec<f32> {
@@ -13,13 +13,15 @@ pub(crate) fn ids(rng: &mut Rng, len: usize, bound: usize) -> Vec<u32> {
 }
 
 /// Reads a buffer back, panicking (naming `what`) if the backend reports an error.
-pub(crate) fn read<B: Backend>(backend: &B, storage: &B::Storage, what: &str) -> Vec<f32> {
-    block_on(backend.read(storage)).unwrap_or_else(|e| panic!("{what}: readback failed: {e}"))
+/// Awaited, never blocked on, so the checks also run where a readback completes only when
+/// the event loop turns (WebGPU in a browser).
+pub(crate) async fn read<B: Backend>(backend: &B, storage: &B::Storage, what: &str) -> Vec<f32> {
+    backend.read(storage).await.unwrap_or_else(|e| panic!("{what}: readback failed: {e}"))
 }
 
 /// Reads a one-element buffer.
-pub(crate) fn read_scalar<B: Backend>(backend: &B, storage: &B::Storage, what: &str) -> f32 {
-    let v = read(backend, storage, what);
+pub(crate) async fn read_scalar<B: Backend>(backend: &B, storage: &B::Storage, what: &str) -> f32 {
+    let v = read(backend, storage, what).await;
     assert_eq!(v.len(), 1, "{what}: expected one value, got {}", v.len());
     v[0]
 }
@@ -32,8 +34,13 @@ pub(crate) fn weighted_sum(out: &[f32], w: &[f32]) -> f64 {
 }
 
 /// Asserts that `storage` still holds `expected` bit for bit: ops must not write their inputs.
-pub(crate) fn assert_unchanged<B: Backend>(backend: &B, storage: &B::Storage, expected: &[f32], what: &str) {
-    let now = read(backend, storage, what);
+pub(crate) async fn assert_unchanged<B: Backend>(
+    backend: &B,
+    storage: &B::Storage,
+    expected: &[f32],
+    what: &str,
+) {
+    let now = read(backend, storage, what).await;
     let same =
         now.len() == expected.len() && now.iter().zip(expected).all(|(a, b)| a.to_bits() == b.to_bits());
     assert!(same, "{what}: an op modified its input buffer");

@@ -17,7 +17,10 @@
 //!   forward op: step [`FD_EPS`], objective accumulated in f64, [`Tolerance::FINITE_DIFF`].
 //!
 //! Buffer copies (`zeros`, `upload`/`read`, `upload_indices`, `copy`) are checked bit for
-//! bit; `copy`'s misuse checks catch panics, so they need unwinding (native tests).
+//! bit; `copy`'s misuse checks catch panics, so they need unwinding (native tests only).
+//!
+//! Every check is an `async fn` that awaits its readbacks: natively the macro drives it
+//! with `block_on`, in a browser [`backend_conformance_browser_tests`] awaits it.
 
 pub mod checks;
 mod finite_diff;
@@ -29,7 +32,8 @@ pub use finite_diff::{FD_EPS, FD_MAX_ELEMENTS};
 pub use tolerance::Tolerance;
 
 /// Expands to one `#[test]` per conformance check, each running it on a backend built by
-/// evaluating `$backend` (an expression, evaluated once per test).
+/// evaluating `$backend` (an expression, evaluated once per test) and driving the check
+/// (an `async fn`) with [`crate::block_on`].
 ///
 /// ```ignore
 /// mod one_thread {
@@ -39,14 +43,37 @@ pub use tolerance::Tolerance;
 #[macro_export]
 macro_rules! backend_conformance_tests {
     ($backend:expr) => {
-        $crate::__conformance_tests!(
-            $backend;
+        $crate::__conformance_tests!(native, $backend);
+    };
+}
+
+/// Expands to one `#[wasm_bindgen_test]` `async fn` per conformance check that can run in a
+/// browser, each awaiting the check, so WebGPU readbacks complete as the event loop turns
+/// (`block_on` would spin forever there). `$backend` is evaluated inside the async test
+/// and may `.await` (e.g. `WgpuBackend::new_async().await.unwrap()`). The caller needs the
+/// `wasm-bindgen-test` crate. Left out: the checks that catch panics (`copy_misuse_panics`),
+/// as wasm32 aborts on a panic.
+#[macro_export]
+macro_rules! backend_conformance_browser_tests {
+    ($backend:expr) => {
+        $crate::__conformance_tests!(browser, $backend);
+    };
+}
+
+/// Implementation detail of [`backend_conformance_tests`] and
+/// [`backend_conformance_browser_tests`]: the one list of checks, split by whether a check
+/// needs unwinding panics.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_tests {
+    ($mode:ident, $backend:expr) => {
+        $crate::__conformance_tests!(@unwinding $mode, $backend; copy_misuse_panics);
+        $crate::__conformance_tests!(@portable $mode, $backend;
             zeros,
             upload_read_round_trip,
             indices_round_trip,
             copy,
             copy_is_a_snapshot,
-            copy_misuse_panics,
             flush,
             add,
             scale,
@@ -72,17 +99,22 @@ macro_rules! backend_conformance_tests {
             adamw,
         );
     };
-}
-
-/// Implementation detail of [`backend_conformance_tests`].
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __conformance_tests {
-    ($backend:expr; $($check:ident),* $(,)?) => {
+    (@$kind:ident native, $backend:expr; $($check:ident),* $(,)?) => {
         $(
             #[test]
             fn $check() {
-                $crate::conformance::checks::$check(&$backend);
+                let backend = $backend;
+                $crate::block_on($crate::conformance::checks::$check(&backend));
+            }
+        )*
+    };
+    (@unwinding browser, $backend:expr; $($check:ident),* $(,)?) => {};
+    (@portable browser, $backend:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[wasm_bindgen_test::wasm_bindgen_test]
+            async fn $check() {
+                let backend = $backend;
+                $crate::conformance::checks::$check(&backend).await;
             }
         )*
     };

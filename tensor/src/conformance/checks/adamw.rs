@@ -17,7 +17,7 @@ const CONFIGS: [(&str, f32, Option<f32>); 4] = [
     ("clip above the norm", 0.0, Some(1e6)),
 ];
 
-pub fn adamw<B: Backend>(backend: &B) {
+pub async fn adamw<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xADA);
     for len in [1, 37, 20_001] {
         for (name, weight_decay, max_grad_norm) in CONFIGS {
@@ -44,25 +44,25 @@ pub fn adamw<B: Backend>(backend: &B) {
                 let what = format!("adamw [{len}] {name}, step {step}");
                 Tolerance::OPTIMIZER.assert_close(
                     &format!("{what} param"),
-                    &read(backend, &param, "param"),
+                    &read(backend, &param, "param").await,
                     &reference.param,
                 );
                 Tolerance::OPTIMIZER.assert_close(
                     &format!("{what} m"),
-                    &read(backend, &m, "m"),
+                    &read(backend, &m, "m").await,
                     &reference.m,
                 );
                 Tolerance::OPTIMIZER.assert_close(
                     &format!("{what} v"),
-                    &read(backend, &v, "v"),
+                    &read(backend, &v, "v").await,
                     &reference.v,
                 );
                 Tolerance::OPTIMIZER.assert_close(
                     &format!("{what} via a cloned handle"),
-                    &read(backend, &alias, "param"),
+                    &read(backend, &alias, "param").await,
                     &reference.param,
                 );
-                assert_unchanged(backend, &ugrad, &grad, "adamw grad");
+                assert_unchanged(backend, &ugrad, &grad, "adamw grad").await;
             }
         }
     }

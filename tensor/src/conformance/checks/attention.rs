@@ -14,14 +14,14 @@ fn dims_of((batch, seq, heads, head_dim): (usize, usize, usize, usize)) -> Atten
     AttentionDims { batch, seq, heads, head_dim, dropout: None }
 }
 
-pub fn attention<B: Backend>(backend: &B) {
+pub async fn attention<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xA77);
     for case in CASES {
         let dims = dims_of(case);
         let len = dims.batch * dims.seq * dims.channels();
         let (q, k, v) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
         let res = backend.attention(&backend.upload(&q), &backend.upload(&k), &backend.upload(&v), dims);
-        let (out, probs) = (read(backend, &res.out, "out"), read(backend, &res.probs, "probs"));
+        let (out, probs) = (read(backend, &res.out, "out").await, read(backend, &res.probs, "probs").await);
         let (rout, rprobs) = reference::attention(&q, &k, &v, dims);
         let what = format!("attention {dims:?}");
         Tolerance::ACCUMULATED.assert_close(&format!("{what} out"), &out, &rout);
@@ -40,7 +40,7 @@ pub fn attention<B: Backend>(backend: &B) {
 
 /// `dq`, `dk`, `dv` against the f64 reference and against finite differences of the
 /// backend's attention output.
-pub fn attention_backward<B: Backend>(backend: &B) {
+pub async fn attention_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xA77B);
     for case in CASES {
         let dims = dims_of(case);
@@ -50,8 +50,11 @@ pub fn attention_backward<B: Backend>(backend: &B) {
         let (uq, uk, uv) = (backend.upload(&q), backend.upload(&k), backend.upload(&v));
         let probs = backend.attention(&uq, &uk, &uv, dims).probs;
         let g = backend.attention_backward(&backend.upload(&dout), &uq, &uk, &uv, &probs, dims);
-        let (dq, dk, dv) =
-            (read(backend, &g.dq, "dq"), read(backend, &g.dk, "dk"), read(backend, &g.dv, "dv"));
+        let (dq, dk, dv) = (
+            read(backend, &g.dq, "dq").await,
+            read(backend, &g.dk, "dk").await,
+            read(backend, &g.dv, "dv").await,
+        );
         let what = format!("attention_backward {dims:?}");
 
         let (rdq, rdk, rdv) = reference::attention_backward(&dout, &q, &k, &v, dims);
@@ -59,11 +62,20 @@ pub fn attention_backward<B: Backend>(backend: &B) {
         Tolerance::ACCUMULATED.assert_close(&format!("{what} dk"), &dk, &rdk);
         Tolerance::ACCUMULATED.assert_close(&format!("{what} dv"), &dv, &rdv);
 
-        let loss = |q: &B::Storage, k: &B::Storage, v: &B::Storage| {
-            weighted_sum(&read(backend, &backend.attention(q, k, v, dims).out, "attention"), &dout)
+        let loss = async |q: &B::Storage, k: &B::Storage, v: &B::Storage| {
+            weighted_sum(&read(backend, &backend.attention(q, k, v, dims).out, "attention").await, &dout)
         };
-        check_gradient(&format!("{what} dq"), &q, &dq, &mut rng, |x| loss(&backend.upload(x), &uk, &uv));
-        check_gradient(&format!("{what} dk"), &k, &dk, &mut rng, |x| loss(&uq, &backend.upload(x), &uv));
-        check_gradient(&format!("{what} dv"), &v, &dv, &mut rng, |x| loss(&uq, &uk, &backend.upload(x)));
+        check_gradient(&format!("{what} dq"), &q, &dq, &mut rng, async |x| {
+            loss(&backend.upload(x), &uk, &uv).await
+        })
+        .await;
+        check_gradient(&format!("{what} dk"), &k, &dk, &mut rng, async |x| {
+            loss(&uq, &backend.upload(x), &uv).await
+        })
+        .await;
+        check_gradient(&format!("{what} dv"), &v, &dv, &mut rng, async |x| {
+            loss(&uq, &uk, &backend.upload(x)).await
+        })
+        .await;
     }
 }

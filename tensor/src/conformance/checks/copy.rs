@@ -24,7 +24,7 @@ fn source(rng: &mut Rng, len: usize) -> Vec<f32> {
 /// Copies of every range shape (whole buffer, one value, empty, up to either end, across
 /// the parallel chunk size) write exactly `dst[dst_offset..][..len]`, leave the source and
 /// the rest of the destination alone, and show through every handle of the destination.
-pub fn copy<B: Backend>(backend: &B) {
+pub async fn copy<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xC0_BEEF);
     // (src_len, src_offset, dst_len, dst_offset, len)
     let cases = [
@@ -42,28 +42,28 @@ pub fn copy<B: Backend>(backend: &B) {
         let what = format!("copy [{src_len}][{src_offset}..+{len}] -> [{dst_len}][{dst_offset}..]");
         let (src_data, dst_data) = (source(&mut rng, src_len), normal(&mut rng, dst_len, 1.0));
         let (src, dst) = (backend.upload(&src_data), backend.upload(&dst_data));
-        let (src_held, dst_held) = (read(backend, &src, "src"), read(backend, &dst, "dst"));
+        let (src_held, dst_held) = (read(backend, &src, "src").await, read(backend, &dst, "dst").await);
         let alias = dst.clone();
         backend.copy(&src, src_offset, &dst, dst_offset, len);
 
         let mut want = dst_held.clone();
         want[dst_offset..dst_offset + len].copy_from_slice(&src_held[src_offset..src_offset + len]);
-        assert_eq!(bits(&read(backend, &dst, "dst")), bits(&want), "{what}: destination");
-        assert_eq!(bits(&read(backend, &alias, "dst")), bits(&want), "{what}: via a cloned handle");
-        assert_unchanged(backend, &src, &src_held, &format!("{what}: source"));
+        assert_eq!(bits(&read(backend, &dst, "dst").await), bits(&want), "{what}: destination");
+        assert_eq!(bits(&read(backend, &alias, "dst").await), bits(&want), "{what}: via a cloned handle");
+        assert_unchanged(backend, &src, &src_held, &format!("{what}: source")).await;
     }
 }
 
 /// A copy is a snapshot: an in-place update of the source after the copy (here an AdamW
 /// step, the optimizer's pattern) does not reach the destination, and the destination can
 /// then itself be updated in place without touching the source.
-pub fn copy_is_a_snapshot<B: Backend>(backend: &B) {
+pub async fn copy_is_a_snapshot<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xC0_5A);
     let len = 1000;
     let init = normal(&mut rng, len, 1.0);
     let (param, snapshot) = (backend.upload(&init), backend.zeros(len));
     backend.copy(&param, 0, &snapshot, 0, len);
-    let held = read(backend, &param, "param");
+    let held = read(backend, &param, "param").await;
 
     let hp = AdamWStep {
         lr: 1e-2,
@@ -77,14 +77,14 @@ pub fn copy_is_a_snapshot<B: Backend>(backend: &B) {
     let grad = backend.upload(&normal(&mut rng, len, 1.0));
     let (m, v) = (backend.zeros(len), backend.zeros(len));
     backend.adamw(&param, &grad, &m, &v, &backend.upload(&[1.0]), &hp, len);
-    assert_ne!(bits(&read(backend, &param, "param")), bits(&held), "adamw moved the source");
-    assert_unchanged(backend, &snapshot, &held, "copy: the destination after the source changed");
+    assert_ne!(bits(&read(backend, &param, "param").await), bits(&held), "adamw moved the source");
+    assert_unchanged(backend, &snapshot, &held, "copy: the destination after the source changed").await;
 
     let (m, v) = (backend.zeros(len), backend.zeros(len));
     backend.adamw(&snapshot, &grad, &m, &v, &backend.upload(&[1.0]), &hp, len);
     assert_eq!(
-        bits(&read(backend, &snapshot, "snapshot")),
-        bits(&read(backend, &param, "param")),
+        bits(&read(backend, &snapshot, "snapshot").await),
+        bits(&read(backend, &param, "param").await),
         "the same AdamW step on the snapshot gives the same bits"
     );
 }
@@ -92,7 +92,7 @@ pub fn copy_is_a_snapshot<B: Backend>(backend: &B) {
 /// The contract's mistakes panic before anything is written: a range past either end (by
 /// one value, and by an offset that would overflow), and a buffer copied into itself.
 /// Needs unwinding panics (native tests).
-pub fn copy_misuse_panics<B: Backend>(backend: &B) {
+pub async fn copy_misuse_panics<B: Backend>(backend: &B) {
     let (src_data, dst_data) = ([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0]);
     let (src, dst) = (backend.upload(&src_data), backend.upload(&dst_data));
     let misuses: [(&str, &B::Storage, usize, usize, usize); 6] = [
@@ -108,6 +108,6 @@ pub fn copy_misuse_panics<B: Backend>(backend: &B) {
             catch_unwind(AssertUnwindSafe(|| backend.copy(from, src_offset, &dst, dst_offset, len)));
         assert!(outcome.is_err(), "copy with {name} did not panic");
     }
-    assert_unchanged(backend, &src, &src_data, "copy misuse: source");
-    assert_unchanged(backend, &dst, &dst_data, "copy misuse: destination");
+    assert_unchanged(backend, &src, &src_data, "copy misuse: source").await;
+    assert_unchanged(backend, &dst, &dst_data, "copy misuse: destination").await;
 }

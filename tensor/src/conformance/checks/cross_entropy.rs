@@ -24,13 +24,13 @@ fn logits(rng: &mut Rng, rows: usize, vocab: usize, shifted: bool) -> Vec<f32> {
     x
 }
 
-pub fn cross_entropy<B: Backend>(backend: &B) {
+pub async fn cross_entropy<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xCE);
     for (rows, vocab) in CASES {
         for shifted in [false, true] {
             let (x, t) = (logits(&mut rng, rows, vocab, shifted), ids(&mut rng, rows, vocab));
             let loss = backend.cross_entropy(&backend.upload(&x), &backend.upload_indices(&t), rows, vocab);
-            let got = read_scalar(backend, &loss, "cross_entropy");
+            let got = read_scalar(backend, &loss, "cross_entropy").await;
             let what = format!("cross_entropy [{rows}, {vocab}] shifted {shifted}");
             Tolerance::ACCUMULATED.assert_close(&what, &[got], &[layers::cross_entropy(&x, &t, vocab)]);
         }
@@ -39,7 +39,7 @@ pub fn cross_entropy<B: Backend>(backend: &B) {
 
 /// Against the f64 reference (with `dloss` ≠ 1), and against finite differences of the
 /// backend's `cross_entropy` scaled by `dloss`.
-pub fn cross_entropy_backward<B: Backend>(backend: &B) {
+pub async fn cross_entropy_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xCEB);
     let dloss = 0.7f32;
     let udloss = backend.upload(&[dloss]);
@@ -51,7 +51,8 @@ pub fn cross_entropy_backward<B: Backend>(backend: &B) {
                 backend,
                 &backend.cross_entropy_backward(&backend.upload(&x), &ut, &udloss, rows, vocab),
                 "dlogits",
-            );
+            )
+            .await;
             let what = format!("cross_entropy_backward [{rows}, {vocab}] shifted {shifted}");
             Tolerance::ACCUMULATED.assert_close(
                 &what,
@@ -60,10 +61,11 @@ pub fn cross_entropy_backward<B: Backend>(backend: &B) {
             );
             if !shifted {
                 // (At ±1000 an f32 step of 1e-2 is below the logits' resolution.)
-                check_gradient(&what, &x, &dx, &mut rng, |x| {
+                check_gradient(&what, &x, &dx, &mut rng, async |x| {
                     let loss = backend.cross_entropy(&backend.upload(x), &ut, rows, vocab);
-                    dloss as f64 * read_scalar(backend, &loss, "cross_entropy") as f64
-                });
+                    dloss as f64 * read_scalar(backend, &loss, "cross_entropy").await as f64
+                })
+                .await;
             }
         }
     }

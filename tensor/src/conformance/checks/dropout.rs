@@ -28,13 +28,13 @@ fn nonzero(rng: &mut Rng, len: usize) -> Vec<f32> {
     normal(rng, len, 1.0).into_iter().map(|v| if v == 0.0 { 1.0 } else { v }).collect()
 }
 
-pub fn dropout<B: Backend>(backend: &B) {
+pub async fn dropout<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xD80);
     for len in LENS {
         let x = nonzero(&mut rng, len);
         let ux = backend.upload(&x);
         for mask in masks() {
-            let got = read(backend, &backend.dropout(&ux, &mask, len), "dropout");
+            let got = read(backend, &backend.dropout(&ux, &mask, len), "dropout").await;
             let what = format!("dropout [{len}] {mask:?}");
             for (i, (&g, &v)) in got.iter().zip(&x).enumerate() {
                 // The rule's mask and one f32 multiply: exact, on every backend.
@@ -58,13 +58,13 @@ pub fn dropout<B: Backend>(backend: &B) {
     }
 }
 
-pub fn dropout_add<B: Backend>(backend: &B) {
+pub async fn dropout_add<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xD8A);
     for len in LENS {
         let (r, x) = (normal(&mut rng, len, 1.0), nonzero(&mut rng, len));
         let (ur, ux) = (backend.upload(&r), backend.upload(&x));
         for mask in masks() {
-            let got = read(backend, &backend.dropout_add(&ur, &ux, &mask, len), "dropout_add");
+            let got = read(backend, &backend.dropout_add(&ur, &ux, &mask, len), "dropout_add").await;
             let what = format!("dropout_add [{len}] {mask:?}");
             for (i, ((&g, &r), &v)) in got.iter().zip(&r).zip(&x).enumerate() {
                 // Within two f32 roundings of the operands' size (a GPU may fuse the multiply
@@ -90,25 +90,27 @@ pub fn dropout_add<B: Backend>(backend: &B) {
 
 /// The backward of dropout (and of `dropout_add`'s `x`) is dropout of `dout` with the same
 /// mask: checked by finite differences of the forward op with the mask fixed.
-pub fn dropout_backward<B: Backend>(backend: &B) {
+pub async fn dropout_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xD8B);
     for len in [7, 257] {
         let (x, r, dout) =
             (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
         for mask in masks() {
-            let dx = read(backend, &backend.dropout(&backend.upload(&dout), &mask, len), "dropout");
+            let dx = read(backend, &backend.dropout(&backend.upload(&dout), &mask, len), "dropout").await;
             let what = format!("dropout_backward [{len}] {mask:?}");
-            check_gradient(&what, &x, &dx, &mut rng, |x| {
+            check_gradient(&what, &x, &dx, &mut rng, async |x| {
                 weighted_sum(
-                    &read(backend, &backend.dropout(&backend.upload(x), &mask, len), "dropout"),
+                    &read(backend, &backend.dropout(&backend.upload(x), &mask, len), "dropout").await,
                     &dout,
                 )
-            });
+            })
+            .await;
             let ur = backend.upload(&r);
-            check_gradient(&format!("{what} through dropout_add"), &x, &dx, &mut rng, |x| {
+            check_gradient(&format!("{what} through dropout_add"), &x, &dx, &mut rng, async |x| {
                 let out = backend.dropout_add(&ur, &backend.upload(x), &mask, len);
-                weighted_sum(&read(backend, &out, "dropout_add"), &dout)
-            });
+                weighted_sum(&read(backend, &out, "dropout_add").await, &dout)
+            })
+            .await;
         }
     }
 }
@@ -122,7 +124,7 @@ fn dropout_dims((batch, seq, heads, head_dim): (usize, usize, usize, usize), p: 
 
 /// Attention with dropped-out probabilities against the f64 reference (which applies the
 /// rule's factors); the saved probabilities stay the undropped softmax.
-pub fn attention_dropout<B: Backend>(backend: &B) {
+pub async fn attention_dropout<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xA7D);
     for case in CASES {
         for p in [0.2, 0.5] {
@@ -135,12 +137,12 @@ pub fn attention_dropout<B: Backend>(backend: &B) {
             let what = format!("attention with dropout {dims:?}");
             Tolerance::ACCUMULATED.assert_close(
                 &format!("{what} out"),
-                &read(backend, &res.out, "out"),
+                &read(backend, &res.out, "out").await,
                 &rout,
             );
             Tolerance::ACCUMULATED.assert_close(
                 &format!("{what} probs"),
-                &read(backend, &res.probs, "probs"),
+                &read(backend, &res.probs, "probs").await,
                 &rprobs,
             );
         }
@@ -149,7 +151,7 @@ pub fn attention_dropout<B: Backend>(backend: &B) {
 
 /// Its backward against the reference and against finite differences of the backend's
 /// forward with the same (fixed) mask.
-pub fn attention_dropout_backward<B: Backend>(backend: &B) {
+pub async fn attention_dropout_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xA7DB);
     for case in CASES {
         let dims = dropout_dims(case, 0.3);
@@ -159,18 +161,30 @@ pub fn attention_dropout_backward<B: Backend>(backend: &B) {
         let (uq, uk, uv) = (backend.upload(&q), backend.upload(&k), backend.upload(&v));
         let probs = backend.attention(&uq, &uk, &uv, dims).probs;
         let g = backend.attention_backward(&backend.upload(&dout), &uq, &uk, &uv, &probs, dims);
-        let (dq, dk, dv) =
-            (read(backend, &g.dq, "dq"), read(backend, &g.dk, "dk"), read(backend, &g.dv, "dv"));
+        let (dq, dk, dv) = (
+            read(backend, &g.dq, "dq").await,
+            read(backend, &g.dk, "dk").await,
+            read(backend, &g.dv, "dv").await,
+        );
         let what = format!("attention_backward with dropout {dims:?}");
         let (rdq, rdk, rdv) = reference::attention_backward(&dout, &q, &k, &v, dims);
         Tolerance::ACCUMULATED.assert_close(&format!("{what} dq"), &dq, &rdq);
         Tolerance::ACCUMULATED.assert_close(&format!("{what} dk"), &dk, &rdk);
         Tolerance::ACCUMULATED.assert_close(&format!("{what} dv"), &dv, &rdv);
-        let loss = |q: &B::Storage, k: &B::Storage, v: &B::Storage| {
-            weighted_sum(&read(backend, &backend.attention(q, k, v, dims).out, "attention"), &dout)
+        let loss = async |q: &B::Storage, k: &B::Storage, v: &B::Storage| {
+            weighted_sum(&read(backend, &backend.attention(q, k, v, dims).out, "attention").await, &dout)
         };
-        check_gradient(&format!("{what} dq"), &q, &dq, &mut rng, |x| loss(&backend.upload(x), &uk, &uv));
-        check_gradient(&format!("{what} dk"), &k, &dk, &mut rng, |x| loss(&uq, &backend.upload(x), &uv));
-        check_gradient(&format!("{what} dv"), &v, &dv, &mut rng, |x| loss(&uq, &uk, &backend.upload(x)));
+        check_gradient(&format!("{what} dq"), &q, &dq, &mut rng, async |x| {
+            loss(&backend.upload(x), &uk, &uv).await
+        })
+        .await;
+        check_gradient(&format!("{what} dk"), &k, &dk, &mut rng, async |x| {
+            loss(&uq, &backend.upload(x), &uv).await
+        })
+        .await;
+        check_gradient(&format!("{what} dv"), &v, &dv, &mut rng, async |x| {
+            loss(&uq, &uk, &backend.upload(x)).await
+        })
+        .await;
     }
 }

@@ -11,7 +11,7 @@ use crate::{Backend, Rng};
 /// Lengths around SIMD widths and a multi-chunk size.
 const LENS: [usize; 5] = [1, 7, 33, 1000, 20_001];
 
-pub fn add<B: Backend>(backend: &B) {
+pub async fn add<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xADD);
     for len in LENS {
         let (a, b) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
@@ -19,37 +19,37 @@ pub fn add<B: Backend>(backend: &B) {
         let want: Vec<f64> = a.iter().zip(&b).map(|(&x, &y)| x as f64 + y as f64).collect();
         Tolerance::POINTWISE.assert_close(
             &format!("add [{len}]"),
-            &read(backend, &backend.add(&ua, &ub, len), "add"),
+            &read(backend, &backend.add(&ua, &ub, len), "add").await,
             &want,
         );
         // The same buffer on both sides must work (x + x).
         let want: Vec<f64> = a.iter().map(|&x| 2.0 * x as f64).collect();
         Tolerance::POINTWISE.assert_close(
             &format!("add [{len}] to itself"),
-            &read(backend, &backend.add(&ua, &ua, len), "add"),
+            &read(backend, &backend.add(&ua, &ua, len), "add").await,
             &want,
         );
     }
 }
 
-pub fn scale<B: Backend>(backend: &B) {
+pub async fn scale<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x5CA1E);
     for len in LENS {
         let a = normal(&mut rng, len, 1.0);
         let ua = backend.upload(&a);
         for alpha in [0.0f32, 1.0, -1.5, 3.25e-3] {
             let want: Vec<f64> = a.iter().map(|&x| alpha as f64 * x as f64).collect();
-            let got = read(backend, &backend.scale(&ua, alpha, len), "scale");
+            let got = read(backend, &backend.scale(&ua, alpha, len), "scale").await;
             Tolerance::POINTWISE.assert_close(&format!("scale [{len}] by {alpha}"), &got, &want);
         }
     }
 }
 
-pub fn sum_rows<B: Backend>(backend: &B) {
+pub async fn sum_rows<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x50_0305);
     for (rows, cols) in [(1, 1), (1, 9), (7, 1), (13, 70), (300, 130)] {
         let x = normal(&mut rng, rows * cols, 1.0);
-        let got = read(backend, &backend.sum_rows(&backend.upload(&x), rows, cols), "sum_rows");
+        let got = read(backend, &backend.sum_rows(&backend.upload(&x), rows, cols), "sum_rows").await;
         Tolerance::ACCUMULATED.assert_close(
             &format!("sum_rows [{rows}, {cols}]"),
             &got,
@@ -58,11 +58,11 @@ pub fn sum_rows<B: Backend>(backend: &B) {
     }
 }
 
-pub fn sum_squares<B: Backend>(backend: &B) {
+pub async fn sum_squares<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x5050);
     for len in [1, 7, 1000, 4097, 9000] {
         let x = normal(&mut rng, len, 1.0);
-        let got = read_scalar(backend, &backend.sum_squares(&backend.upload(&x), len), "sum_squares");
+        let got = read_scalar(backend, &backend.sum_squares(&backend.upload(&x), len), "sum_squares").await;
         Tolerance::ACCUMULATED.assert_close(
             &format!("sum_squares [{len}]"),
             &[got],

@@ -9,7 +9,7 @@ use crate::{Backend, Rng};
 /// `(table_rows, dim, n)`; `n` above `table_rows` forces repeated ids.
 const CASES: [(usize, usize, usize); 4] = [(1, 1, 1), (4, 3, 9), (256, 13, 20), (50, 64, 70)];
 
-pub fn embedding<B: Backend>(backend: &B) {
+pub async fn embedding<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xE3B);
     for (rows, dim, n) in CASES {
         let (table, idx) = (normal(&mut rng, rows * dim, 1.0), ids(&mut rng, n, rows));
@@ -17,7 +17,8 @@ pub fn embedding<B: Backend>(backend: &B) {
             backend,
             &backend.embedding(&backend.upload(&table), &backend.upload_indices(&idx), n, dim),
             "embedding",
-        );
+        )
+        .await;
         let what = format!("embedding [{rows}, {dim}] at {n} ids");
         Tolerance::POINTWISE.assert_close(&what, &got, &dense::embedding(&table, &idx, dim));
     }
@@ -25,25 +26,27 @@ pub fn embedding<B: Backend>(backend: &B) {
 
 /// Against the f64 scatter-add, and against finite differences of `embedding` with
 /// respect to the table.
-pub fn embedding_backward<B: Backend>(backend: &B) {
+pub async fn embedding_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xE3BB);
     for (rows, dim, n) in CASES {
         let (table, idx, dout) =
             (normal(&mut rng, rows * dim, 1.0), ids(&mut rng, n, rows), normal(&mut rng, n * dim, 1.0));
         let uids = backend.upload_indices(&idx);
         let dtable =
-            read(backend, &backend.embedding_backward(&backend.upload(&dout), &uids, n, rows, dim), "dtable");
+            read(backend, &backend.embedding_backward(&backend.upload(&dout), &uids, n, rows, dim), "dtable")
+                .await;
         let what = format!("embedding_backward [{rows}, {dim}] at {n} ids");
         Tolerance::ACCUMULATED.assert_close(
             &what,
             &dtable,
             &dense::embedding_backward(&dout, &idx, rows, dim),
         );
-        check_gradient(&what, &table, &dtable, &mut rng, |t| {
+        check_gradient(&what, &table, &dtable, &mut rng, async |t| {
             weighted_sum(
-                &read(backend, &backend.embedding(&backend.upload(t), &uids, n, dim), "embedding"),
+                &read(backend, &backend.embedding(&backend.upload(t), &uids, n, dim), "embedding").await,
                 &dout,
             )
-        });
+        })
+        .await;
     }
 }

@@ -2,11 +2,11 @@
 //! every write before it is visible after it.
 
 use crate::conformance::harness::normal;
-use crate::{block_on, Backend, Rng};
+use crate::{Backend, Rng};
 
-pub fn flush<B: Backend>(backend: &B) {
+pub async fn flush<B: Backend>(backend: &B) {
     let name = backend.name();
-    block_on(backend.flush()).unwrap_or_else(|e| panic!("{name}: flush with nothing queued failed: {e}"));
+    backend.flush().await.unwrap_or_else(|e| panic!("{name}: flush with nothing queued failed: {e}"));
 
     let mut rng = Rng::new(0xF1_0511);
     let len = 20_001;
@@ -14,11 +14,11 @@ pub fn flush<B: Backend>(backend: &B) {
     let sum = backend.add(&backend.upload(&a), &backend.upload(&b), len);
     let dst = backend.zeros(len);
     backend.copy(&sum, 0, &dst, 0, len);
-    block_on(backend.flush()).unwrap_or_else(|e| panic!("{name}: flush after queued ops failed: {e}"));
-    block_on(backend.flush()).unwrap_or_else(|e| panic!("{name}: a second flush failed: {e}"));
+    backend.flush().await.unwrap_or_else(|e| panic!("{name}: flush after queued ops failed: {e}"));
+    backend.flush().await.unwrap_or_else(|e| panic!("{name}: a second flush failed: {e}"));
 
-    let read = |s: &B::Storage| block_on(backend.read(s)).unwrap_or_else(|e| panic!("{name}: read: {e}"));
-    let (got, want) = (read(&dst), read(&sum));
+    let read = async |s: &B::Storage| backend.read(s).await.unwrap_or_else(|e| panic!("{name}: read: {e}"));
+    let (got, want) = (read(&dst).await, read(&sum).await);
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert!(bits(&got) == bits(&want), "{name}: the copy queued before a flush was not there after it");
     let added =

@@ -15,26 +15,28 @@ fn inputs(rng: &mut Rng, len: usize) -> Vec<f32> {
     x
 }
 
-pub fn gelu<B: Backend>(backend: &B) {
+pub async fn gelu<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x6E1);
     for len in [1, 7, 1000, 20_001] {
         let x = inputs(&mut rng, len);
-        let got = read(backend, &backend.gelu(&backend.upload(&x), len), "gelu");
+        let got = read(backend, &backend.gelu(&backend.upload(&x), len), "gelu").await;
         Tolerance::TRANSCENDENTAL.assert_close(&format!("gelu [{len}]"), &got, &layers::gelu(&x));
     }
 }
 
 /// Against the f64 derivative, and against finite differences of the backend's `gelu`.
-pub fn gelu_backward<B: Backend>(backend: &B) {
+pub async fn gelu_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x6E1B);
     for len in [1, 7, 50, 20_001] {
         let (x, dout) = (inputs(&mut rng, len), normal(&mut rng, len, 1.0));
         let ux = backend.upload(&x);
-        let dx = read(backend, &backend.gelu_backward(&ux, &backend.upload(&dout), len), "gelu_backward");
+        let dx =
+            read(backend, &backend.gelu_backward(&ux, &backend.upload(&dout), len), "gelu_backward").await;
         let what = format!("gelu_backward [{len}]");
         Tolerance::TRANSCENDENTAL.assert_close(&what, &dx, &layers::gelu_backward(&x, &dout));
-        check_gradient(&what, &x, &dx, &mut rng, |x| {
-            weighted_sum(&read(backend, &backend.gelu(&backend.upload(x), len), "gelu"), &dout)
-        });
+        check_gradient(&what, &x, &dx, &mut rng, async |x| {
+            weighted_sum(&read(backend, &backend.gelu(&backend.upload(x), len), "gelu").await, &dout)
+        })
+        .await;
     }
 }

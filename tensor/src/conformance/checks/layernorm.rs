@@ -17,7 +17,7 @@ fn inputs(rng: &mut Rng, rows: usize, dim: usize) -> (Vec<f32>, Vec<f32>, Vec<f3
     (x, gamma, normal(rng, dim, 0.1))
 }
 
-pub fn layer_norm<B: Backend>(backend: &B) {
+pub async fn layer_norm<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x1A7);
     for (rows, dim) in CASES {
         let (x, gamma, beta) = inputs(&mut rng, rows, dim);
@@ -31,15 +31,19 @@ pub fn layer_norm<B: Backend>(backend: &B) {
         );
         let (out, mean, rstd) = layers::layer_norm(&x, &gamma, &beta, dim, EPS);
         let what = format!("layer_norm [{rows}, {dim}]");
-        Tolerance::ACCUMULATED.assert_close(&format!("{what} out"), &read(backend, &saved.out, "out"), &out);
+        Tolerance::ACCUMULATED.assert_close(
+            &format!("{what} out"),
+            &read(backend, &saved.out, "out").await,
+            &out,
+        );
         Tolerance::ACCUMULATED.assert_close(
             &format!("{what} mean"),
-            &read(backend, &saved.mean, "mean"),
+            &read(backend, &saved.mean, "mean").await,
             &mean,
         );
         Tolerance::ACCUMULATED.assert_close(
             &format!("{what} rstd"),
-            &read(backend, &saved.rstd, "rstd"),
+            &read(backend, &saved.rstd, "rstd").await,
             &rstd,
         );
     }
@@ -47,7 +51,7 @@ pub fn layer_norm<B: Backend>(backend: &B) {
 
 /// `dx`, `dgamma`, `dbeta` against the f64 reference and against finite differences of
 /// the backend's `layer_norm` output.
-pub fn layer_norm_backward<B: Backend>(backend: &B) {
+pub async fn layer_norm_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x1A7B);
     for (rows, dim) in CASES {
         let (x, gamma, beta) = inputs(&mut rng, rows, dim);
@@ -56,9 +60,9 @@ pub fn layer_norm_backward<B: Backend>(backend: &B) {
         let saved = backend.layer_norm(&ux, &ug, &ub, rows, dim, EPS);
         let g = backend.layer_norm_backward(&backend.upload(&dout), &ux, &ug, &saved, rows, dim);
         let (dx, dgamma, dbeta) = (
-            read(backend, &g.dx, "dx"),
-            read(backend, &g.dgamma, "dgamma"),
-            read(backend, &g.dbeta, "dbeta"),
+            read(backend, &g.dx, "dx").await,
+            read(backend, &g.dgamma, "dgamma").await,
+            read(backend, &g.dbeta, "dbeta").await,
         );
         let what = format!("layer_norm_backward [{rows}, {dim}]");
 
@@ -67,18 +71,23 @@ pub fn layer_norm_backward<B: Backend>(backend: &B) {
         Tolerance::ACCUMULATED.assert_close(&format!("{what} dgamma"), &dgamma, &rdgamma);
         Tolerance::ACCUMULATED.assert_close(&format!("{what} dbeta"), &dbeta, &rdbeta);
 
-        let loss = |x: &B::Storage, g: &B::Storage, b: &B::Storage| {
+        let loss = async |x: &B::Storage, g: &B::Storage, b: &B::Storage| {
             weighted_sum(
-                &read(backend, &backend.layer_norm(x, g, b, rows, dim, EPS).out, "layer_norm"),
+                &read(backend, &backend.layer_norm(x, g, b, rows, dim, EPS).out, "layer_norm").await,
                 &dout,
             )
         };
-        check_gradient(&format!("{what} dx"), &x, &dx, &mut rng, |v| loss(&backend.upload(v), &ug, &ub));
-        check_gradient(&format!("{what} dgamma"), &gamma, &dgamma, &mut rng, |v| {
-            loss(&ux, &backend.upload(v), &ub)
-        });
-        check_gradient(&format!("{what} dbeta"), &beta, &dbeta, &mut rng, |v| {
-            loss(&ux, &ug, &backend.upload(v))
-        });
+        check_gradient(&format!("{what} dx"), &x, &dx, &mut rng, async |v| {
+            loss(&backend.upload(v), &ug, &ub).await
+        })
+        .await;
+        check_gradient(&format!("{what} dgamma"), &gamma, &dgamma, &mut rng, async |v| {
+            loss(&ux, &backend.upload(v), &ub).await
+        })
+        .await;
+        check_gradient(&format!("{what} dbeta"), &beta, &dbeta, &mut rng, async |v| {
+            loss(&ux, &ug, &backend.upload(v)).await
+        })
+        .await;
     }
 }

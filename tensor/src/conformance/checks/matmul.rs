@@ -15,7 +15,7 @@ fn layouts() -> impl Iterator<Item = (bool, bool)> {
     [(false, false), (false, true), (true, false), (true, true)].into_iter()
 }
 
-pub fn matmul<B: Backend>(backend: &B) {
+pub async fn matmul<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x3A7);
     for (m, k, n) in SHAPES {
         for (trans_a, trans_b) in layouts() {
@@ -23,17 +23,17 @@ pub fn matmul<B: Backend>(backend: &B) {
             let (a, b, bias) =
                 (normal(&mut rng, m * k, 1.0), normal(&mut rng, k * n, 1.0), normal(&mut rng, n, 1.0));
             let (ua, ub, ubias) = (backend.upload(&a), backend.upload(&b), backend.upload(&bias));
-            let got = read(backend, &backend.matmul(&ua, &ub, None, dims), "matmul");
+            let got = read(backend, &backend.matmul(&ua, &ub, None, dims), "matmul").await;
             Tolerance::ACCUMULATED.assert_close(
                 &format!("matmul {dims:?}"),
                 &got,
                 &dense::matmul(&a, &b, None, dims),
             );
-            let got = read(backend, &backend.matmul(&ua, &ub, Some(&ubias), dims), "matmul");
+            let got = read(backend, &backend.matmul(&ua, &ub, Some(&ubias), dims), "matmul").await;
             let want = dense::matmul(&a, &b, Some(&bias), dims);
             Tolerance::ACCUMULATED.assert_close(&format!("matmul {dims:?} with bias"), &got, &want);
-            assert_unchanged(backend, &ua, &a, "matmul a");
-            assert_unchanged(backend, &ub, &b, "matmul b");
+            assert_unchanged(backend, &ua, &a, "matmul a").await;
+            assert_unchanged(backend, &ub, &b, "matmul b").await;
         }
     }
 }
@@ -70,7 +70,7 @@ fn grads<B: Backend>(
 
 /// `dA`, `dB` and `dbias` against finite differences of the backend's own forward
 /// matmul, and against the f64 reference.
-pub fn matmul_backward<B: Backend>(backend: &B) {
+pub async fn matmul_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x3A7B);
     for (m, k, n) in [(1, 5, 3), (3, 1, 7), (5, 9, 17), (13, 7, 33)] {
         for (trans_a, trans_b) in layouts() {
@@ -80,8 +80,11 @@ pub fn matmul_backward<B: Backend>(backend: &B) {
             let w = normal(&mut rng, m * n, 1.0);
             let (ua, ub, ubias) = (backend.upload(&a), backend.upload(&b), backend.upload(&bias));
             let g = grads(backend, &ua, &ub, &backend.upload(&w), dims);
-            let (da, db, dbias) =
-                (read(backend, &g.da, "dA"), read(backend, &g.db, "dB"), read(backend, &g.dbias, "dbias"));
+            let (da, db, dbias) = (
+                read(backend, &g.da, "dA").await,
+                read(backend, &g.db, "dB").await,
+                read(backend, &g.dbias, "dbias").await,
+            );
             let what = format!("matmul_backward {dims:?}");
 
             let ref_c = |a: &[f32], b: &[f32]| dense::matmul(a, b, None, dims);
@@ -90,18 +93,21 @@ pub fn matmul_backward<B: Backend>(backend: &B) {
             Tolerance::ACCUMULATED.assert_close(&format!("{what} dB"), &db, &wb);
             Tolerance::ACCUMULATED.assert_close(&format!("{what} dbias"), &dbias, &dense::sum_rows(&w, n));
 
-            let loss = |a: &B::Storage, b: &B::Storage, bias: &B::Storage| {
-                weighted_sum(&read(backend, &backend.matmul(a, b, Some(bias), dims), "matmul"), &w)
+            let loss = async |a: &B::Storage, b: &B::Storage, bias: &B::Storage| {
+                weighted_sum(&read(backend, &backend.matmul(a, b, Some(bias), dims), "matmul").await, &w)
             };
-            check_gradient(&format!("{what} dA"), &a, &da, &mut rng, |x| {
-                loss(&backend.upload(x), &ub, &ubias)
-            });
-            check_gradient(&format!("{what} dB"), &b, &db, &mut rng, |x| {
-                loss(&ua, &backend.upload(x), &ubias)
-            });
-            check_gradient(&format!("{what} dbias"), &bias, &dbias, &mut rng, |x| {
-                loss(&ua, &ub, &backend.upload(x))
-            });
+            check_gradient(&format!("{what} dA"), &a, &da, &mut rng, async |x| {
+                loss(&backend.upload(x), &ub, &ubias).await
+            })
+            .await;
+            check_gradient(&format!("{what} dB"), &b, &db, &mut rng, async |x| {
+                loss(&ua, &backend.upload(x), &ubias).await
+            })
+            .await;
+            check_gradient(&format!("{what} dbias"), &bias, &dbias, &mut rng, async |x| {
+                loss(&ua, &ub, &backend.upload(x)).await
+            })
+            .await;
         }
     }
 }

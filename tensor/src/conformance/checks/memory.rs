@@ -6,17 +6,17 @@ use crate::conformance::harness::{normal, read};
 use crate::{Backend, Rng};
 
 /// `zeros(len)` reads back as `len` values of +0.0.
-pub fn zeros<B: Backend>(backend: &B) {
+pub async fn zeros<B: Backend>(backend: &B) {
     for len in [1, 7, 1000, 20_001] {
-        let z = read(backend, &backend.zeros(len), "zeros");
+        let z = read(backend, &backend.zeros(len), "zeros").await;
         assert_eq!(z.len(), len, "zeros({len}) read back {} values", z.len());
         assert!(z.iter().all(|v| v.to_bits() == 0), "zeros({len}): a value is not +0.0");
     }
 }
 
-/// `read(upload(x))` returns `x` bit for bit, special values included (NaN only needs to
+/// `read(upload(x)).await` returns `x` bit for bit, special values included (NaN only needs to
 /// stay a NaN).
-pub fn upload_read_round_trip<B: Backend>(backend: &B) {
+pub async fn upload_read_round_trip<B: Backend>(backend: &B) {
     let special = [
         0.0,
         -0.0,
@@ -35,7 +35,7 @@ pub fn upload_read_round_trip<B: Backend>(backend: &B) {
         let mut data = normal(&mut rng, len, 1.0);
         let n = len.min(special.len());
         data[..n].copy_from_slice(&special[..n]);
-        let back = read(backend, &backend.upload(&data), "upload/read");
+        let back = read(backend, &backend.upload(&data), "upload/read").await;
         assert_eq!(back.len(), len, "upload/read of {len} values gave {}", back.len());
         for (i, (&got, &want)) in back.iter().zip(&data).enumerate() {
             let same = if want.is_nan() { got.is_nan() } else { got.to_bits() == want.to_bits() };
@@ -46,7 +46,7 @@ pub fn upload_read_round_trip<B: Backend>(backend: &B) {
 
 /// `upload_indices` keeps every id: looking ids up in a table whose row `r` holds `r`
 /// gives the ids back (exactly, as they are small integers).
-pub fn indices_round_trip<B: Backend>(backend: &B) {
+pub async fn indices_round_trip<B: Backend>(backend: &B) {
     let rows = 300;
     let table: Vec<f32> = (0..rows).map(|r| r as f32).collect();
     let table = backend.upload(&table);
@@ -54,7 +54,8 @@ pub fn indices_round_trip<B: Backend>(backend: &B) {
     let mut ids: Vec<u32> = vec![0, rows as u32 - 1, 1, rows as u32 - 1, 0];
     ids.extend((0..1000).map(|_| rng.below(rows as u64) as u32));
     for n in [1, 5, ids.len()] {
-        let got = read(backend, &backend.embedding(&table, &backend.upload_indices(&ids[..n]), n, 1), "ids");
+        let got =
+            read(backend, &backend.embedding(&table, &backend.upload_indices(&ids[..n]), n, 1), "ids").await;
         let want: Vec<f32> = ids[..n].iter().map(|&id| id as f32).collect();
         assert!(
             got == want,
