@@ -1,11 +1,12 @@
 //! `cargo xtask bench [--presets small,medium,large,xl] [--steps N] [--threads 1,2]
-//! [--kernels reference,fast] [--pytorch PYTHON] [--no-matmul]`: native training-step speed
-//! of the CPU backend, one JSON line per (preset, threads, kernels), each printed by
-//! `tinygpt bench` from a release build.
+//! [--kernels reference,fast] [--pytorch PYTHON] [--rounds N] [--no-matmul]`: native
+//! training-step speed of the CPU backend, one JSON line per (preset, threads, kernels), each
+//! printed by `tinygpt bench` from a release build.
 //!
 //! The kernel variants of one (preset, threads) run back to back, and so does the PyTorch
 //! twin (`bench/pytorch_twin.py --device cpu`, same preset and thread count) when
-//! `--pytorch` names a Python that can import torch; a ratio line follows each group:
+//! `--pytorch` names a Python that can import torch. The group repeats `--rounds` times
+//! (default 1), alternating, and a ratio line of the best run of each side follows it:
 //! `{"preset":…,"threads":…,"fast_over_reference":…,"fast_over_pytorch":…}`. Last come the
 //! matmul lines (GFLOP/s of every variant at the `large` preset's MLP shapes, from
 //! kernels-cpu's `matmul_bench` example).
@@ -24,7 +25,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut kernels = "reference,fast".to_string();
     let mut python = None;
     let mut matmul = true;
-    let known = ["--presets", "--steps", "--threads", "--kernels", "--pytorch", "--no-matmul"];
+    let mut rounds = 1;
+    let known = ["--presets", "--steps", "--threads", "--kernels", "--pytorch", "--rounds", "--no-matmul"];
     for (name, value) in parse_options(args, &known)? {
         match name {
             "--presets" => presets = value.into(),
@@ -32,6 +34,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "--threads" => threads = value.into(),
             "--kernels" => kernels = value.into(),
             "--pytorch" => python = Some(value.to_string()),
+            "--rounds" => {
+                rounds = value.parse().map_err(|_| format!("--rounds wants a count, got {value:?}"))?
+            }
             _ => matmul = false,
         }
     }
@@ -42,22 +47,26 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let twin = root.join("bench/pytorch_twin.py");
     for preset in presets.split(',') {
         for t in threads.split(',') {
-            let mut speeds = Vec::new();
-            for k in kernels.split(',') {
-                let args = ["bench", "--preset", preset, "--steps", &steps, "--threads", t, "--kernels", k];
-                let line = json_line(
-                    Command::new(&exe).args(args),
-                    &format!("tinygpt bench --preset {preset} --threads {t} --kernels {k}"),
-                )?;
-                speeds.push((k.to_string(), line["tok_per_s"].as_f64()));
-            }
-            if let Some(python) = &python {
-                let args = ["--device", "cpu", "--threads", t, "--presets", preset, "--steps", &steps];
-                let line = json_line(
-                    Command::new(python).arg(&twin).args(args),
-                    &format!("{python} {}", twin.display()),
-                )?;
-                speeds.push(("pytorch".into(), line["tok_per_s"].as_f64()));
+            // The best tok/s of each side over the rounds.
+            let mut speeds: Vec<(String, Option<f64>)> = Vec::new();
+            let mut record = |name: &str, line: Value| {
+                let best = speeds.iter().find(|(k, _)| k == name).and_then(|(_, s)| *s);
+                let now = line["tok_per_s"].as_f64();
+                speeds.retain(|(k, _)| k != name);
+                speeds.push((name.to_string(), best.into_iter().chain(now).reduce(f64::max)));
+            };
+            for _ in 0..rounds {
+                for k in kernels.split(',') {
+                    let args =
+                        ["bench", "--preset", preset, "--steps", &steps, "--threads", t, "--kernels", k];
+                    let what = format!("tinygpt bench --preset {preset} --threads {t} --kernels {k}");
+                    record(k, json_line(Command::new(&exe).args(args), &what)?);
+                }
+                if let Some(python) = &python {
+                    let args = ["--device", "cpu", "--threads", t, "--presets", preset, "--steps", &steps];
+                    let what = format!("{python} {}", twin.display());
+                    record("pytorch", json_line(Command::new(python).arg(&twin).args(args), &what)?);
+                }
             }
             let speed = |name: &str| speeds.iter().find(|(k, _)| k == name).and_then(|(_, s)| *s);
             let ratio =

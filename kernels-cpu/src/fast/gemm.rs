@@ -151,9 +151,18 @@ fn pack_b(par: &Parallel, packed: &mut Vec<f32>, b: Strided<'_>, k: usize, n: us
     }
     par.chunks_mut(packed, k * nr, |panel, dst| {
         let j0 = panel * nr;
-        for j in 0..nr.min(n - j0) {
-            for p in 0..k {
-                dst[p * nr + j] = b.at(p, j0 + j);
+        let w = nr.min(n - j0);
+        if b.col_stride == 1 {
+            // Row-major B (a weight gradient's activations): one contiguous copy per row.
+            for (p, row) in dst.chunks_exact_mut(nr).enumerate() {
+                let start = p * b.row_stride + j0;
+                row[..w].copy_from_slice(&b.data[start..start + w]);
+            }
+        } else {
+            for j in 0..w {
+                for p in 0..k {
+                    dst[p * nr + j] = b.at(p, j0 + j);
+                }
             }
         }
     });
@@ -166,9 +175,18 @@ fn pack_a<const MR: usize>(dst: &mut [f32], a: Strided<'_>, rows: Range<usize>, 
     for (ip, i0) in rows.clone().step_by(MR).enumerate() {
         let panel = &mut dst[ip * kc * MR..][..kc * MR];
         let h = MR.min(rows.end - i0);
-        for r in 0..MR {
-            for p in 0..kc {
-                panel[p * MR + r] = if r < h { a.at(i0 + r, pc + p) } else { 0.0 };
+        if a.row_stride == 1 {
+            // Transposed A (a weight gradient's output gradient): rows lie side by side.
+            for (p, col) in panel.chunks_exact_mut(MR).enumerate() {
+                let start = (pc + p) * a.col_stride + i0;
+                col[..h].copy_from_slice(&a.data[start..start + h]);
+                col[h..].fill(0.0);
+            }
+        } else {
+            for r in 0..MR {
+                for p in 0..kc {
+                    panel[p * MR + r] = if r < h { a.at(i0 + r, pc + p) } else { 0.0 };
+                }
             }
         }
     }
