@@ -1,14 +1,64 @@
-// WebGPU in the worker: what the capability panel says with and without an adapter, and
-// the one-line reason when training falls back to WebAssembly. Run by `cargo xtask test-web`.
+// WebGPU in the worker (SwiftShader, Chromium's software adapter, with --enable-unsafe-webgpu):
+// the capability panel, training `tiny` on the GPU, its checkpoint continuing in the WASM
+// build, pause/stop latency, a lost device mid-run, and the fallback without WebGPU. Run by
+// `cargo xtask test-web`.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WEBGPU_FLAGS, openBrowser, openPage } from './harness.mjs';
+import { WEBGPU_FLAGS, openBrowser, openPage, setField, waitReady, waitStep } from './harness.mjs';
 
-test('with WebGPU enabled the capability panel shows the adapter, that it is a fallback adapter, and its limits', { timeout: 120_000 }, async () => {
+/** Clicks `button` and resolves with the ms until the worker's answer of `type` matching `predicate`. */
+function timeAnswer(page, button, type, predicate) {
+  return page.evaluate(
+    ([button, type, predicate]) =>
+      new Promise((resolve) => {
+        const check = new Function('m', `return ${predicate};`);
+        const t0 = performance.now();
+        let answered = false;
+        window.tinygpt.client.on(type, (m) => {
+          if (!answered && check(m)) {
+            answered = true;
+            resolve(performance.now() - t0);
+          }
+        });
+        document.getElementById(button).click();
+      }),
+    [button, type, predicate],
+  );
+}
+
+const stepNow = (page) => page.evaluate(() => window.tinygpt.state.step);
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/** Records every `progress.backend` the page receives, in `window.__backends`. */
+function recordBackends(page) {
+  return page.evaluate(() => {
+    window.__backends = [];
+    window.tinygpt.client.on('progress', (m) => window.__backends.push(m.backend));
+  });
+}
+
+/** Waits until the checkpoint `saved` is the run and its first step since loading is reported. */
+function waitContinued(page, saved) {
+  return page.waitForFunction(
+    (id) => window.tinygpt.state.run?.checkpointId === id && window.tinygpt.state.firstProgressStep != null,
+    saved.id,
+    { timeout: 60_000 },
+  );
+}
+
+async function trainingSettings(page, { maxSteps, checkpointInterval }) {
+  await setField(page, 'max_steps', maxSteps);
+  await setField(page, 'learning_rate', 0.003);
+  await setField(page, 'warmup_steps', 5);
+  await setField(page, 'eval_interval', 1000);
+  await setField(page, 'checkpoint_interval', checkpointInterval);
+}
+
+test('with WebGPU the worker trains on it: panel, self-test passed, tiny loss falls, checkpoint continues and samples in the WASM build', { timeout: 420_000 }, async () => {
   const browser = await openBrowser({ args: WEBGPU_FLAGS });
   try {
-    const page = await openPage(browser.context, '?storage=memory');
+    const page = await openPage(browser.context);
     const caps = await page.evaluate(() => window.tinygpt.state.capabilities);
     assert.ok(caps.webgpu, `an adapter is reported: ${JSON.stringify(caps)}`);
     assert.ok(caps.webgpu.adapter.length > 0, 'the adapter has a name');
@@ -19,11 +69,124 @@ test('with WebGPU enabled the capability panel shows the adapter, that it is a f
     assert.match(panel, /fallback adapter/);
     assert.match(panel, /max storage binding/);
     assert.match(panel, new RegExp(caps.webgpu.adapter.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
-    // Until the WebGPU kernels are in the build, training runs on the best WASM build and
-    // says why in one line.
-    assert.equal(caps.backend, 'wasm-simd');
-    assert.ok(caps.backendNote && !caps.backendNote.includes('\n'), `one-line reason: ${caps.backendNote}`);
-    assert.match(await page.textContent('#cap-backend'), /^wasm-simd — /);
+    // `auto` found an adapter and the self-test passed: training runs on WebGPU.
+    assert.equal(caps.backend, 'webgpu', `backend: ${caps.backend}; note: ${caps.backendNote}`);
+    assert.equal(caps.backendNote, undefined);
+    assert.equal(await page.textContent('#cap-backend'), 'webgpu');
+
+    await trainingSettings(page, { maxSteps: 400, checkpointInterval: 1000 });
+    await recordBackends(page);
+    await page.click('#train');
+    await waitStep(page, 40, 240_000);
+    const train = await page.evaluate(() => window.tinygpt.chart.train.slice());
+    const first = mean(train.slice(0, 5));
+    const last = mean(train.slice(-10));
+    assert.ok(first > 5.0, `the first losses start near ln 256: ${first}`);
+    assert.ok(last < first - 0.5, `loss should fall on WebGPU: first 5 steps ${first.toFixed(3)}, last 10 ${last.toFixed(3)}`);
+    const backends = await page.evaluate(() => [...new Set(window.__backends)]);
+    assert.deepEqual(backends, ['webgpu'], 'every progress message says webgpu');
+
+    // Stop saves a checkpoint (read back from the GPU).
+    await page.click('#stop');
+    await page.waitForFunction(() => window.tinygpt.state.lastSaved && window.tinygpt.state.lastSaved.step === window.tinygpt.state.step, null, { timeout: 60_000 });
+    const saved = await page.evaluate(() => window.tinygpt.state.lastSaved);
+    assert.ok(saved.step >= 40, `saved at step ${saved.step}`);
+    console.log(`webgpu tiny: ${saved.step} steps; loss ${first.toFixed(3)} → ${last.toFixed(3)}`);
+
+    // The same checkpoint continues in the WASM build: switch the backend, resume the last run.
+    await page.selectOption('#backend', 'wasm-simd');
+    await waitReady(page);
+    assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'wasm-simd');
+    await page.waitForSelector('#resume-banner:not([hidden])', { timeout: 30_000 });
+    await recordBackends(page);
+    await page.click('#resume-last');
+    await waitContinued(page, saved);
+    assert.equal(await page.evaluate(() => window.tinygpt.state.firstProgressStep), saved.step + 1, 'continues with the next step');
+    await waitStep(page, saved.step + 10);
+    await page.click('#pause');
+    await page.waitForFunction(() => window.tinygpt.state.runState === 'paused');
+    const continued = await page.evaluate(() => window.tinygpt.chart.train.slice());
+    assert.ok(mean(continued.slice(-5)) < first - 0.5, `the loaded weights are the trained ones: ${mean(continued.slice(-5))}`);
+    assert.deepEqual(await page.evaluate(() => [...new Set(window.__backends)]), ['wasm-simd']);
+    await page.fill('#length', '60');
+    await page.fill('#prompt', 'ROMEO:');
+    await page.click('#generate');
+    await page.waitForFunction(() => !window.tinygpt.state.sampling, null, { timeout: 60_000 });
+    const sample = await page.textContent('#sample-output');
+    assert.ok(sample.startsWith('ROMEO:') && sample.length > 20, `sampled text: ${JSON.stringify(sample)}`);
+    assert.deepEqual(page.pageErrors, []);
+    assert.deepEqual(page.consoleErrors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('on WebGPU pause and stop answer within 200 ms (tiny)', { timeout: 300_000 }, async () => {
+  const browser = await openBrowser({ args: WEBGPU_FLAGS });
+  try {
+    const page = await openPage(browser.context, '?storage=memory');
+    assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'webgpu');
+    await trainingSettings(page, { maxSteps: 1000, checkpointInterval: 1000 });
+    await page.click('#train');
+    await waitStep(page, 5, 240_000);
+    const pauses = [];
+    for (let i = 0; i < 4; i++) {
+      pauses.push(await timeAnswer(page, 'pause', 'status', "m.state === 'paused'"));
+      const pausedAt = await stepNow(page);
+      await page.waitForTimeout(300);
+      assert.equal(await stepNow(page), pausedAt, 'no steps while paused');
+      await timeAnswer(page, 'resume', 'status', "m.state === 'training'");
+      await page.waitForTimeout(150 + 170 * i);
+    }
+    const stopMs = await timeAnswer(page, 'stop', 'done', "m.reason === 'stopped'");
+    const stoppedAt = await stepNow(page);
+    console.log(`webgpu tiny: pause ${pauses.map((ms) => ms.toFixed(0)).join(', ')} ms; stop ${stopMs.toFixed(0)} ms; ${stoppedAt} steps`);
+    for (const ms of pauses) assert.ok(ms < 200, `pause took ${ms.toFixed(0)} ms`);
+    assert.ok(stopMs < 200, `stop took ${stopMs.toFixed(0)} ms`);
+    await page.waitForTimeout(400);
+    assert.equal(await stepNow(page), stoppedAt, 'no steps after stop');
+    assert.deepEqual(page.pageErrors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('a GPU device lost mid-run is an error, the last checkpoint is intact, and the page continues on WASM from it', { timeout: 420_000 }, async () => {
+  const browser = await openBrowser({ args: WEBGPU_FLAGS });
+  try {
+    const page = await openPage(browser.context);
+    assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'webgpu');
+    await trainingSettings(page, { maxSteps: 400, checkpointInterval: 10 });
+    await page.click('#train');
+    await page.waitForFunction(() => (window.tinygpt.state.lastSaved?.step ?? 0) >= 10, null, { timeout: 240_000 });
+    const savedBefore = await page.evaluate(() => window.tinygpt.state.lastSaved);
+    // Lose the device the way a driver reset does: the next command encoder the worker asks
+    // for destroys its GPUDevice first (a test hook injected into the worker, not in the app).
+    const [worker] = page.workers();
+    await worker.evaluate(() => {
+      const create = GPUDevice.prototype.createCommandEncoder;
+      GPUDevice.prototype.createCommandEncoder = function (descriptor) {
+        GPUDevice.prototype.createCommandEncoder = create;
+        this.destroy();
+        return create.call(this, descriptor);
+      };
+    });
+    await page.waitForSelector('#notices .notice[data-code="deviceLost"]', { timeout: 60_000 });
+    const notice = await page.textContent('#notices .notice[data-code="deviceLost"]');
+    assert.match(notice, /GPU stopped working/);
+    await page.waitForFunction(() => window.tinygpt.state.runState === 'stopped', null, { timeout: 30_000 });
+    const saved = await page.evaluate(() => window.tinygpt.state.lastSaved);
+    assert.ok(saved.step >= savedBefore.step && saved.step % 10 === 0, `only interval saves, none from the lost device: ${JSON.stringify(saved)}`);
+    assert.deepEqual(page.pageErrors, [], 'an error message, not a crash');
+
+    await page.click('#notices .notice[data-code="deviceLost"] button:has-text("Continue on wasm-simd")');
+    await waitReady(page);
+    assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'wasm-simd');
+    await waitContinued(page, saved);
+    const resumed = await page.evaluate(() => window.tinygpt.state.firstProgressStep);
+    assert.equal(resumed, saved.step + 1, 'continues from the last checkpoint');
+    await waitStep(page, saved.step + 5);
+    assert.equal(await page.evaluate(() => window.tinygpt.state.lastProgress.backend), 'wasm-simd');
     assert.deepEqual(page.pageErrors, []);
   } finally {
     await browser.close();
@@ -33,14 +196,31 @@ test('with WebGPU enabled the capability panel shows the adapter, that it is a f
 test('without WebGPU the worker falls back to WASM and the panel gives the reason', { timeout: 120_000 }, async () => {
   const browser = await openBrowser();
   try {
-    const page = await openPage(browser.context, '?storage=memory');
+    for (const query of ['?storage=memory', '?storage=memory&backend=webgpu']) {
+      const page = await openPage(browser.context, query);
+      const caps = await page.evaluate(() => window.tinygpt.state.capabilities);
+      assert.equal(caps.webgpu, undefined, 'no adapter without --enable-unsafe-webgpu');
+      assert.equal(caps.backend, 'wasm-simd', query);
+      assert.match(caps.backendNote, /WebGPU/);
+      assert.match(caps.backendNote, /: training on wasm-simd\.$/);
+      assert.ok(!caps.backendNote.includes('\n'), 'one line');
+      assert.match(await page.textContent('#cap-webgpu'), /^no — /);
+      assert.equal(await page.textContent('#cap-backend'), `wasm-simd — ${caps.backendNote}`);
+      assert.deepEqual(page.pageErrors, []);
+    }
+  } finally {
+    await browser.close();
+  }
+});
+
+test('with WebGPU available, choosing wasm-simd keeps training off the GPU and says so', { timeout: 120_000 }, async () => {
+  const browser = await openBrowser({ args: WEBGPU_FLAGS });
+  try {
+    const page = await openPage(browser.context, '?storage=memory&backend=wasm-simd');
     const caps = await page.evaluate(() => window.tinygpt.state.capabilities);
-    assert.equal(caps.webgpu, undefined, 'no adapter without --enable-unsafe-webgpu');
+    assert.ok(caps.webgpu, 'the adapter is still shown');
     assert.equal(caps.backend, 'wasm-simd');
-    assert.match(caps.backendNote, /WebGPU/);
-    assert.ok(!caps.backendNote.includes('\n'), 'one line');
-    assert.match(await page.textContent('#cap-webgpu'), /^no — /);
-    assert.equal(await page.textContent('#cap-backend'), `wasm-simd — ${caps.backendNote}`);
+    assert.equal(caps.backendNote, 'wasm-simd was chosen: training on wasm-simd.');
     assert.deepEqual(page.pageErrors, []);
   } finally {
     await browser.close();

@@ -1,7 +1,7 @@
 // The page: wires the controls to the worker (lib/worker-client.js) and renders what it
 // reports. Nothing heavy runs here: training, sampling and checkpoints live in the worker.
 //
-// Query flags: ?backend=auto|wasm|wasm-simd picks the build, ?storage=auto|opfs|idb|memory
+// Query flags: ?backend=auto|webgpu|wasm|wasm-simd picks the backend, ?storage=auto|opfs|idb|memory
 // the checkpoint store (idb forces IndexedDB), ?preset=NAME the initial preset.
 
 import { WorkerClient } from './lib/worker-client.js';
@@ -105,9 +105,60 @@ function startWorker(backend) {
       state.pendingResume = false;
       state.pendingSample = false;
     }
+    if (m.code === 'deviceLost') offerWasm(m.message);
   });
   client.on('crashed', onCrashed);
   client.on('*', (m) => window.tinygpt.messages.push(m.type));
+}
+
+/**
+ * The checkpoint a fresh worker can continue the run from: the run's last save (or the
+ * newest one when there is no run), or null when none was kept in lasting storage (those
+ * kept in the worker's memory, ?storage=memory, end with it). `lasting` says whether
+ * storage outlives the worker.
+ */
+function lastCheckpoint() {
+  const run = state.run;
+  const savedId = state.lastSaved?.id || run?.checkpointId;
+  let checkpoint = state.checkpoints.find((c) => c.id === savedId);
+  if (!checkpoint && state.lastSaved && run) {
+    // Saved just now: the list that names it had not arrived yet.
+    const d = run.dataset;
+    checkpoint = { id: state.lastSaved.id, step: state.lastSaved.step, datasetId: d.dataset_id, datasetName: d.name };
+  }
+  if (!checkpoint && !savedId) checkpoint = state.checkpoints[0];
+  const lasting = ['opfs', 'indexeddb'].includes(state.capabilities?.storage);
+  return { checkpoint: lasting ? checkpoint || null : null, lasting };
+}
+
+/** The best WebAssembly build here: the one to continue on when the GPU fails. */
+function wasmBackend() {
+  return state.capabilities?.simd === false ? 'wasm' : 'wasm-simd';
+}
+
+/**
+ * The GPU failed mid-run (device lost, out of GPU memory; the worker stopped training and
+ * wrote nothing from the failed device): offer a WebAssembly worker that continues from
+ * the last checkpoint.
+ */
+function offerWasm(message) {
+  const { checkpoint, lasting } = lastCheckpoint();
+  const backend = wasmBackend();
+  // A second report of the same failure (a save after it) replaces the first.
+  document.querySelectorAll('#notices .notice[data-code="deviceLost"]').forEach((el) => el.remove());
+  if (checkpoint) {
+    notices.error(
+      'deviceLost',
+      `${message} ${checkpoint.id} holds step ${checkpoint.step.toLocaleString('en-US')}.`,
+      { label: `Continue on ${backend} from the last checkpoint`, run: () => restartFrom(checkpoint, backend) },
+    );
+  } else {
+    notices.error(
+      'deviceLost',
+      `${message} ${lasting ? 'No checkpoint of this run was saved yet.' : 'This tab kept its checkpoints in the worker\'s memory.'}`,
+      { label: `Switch to ${backend}`, run: () => { resetRun(); startWorker(backend); } },
+    );
+  }
 }
 
 /**
@@ -118,17 +169,7 @@ function onCrashed({ reason }) {
   const started = state.ready;
   const backend = $('backend').value;
   const run = state.run;
-  const savedId = state.lastSaved?.id || run?.checkpointId;
-  let checkpoint = state.checkpoints.find((c) => c.id === savedId);
-  if (!checkpoint && state.lastSaved && run) {
-    // Saved just now: the list that names it had not arrived yet.
-    const d = run.dataset;
-    checkpoint = { id: state.lastSaved.id, step: state.lastSaved.step, datasetId: d.dataset_id, datasetName: d.name };
-  }
-  if (!checkpoint && !savedId) checkpoint = state.checkpoints[0];
-  // Checkpoints kept in the worker's memory (?storage=memory) ended with it.
-  const lasting = ['opfs', 'indexeddb'].includes(state.capabilities?.storage);
-  if (!lasting) checkpoint = null;
+  const { checkpoint, lasting } = lastCheckpoint();
   const hadRun = !!run;
   state.ready = false;
   state.sampling = false;

@@ -95,7 +95,7 @@ export interface DatasetInput {
   bytes: Uint8Array;
 }
 
-export type BackendChoice = 'auto' | 'wasm' | 'wasm-simd';
+export type BackendChoice = 'auto' | 'webgpu' | 'wasm' | 'wasm-simd';
 export type StorageChoice = 'auto' | 'opfs' | 'idb' | 'memory';
 
 // ---- worker → page ---------------------------------------------------------------------
@@ -286,6 +286,7 @@ export type ErrorCode =
   | 'datasetMismatch'
   | 'deleteRefused'
   | 'diverged'
+  | 'deviceLost'
   | 'internal';
 
 // ---- the checkpoint file formats (snake_case, as in the files) -------------------------

@@ -3,6 +3,7 @@
 use thiserror::Error;
 use tinygpt_model::ModelError;
 use tinygpt_optim::TrainError;
+use tinygpt_tensor::TensorError;
 
 use crate::protocol::{ErrorCode, OutMessage};
 
@@ -62,8 +63,22 @@ impl From<TrainError> for WorkerError {
                 ErrorCode::Diverged,
                 format!("Training diverged at step {step} (loss {loss}). Try a lower learning rate."),
             ),
-            TrainError::Tensor(t) => WorkerError::new(ErrorCode::Internal, format!("Internal error: {t}")),
+            TrainError::Tensor(t) => t.into(),
         }
+    }
+}
+
+/// A device failure (only a GPU has them: a lost device, out of memory, a failed readback)
+/// is `deviceLost`, which the page answers by offering to continue on WebAssembly.
+impl From<TensorError> for WorkerError {
+    fn from(e: TensorError) -> Self {
+        WorkerError::new(
+            ErrorCode::DeviceLost,
+            format!(
+                "The GPU stopped working ({e}), so training stopped. The last checkpoint is intact: continue on \
+                 WebAssembly from it."
+            ),
+        )
     }
 }
 

@@ -3,12 +3,14 @@
 //! Layout: [`protocol`] (the messages, plain serde), [`session`] (one run, advanced in
 //! time-budgeted ticks; it trains and evaluates in row [`parts`] of a batch),
 //! [`sampler`] (a `tinygpt_model::Generation` streamed as text, a token at a time),
-//! [`presets`] (what the picker shows). Everything above compiles and is tested natively;
+//! [`presets`] (what the picker shows), [`engine`] (the session on the CPU or WebGPU backend
+//! `init` chose) and [`self_test`] (the numerics check a GPU must pass first). Everything above compiles and is tested natively;
 //! `web` (wasm32 only) binds it to JavaScript and to the browser checkpoint stores. The JS
 //! side is `www/worker.js`; the protocol is documented in `PROTOCOL.md`.
 
 pub mod checkpoints;
 pub mod clock;
+pub mod engine;
 pub mod error;
 pub mod incoming;
 pub mod locks;
@@ -16,6 +18,7 @@ pub mod parts;
 pub mod presets;
 pub mod protocol;
 pub mod sampler;
+pub mod self_test;
 pub mod session;
 #[cfg(target_arch = "wasm32")]
 mod web;

@@ -81,12 +81,17 @@ pub struct DatasetInput {
     pub bytes: Vec<u8>,
 }
 
-/// Which wasm build the page asks for; `auto` takes SIMD when the browser validates it.
+/// Which backend the page asks for. `auto`: WebGPU when an adapter exists and the
+/// worker's self-test passes on it (`worker/src/self_test.rs`), else the SIMD build when
+/// the browser validates it, else scalar wasm. `webgpu` is the same as `auto` except that
+/// the page asked for the GPU explicitly (it still falls back, saying why). `wasm` and
+/// `wasm-simd` never touch the GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendChoice {
     #[default]
     Auto,
+    Webgpu,
     Wasm,
     WasmSimd,
 }
@@ -361,5 +366,8 @@ pub enum ErrorCode {
     DeleteRefused,
     /// The loss became NaN or infinite.
     Diverged,
+    /// The GPU failed mid-run (device lost, out of GPU memory): training stopped, the last
+    /// checkpoint is intact, and the page offers to continue on WebAssembly from it.
+    DeviceLost,
     Internal,
 }

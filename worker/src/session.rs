@@ -114,6 +114,11 @@ impl<B: Backend> Session<B> {
         &self.backend
     }
 
+    /// What `progress.backend` reports.
+    pub fn kind(&self) -> BackendKind {
+        self.kind
+    }
+
     pub fn run(&self) -> Option<&Run<B>> {
         self.run.as_ref()
     }
@@ -316,7 +321,7 @@ impl<B: Backend> Session<B> {
         let model = run.trainer.model();
         let mut chunk = String::new();
         while !sampler.is_done() {
-            chunk.push_str(&sampler.advance(model).await.map_err(tensor_error)?);
+            chunk.push_str(&sampler.advance(model).await?);
             if clock.now_ms() - start >= budget_ms {
                 break;
             }
@@ -390,7 +395,7 @@ impl<B: Backend> Run<B> {
                 // The part is queued, not done (on a GPU): wait for it, so the unit's time is
                 // its real duration (the budget rule above needs it) and a device failure
                 // surfaces here, while nothing is read back.
-                self.trainer.model().params().tensors()[0].backend().flush().await.map_err(tensor_error)?;
+                self.trainer.model().params().tensors()[0].backend().flush().await?;
                 let ms = clock.now_ms() - unit_start;
                 let rows_after = if done.is_some() { batch } else { self.trainer.rows_done() };
                 self.trainer.add_wall_time(ms / 1e3);
@@ -532,8 +537,4 @@ const WASM32_BUDGET: &str = "the memory WebAssembly can address in a browser tab
 pub fn check_fits_wasm32(model: &ModelConfig, batch: usize) -> Result<(), WorkerError> {
     check_training_memory(model, batch, WASM32_ADDRESS_SPACE, WASM32_BUDGET)?;
     Ok(())
-}
-
-fn tensor_error(e: tinygpt_tensor::TensorError) -> WorkerError {
-    WorkerError::new(ErrorCode::Internal, format!("Internal error: {e}"))
 }

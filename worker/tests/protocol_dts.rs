@@ -351,6 +351,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
         E::DatasetMismatch,
         E::DeleteRefused,
         E::Diverged,
+        E::DeviceLost,
         E::Internal,
     ];
     for c in codes {
@@ -370,6 +371,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
             | E::DatasetMismatch
             | E::DeleteRefused
             | E::Diverged
+            | E::DeviceLost
             | E::Internal => {}
         }
     }
@@ -377,7 +379,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
     let storages = [StorageKind::Opfs, StorageKind::Indexeddb, StorageKind::Memory, StorageKind::None];
     let states = [RunState::Training, RunState::Paused, RunState::Finished, RunState::Stopped];
     let reasons = [DoneReason::Finished, DoneReason::Stopped, DoneReason::EarlyStopped];
-    let choices = [BackendChoice::Auto, BackendChoice::Wasm, BackendChoice::WasmSimd];
+    let choices = [BackendChoice::Auto, BackendChoice::Webgpu, BackendChoice::Wasm, BackendChoice::WasmSimd];
     let storage_choices =
         [StorageChoice::Auto, StorageChoice::Opfs, StorageChoice::Idb, StorageChoice::Memory];
     let schedules = [tinygpt_optim::ScheduleKind::Constant, tinygpt_optim::ScheduleKind::Cosine];
@@ -398,7 +400,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
     }
     for c in choices {
         match c {
-            BackendChoice::Auto | BackendChoice::Wasm | BackendChoice::WasmSimd => {}
+            BackendChoice::Auto | BackendChoice::Webgpu | BackendChoice::Wasm | BackendChoice::WasmSimd => {}
         }
     }
     for c in storage_choices {

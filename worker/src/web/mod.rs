@@ -3,12 +3,14 @@
 //! true. `www/worker.js` owns the event loop and calls these one at a time (a promise
 //! queue).
 //!
-//! Ownership across `await`s: a call that needs the [`Session`] takes it out of its slot
+//! Ownership across `await`s: a call that needs the session (an [`Engine`]: the `Session` on
+//! the backend `init` chose, see `backend_choice.rs`) takes it out of its slot
 //! for its whole duration ([`Held`], which puts it back when dropped), so the session can
 //! be used across awaited device readbacks (a WebGPU `mapAsync` resolves only when the event
 //! loop turns) without a `RefCell` borrow living across an `await`. The other cells are
 //! borrowed only between awaits.
 
+mod backend_choice;
 mod storage;
 
 use std::cell::RefCell;
@@ -17,23 +19,23 @@ use std::rc::Rc;
 use js_sys::{Function, Promise};
 use serde::Serialize;
 use tinygpt_ckpt::web::WebStorage;
-use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::data::dataset_id;
 use tinygpt_optim::TrainingConfig;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{future_to_promise, JsFuture};
 
-use crate::checkpoints::{restore, snapshot, Checkpoints};
+use crate::checkpoints::Checkpoints;
 use crate::clock::{Clock, SystemClock};
+use crate::engine::Engine;
 use crate::error::WorkerError;
 use crate::incoming::{unreadable, Received};
 use crate::locks::{run_lock_name, STORE_LOCK};
 use crate::presets::preset_infos;
 use crate::protocol::{
-    BackendKind, Capabilities, ErrorCode, InMessage, OutMessage, RunState, StorageChoice, StorageKind,
+    BackendChoice, BackendKind, Capabilities, ErrorCode, InMessage, OutMessage, StorageChoice, StorageKind,
     WebgpuInfo,
 };
-use crate::session::{resolve_configs, SampleRequest, Session, TrainRequest};
+use crate::session::{resolve_configs, SampleRequest, TrainRequest};
 
 /// What only the JS side can see, passed to the constructor.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
@@ -48,21 +50,21 @@ struct Environment {
     webgpu_note: Option<String>,
 }
 
-/// The build running: SIMD when compiled with `+simd128`.
-const BACKEND: BackendKind =
+/// This build's CPU kernels: SIMD when compiled with `+simd128`.
+const WASM_BACKEND: BackendKind =
     if cfg!(target_feature = "simd128") { BackendKind::WasmSimd } else { BackendKind::Wasm };
 
 /// The session while no call holds it (see the module docs).
-type Slot = RefCell<Option<Session<CpuBackend>>>;
+type Slot = RefCell<Option<Engine>>;
 
 /// The session taken out of its [`Slot`] by the call running; dropping it puts it back.
 struct Held<'a> {
     slot: &'a Slot,
-    session: Option<Session<CpuBackend>>,
+    session: Option<Engine>,
 }
 
 impl std::ops::Deref for Held<'_> {
-    type Target = Session<CpuBackend>;
+    type Target = Engine;
     fn deref(&self) -> &Self::Target {
         self.session.as_ref().expect("held until dropped")
     }
@@ -83,6 +85,10 @@ impl Drop for Held<'_> {
 struct Inner {
     session: Slot,
     store: RefCell<Option<Rc<Checkpoints<WebStorage>>>>,
+    /// Why training is not on WebGPU, once `init` chose the engine (`None`: it is).
+    backend_note: RefCell<Option<String>>,
+    /// The first `init` chose the engine; later ones keep it (a run may exist).
+    engine_chosen: RefCell<bool>,
     /// Why the chosen storage could not be opened.
     storage_note: RefCell<Option<String>>,
     /// A run without storage reports that once, not at every checkpoint interval.
@@ -118,7 +124,9 @@ impl WorkerApp {
         };
         let locks = function("hold").zip(function("release"));
         let inner = Inner {
-            session: RefCell::new(Some(Session::new(CpuBackend::new(1), BACKEND))),
+            session: RefCell::new(Some(Engine::cpu(WASM_BACKEND))),
+            backend_note: RefCell::new(None),
+            engine_chosen: RefCell::new(false),
             store: RefCell::new(None),
             storage_note: RefCell::new(None),
             warned_no_storage: RefCell::new(false),
@@ -232,7 +240,7 @@ impl Inner {
 
     async fn dispatch(&self, message: InMessage) -> Result<(), WorkerError> {
         match message {
-            InMessage::Init { storage, .. } => self.init(storage).await,
+            InMessage::Init { backend, storage } => self.init(backend, storage).await,
             InMessage::Train { model_config, preset, training_config, dataset } => {
                 let request = TrainRequest { model_config, preset, training_config };
                 let (model, training) = resolve_configs(request.clone())?;
@@ -245,16 +253,8 @@ impl Inner {
             }
             InMessage::Pause => self.post_all(self.session()?.pause()),
             InMessage::Resume => {
-                let lock = self.session()?.run().map(|r| {
-                    let t = &r.trainer;
-                    (
-                        r.lock_name(),
-                        t.model().config().model_name.clone(),
-                        t.dataset().manifest().name.clone(),
-                    )
-                });
-                if let Some((lock, model, data)) = lock {
-                    self.hold_run(&lock, &model, &data).await?;
+                if let Some(run) = self.session()?.run_summary() {
+                    self.hold_run(&run.lock_name, &run.model_name, &run.dataset_name).await?;
                 }
                 self.post_all(self.session()?.resume(self.now()))
             }
@@ -263,7 +263,7 @@ impl Inner {
                     let mut session = self.session()?;
                     let out = session.stop_async().await?;
                     out.iter().for_each(|m| self.post(m));
-                    session.run().is_some_and(|r| r.needs_save())
+                    session.needs_save()
                 };
                 if needs_save {
                     self.save(false).await?;
@@ -279,10 +279,7 @@ impl Inner {
             InMessage::Load { id, dataset } => {
                 let store = self.require_store()?;
                 let ckpt = store.load(&id).await?;
-                let mut session = self.session()?;
-                let trainer = restore(session.backend(), ckpt, &dataset)?;
-                let out = session.install(trainer, Some(id), RunState::Paused, self.now());
-                drop(session);
+                let out = self.session()?.load(ckpt, id, &dataset, self.now())?;
                 out.iter().for_each(|m| self.post(m));
                 Ok(())
             }
@@ -371,14 +368,26 @@ impl Inner {
         Ok(())
     }
 
-    async fn init(&self, choice: StorageChoice) -> Result<(), WorkerError> {
+    /// Chooses the engine (on the first `init` only: later ones keep it and its run), opens
+    /// the storage, and answers `ready`.
+    async fn init(&self, backend: BackendChoice, choice: StorageChoice) -> Result<(), WorkerError> {
+        if !*self.engine_chosen.borrow() {
+            let probe = backend_choice::Probe {
+                adapter: self.env.webgpu.as_ref(),
+                note: self.env.webgpu_note.as_deref(),
+            };
+            let (engine, note) = backend_choice::choose(backend, probe, WASM_BACKEND).await;
+            *self.session()? = engine;
+            *self.backend_note.borrow_mut() = note;
+            *self.engine_chosen.borrow_mut() = true;
+        }
         let (storage, note) = storage::open(choice).await;
         *self.storage_note.borrow_mut() = note.clone();
         let kind = storage.as_ref().map_or(StorageKind::None, storage::kind);
         *self.store.borrow_mut() = storage.map(|s| Rc::new(Checkpoints::new(s, kind)));
         let (quota_bytes, usage_bytes) = estimate().await;
         let capabilities = Capabilities {
-            backend: BACKEND,
+            backend: self.session()?.kind(),
             simd: self.env.simd,
             cross_origin_isolated: self.env.cross_origin_isolated,
             storage: kind,
@@ -386,7 +395,7 @@ impl Inner {
             quota_bytes,
             usage_bytes,
             hardware_threads: self.env.hardware_threads,
-            backend_note: Some(self.backend_note()),
+            backend_note: self.backend_note.borrow().clone(),
             webgpu: self.env.webgpu.clone(),
         };
         self.post(&OutMessage::Ready {
@@ -408,37 +417,17 @@ impl Inner {
             }
             Err(_) => return Ok(()),
         };
-        let ckpt = {
-            let session = self.session()?;
-            let Some(run) = session.run() else {
-                return if explicit { Err(WorkerError::no_run("save")) } else { Ok(()) };
-            };
-            snapshot(run).await?
+        let snapshot = self.session()?.snapshot().await;
+        let ckpt = match snapshot {
+            Some(ckpt) => ckpt?,
+            None if explicit => return Err(WorkerError::no_run("save")),
+            None => return Ok(()),
         };
         let step = ckpt.progress.step;
         let (id, bytes) = self.with_store_lock(store.save(&ckpt)).await?;
-        if let Some(run) = self.session()?.run_mut() {
-            run.saved_step = step;
-            run.checkpoint_id = Some(id.clone());
-        }
+        self.session()?.mark_saved(step, &id);
         self.post(&OutMessage::CheckpointSaved { id, step, bytes });
         self.post_list().await
-    }
-
-    /// Why training runs on this WASM build rather than on WebGPU, in one line.
-    fn backend_note(&self) -> String {
-        let why = match (&self.env.webgpu, &self.env.webgpu_note) {
-            // The adapter is shown in the capability panel; the kernels are what is missing.
-            (Some(_), _) => "WebGPU training is not in this build yet".to_string(),
-            (None, Some(note)) => note.trim_end_matches('.').to_string(),
-            (None, None) => "No WebGPU adapter".to_string(),
-        };
-        let build = match BACKEND {
-            BackendKind::WasmSimd => "wasm-simd",
-            BackendKind::Wasm => "wasm",
-            BackendKind::Webgpu => "webgpu",
-        };
-        format!("{why}: training on {build}.")
     }
 
     async fn post_list(&self) -> Result<(), WorkerError> {

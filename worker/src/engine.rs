@@ -1,0 +1,146 @@
+//! [`Engine`]: the worker's [`Session`] on whichever backend `init` chose — the CPU
+//! kernels (compiled as scalar or SIMD wasm) or WebGPU through `tinygpt-kernels-wgsl`.
+//!
+//! Why an enum: `tinygpt_tensor::Backend` is generic (its reads return `impl Future`), so
+//! it has no trait objects, and the backend is only known at run time (after the adapter
+//! probe and the [`crate::self_test`]). `Session<B>` holds all the logic once; this file
+//! only forwards each call to the variant in use (the `on_session!` match), so no session
+//! code is written per backend.
+
+use tinygpt_ckpt::Checkpoint;
+use tinygpt_kernels_cpu::CpuBackend;
+use tinygpt_kernels_wgsl::WgpuBackend;
+
+use crate::checkpoints::{restore, snapshot};
+use crate::clock::Clock;
+use crate::error::WorkerError;
+use crate::protocol::{BackendKind, DatasetInput, OutMessage, RunState};
+use crate::session::{SampleRequest, Session, TickOutcome, TrainRequest};
+
+/// A session on the CPU or on the GPU.
+#[derive(Debug)]
+pub enum Engine {
+    Cpu(Session<CpuBackend>),
+    Webgpu(Session<WgpuBackend>),
+}
+
+/// Evaluates `$body` with `$s` bound to the session, whatever its backend.
+macro_rules! on_session {
+    ($engine:expr, $s:ident => $body:expr) => {
+        match $engine {
+            Engine::Cpu($s) => $body,
+            Engine::Webgpu($s) => $body,
+        }
+    };
+}
+
+/// What the page's Web Lock and refusal messages need to know about the current run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSummary {
+    pub lock_name: String,
+    pub model_name: String,
+    pub dataset_name: String,
+}
+
+impl Engine {
+    /// A CPU session: the WASM build's own kernels (`kind` says scalar or SIMD).
+    pub fn cpu(kind: BackendKind) -> Self {
+        Engine::Cpu(Session::new(CpuBackend::new(1), kind))
+    }
+
+    /// A session on `gpu` (reported as `webgpu`).
+    pub fn webgpu(gpu: WgpuBackend) -> Self {
+        Engine::Webgpu(Session::new(gpu, BackendKind::Webgpu))
+    }
+
+    pub fn kind(&self) -> BackendKind {
+        on_session!(self, s => s.kind())
+    }
+
+    pub fn is_busy(&self) -> bool {
+        on_session!(self, s => s.is_busy())
+    }
+
+    pub fn training_lock(&self) -> Option<String> {
+        on_session!(self, s => s.training_lock())
+    }
+
+    pub fn run_summary(&self) -> Option<RunSummary> {
+        on_session!(self, s => s.run().map(|r| {
+            let t = &r.trainer;
+            RunSummary {
+                lock_name: r.lock_name(),
+                model_name: t.model().config().model_name.clone(),
+                dataset_name: t.dataset().manifest().name.clone(),
+            }
+        }))
+    }
+
+    /// Whether there is a run whose weights changed since its last checkpoint.
+    pub fn needs_save(&self) -> bool {
+        on_session!(self, s => s.run().is_some_and(|r| r.needs_save()))
+    }
+
+    pub fn start(
+        &mut self,
+        request: TrainRequest,
+        dataset: DatasetInput,
+        now_ms: f64,
+    ) -> Result<Vec<OutMessage>, WorkerError> {
+        on_session!(self, s => s.start(request, dataset, now_ms))
+    }
+
+    /// Makes the checkpoint `ckpt` (saved as `id`) the current run, paused.
+    pub fn load(
+        &mut self,
+        ckpt: Checkpoint,
+        id: String,
+        dataset: &DatasetInput,
+        now_ms: f64,
+    ) -> Result<Vec<OutMessage>, WorkerError> {
+        on_session!(self, s => {
+            let trainer = restore(s.backend(), ckpt, dataset)?;
+            Ok(s.install(trainer, Some(id), RunState::Paused, now_ms))
+        })
+    }
+
+    pub fn pause(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
+        on_session!(self, s => s.pause())
+    }
+
+    pub fn resume(&mut self, now_ms: f64) -> Result<Vec<OutMessage>, WorkerError> {
+        on_session!(self, s => s.resume(now_ms))
+    }
+
+    pub async fn stop_async(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
+        on_session!(self, s => s.stop_async().await)
+    }
+
+    pub fn sample(&mut self, request: SampleRequest, now_ms: f64) -> Result<Vec<OutMessage>, WorkerError> {
+        on_session!(self, s => s.sample(request, now_ms))
+    }
+
+    pub async fn tick_async(
+        &mut self,
+        budget_ms: f64,
+        clock: &dyn Clock,
+    ) -> Result<TickOutcome, WorkerError> {
+        on_session!(self, s => s.tick_async(budget_ms, clock).await)
+    }
+
+    /// The current run as a checkpoint (weights and moments read back); `None` without a run.
+    pub async fn snapshot(&self) -> Option<Result<Checkpoint, WorkerError>> {
+        on_session!(self, s => match s.run() {
+            Some(run) => Some(snapshot(run).await),
+            None => None,
+        })
+    }
+
+    /// Records that the run's state at `step` was saved as checkpoint `id`.
+    pub fn mark_saved(&mut self, step: usize, id: &str) {
+        on_session!(self, s => if let Some(run) = s.run_mut() {
+            run.saved_step = step;
+            run.checkpoint_id = Some(id.to_string());
+        })
+    }
+}

@@ -1,0 +1,53 @@
+//! Which engine `init` trains on: WebGPU when the page allows it (`auto` or `webgpu`), the
+//! browser offers an adapter, wgpu opens a device on it and the [`crate::self_test`]
+//! passes there; otherwise this build's CPU kernels, with one line saying why.
+//!
+//! The GPU handles stay on this (the worker's) thread: the engine lives in the worker's
+//! session slot and is never sent anywhere.
+
+use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
+
+use crate::engine::Engine;
+use crate::protocol::{BackendChoice, BackendKind, WebgpuInfo};
+use crate::self_test::self_test;
+
+/// What the JS side saw of WebGPU (see `Environment`).
+pub struct Probe<'a> {
+    pub adapter: Option<&'a WebgpuInfo>,
+    /// Why there is no adapter, when there is none.
+    pub note: Option<&'a str>,
+}
+
+/// The engine to train on and, when it is not WebGPU, why not (one line).
+pub async fn choose(choice: BackendChoice, probe: Probe<'_>, wasm: BackendKind) -> (Engine, Option<String>) {
+    let why_not = match choice {
+        BackendChoice::Wasm | BackendChoice::WasmSimd => format!("{} was chosen", name(wasm)),
+        BackendChoice::Auto | BackendChoice::Webgpu => match open_webgpu(&probe).await {
+            Ok(engine) => return (engine, None),
+            Err(why) => why,
+        },
+    };
+    (Engine::cpu(wasm), Some(format!("{}: training on {}.", why_not.trim_end_matches('.'), name(wasm))))
+}
+
+/// A WebGPU engine that passed the self-test, or why there is none.
+async fn open_webgpu(probe: &Probe<'_>) -> Result<Engine, String> {
+    let Some(adapter) = probe.adapter else {
+        return Err(probe.note.unwrap_or("No WebGPU adapter").to_string());
+    };
+    let gpu = WgpuBackend::new_async().await.map_err(|e| format!("WebGPU could not be opened ({e})"))?;
+    // Software adapters (SwiftShader) run workgroup barriers as context switches, so the
+    // barrier-free matmul is faster there (see kernels-wgsl's `MatmulPath`).
+    let gpu = if adapter.fallback_adapter { gpu.with_matmul_path(MatmulPath::Direct) } else { gpu };
+    self_test(&gpu).await.map_err(|e| format!("WebGPU failed the self-test ({e})"))?;
+    Ok(Engine::webgpu(gpu))
+}
+
+/// The protocol's name for a backend, as the note says it.
+pub fn name(kind: BackendKind) -> &'static str {
+    match kind {
+        BackendKind::WasmSimd => "wasm-simd",
+        BackendKind::Wasm => "wasm",
+        BackendKind::Webgpu => "webgpu",
+    }
+}
