@@ -1,12 +1,18 @@
 // `cargo xtask bench-web`: training speed of the scalar and SIMD builds in headless
 // Chromium, `small` and `medium` presets. One JSON line per run, then the SIMD/scalar ratio
 // per preset. Timing is the page's wall clock between progress messages after warm-up, so
-// it is the speed a user sees (slicing and messaging included).
+// it is the speed a user sees (slicing and messaging included). After the timed steps it
+// times three pauses and a stop (`pause_ms_max`, `stop_ms`: click to the worker's answer).
+//
+// TINYGPT_BENCH_PRESETS and TINYGPT_BENCH_BACKENDS (comma-separated) pick other runs; with
+// `webgpu` among the backends Chromium starts with WebGPU on (SwiftShader headless), e.g.
+// TINYGPT_BENCH_BACKENDS=webgpu TINYGPT_BENCH_PRESETS=tiny,small,medium,large.
 
-import { openBrowser, openPage, setField } from './harness.mjs';
+import { WEBGPU_FLAGS, openBrowser, openPage, setField } from './harness.mjs';
 
-const PRESETS = ['small', 'medium'];
-const BACKENDS = ['wasm', 'wasm-simd'];
+const list = (name, fallback) => (process.env[name] ? process.env[name].split(',') : fallback);
+const PRESETS = list('TINYGPT_BENCH_PRESETS', ['small', 'medium']);
+const BACKENDS = list('TINYGPT_BENCH_BACKENDS', ['wasm', 'wasm-simd']);
 const WARMUP = 2;
 const STEPS = Number(process.env.TINYGPT_BENCH_STEPS || 12);
 
@@ -18,7 +24,8 @@ async function run(context, backend, preset) {
   });
   if (info.backend !== backend) throw new Error(`asked for ${backend}, got ${info.backend}`);
   const total = WARMUP + STEPS + 1;
-  await setField(page, 'max_steps', total);
+  // More steps than timed: pause and stop are timed after the timed steps.
+  await setField(page, 'max_steps', total + 10_000);
   await setField(page, 'eval_interval', 1_000_000);
   await setField(page, 'eval_batches', 1);
   await setField(page, 'checkpoint_interval', 1_000_000);
@@ -27,8 +34,15 @@ async function run(context, backend, preset) {
     window.tinygpt.client.on('progress', (m) => window.__progress.push([performance.now(), m.step]));
   });
   await page.click('#train');
-  await page.waitForFunction(() => window.tinygpt.state.runState === 'finished', null, { timeout: 590_000, polling: 500 });
+  await page.waitForFunction((n) => window.tinygpt.state.step >= n, total, { timeout: 590_000, polling: 500 });
   const records = await page.evaluate(() => window.__progress);
+  const pauseMs = [];
+  for (let i = 0; i < 3; i++) {
+    pauseMs.push(await answerMs(page, 'pause', 'status', 'paused'));
+    await answerMs(page, 'resume', 'status', 'training');
+    await page.waitForTimeout(200 + 170 * i);
+  }
+  const stopMs = await answerMs(page, 'stop', 'done', 'stopped');
   const tokensPerStep = await page.evaluate(() => {
     const r = window.tinygpt.state.run;
     return r.trainingConfig.batch_size * r.modelConfig.context_length;
@@ -41,10 +55,37 @@ async function run(context, backend, preset) {
   const [t1, s1] = usable[usable.length - 1];
   if (s1 <= s0) throw new Error(`too few progress reports to time ${backend}/${preset}: ${JSON.stringify(records)}`);
   const msPerStep = (t1 - t0) / (s1 - s0);
-  return { backend, preset, ms_per_step: +msPerStep.toFixed(2), tok_per_s: Math.round((tokensPerStep * 1000) / msPerStep), steps: s1 - s0 };
+  return {
+    backend,
+    preset,
+    ms_per_step: +msPerStep.toFixed(2),
+    tok_per_s: Math.round((tokensPerStep * 1000) / msPerStep),
+    steps: s1 - s0,
+    pause_ms_max: Math.round(Math.max(...pauseMs)),
+    stop_ms: Math.round(stopMs),
+  };
 }
 
-const browser = await openBrowser();
+/** Clicks `button`; the ms until the worker answers `type` with state or reason `value`. */
+function answerMs(page, button, type, value) {
+  return page.evaluate(
+    ([button, type, value]) =>
+      new Promise((resolve) => {
+        const t0 = performance.now();
+        let answered = false;
+        window.tinygpt.client.on(type, (m) => {
+          if (!answered && (m.state === value || m.reason === value)) {
+            answered = true;
+            resolve(performance.now() - t0);
+          }
+        });
+        document.getElementById(button).click();
+      }),
+    [button, type, value],
+  );
+}
+
+const browser = await openBrowser({ args: BACKENDS.includes('webgpu') ? WEBGPU_FLAGS : [] });
 try {
   const results = [];
   for (const preset of PRESETS) {
@@ -57,6 +98,7 @@ try {
   for (const preset of PRESETS) {
     const scalar = results.find((r) => r.preset === preset && r.backend === 'wasm');
     const simd = results.find((r) => r.preset === preset && r.backend === 'wasm-simd');
+    if (!scalar || !simd) continue;
     console.log(JSON.stringify({ preset, simd_over_scalar: +(simd.tok_per_s / scalar.tok_per_s).toFixed(3) }));
   }
 } finally {

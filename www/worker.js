@@ -143,6 +143,8 @@ self.onmessage = (event) => {
   // Anything may arrive (null, a number): only an object has a type; the wasm side says
   // what is wrong with everything else.
   const type = message !== null && typeof message === 'object' ? message.type : undefined;
+  // A tick waiting for the GPU stops waiting, so this message is next (worker/src/interrupt.rs).
+  if (app) app.interrupt();
   enqueue(async () => {
     if (type === 'init') {
       if (!app) app = await load(message.backend || 'auto');

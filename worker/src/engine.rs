@@ -14,6 +14,7 @@ use tinygpt_kernels_wgsl::WgpuBackend;
 use crate::checkpoints::{restore, snapshot};
 use crate::clock::Clock;
 use crate::error::WorkerError;
+use crate::interrupt::Interrupt;
 use crate::protocol::{BackendKind, DatasetInput, OutMessage, RunState};
 use crate::session::{SampleRequest, Session, TickOutcome, TrainRequest};
 
@@ -116,6 +117,14 @@ impl Engine {
         on_session!(self, s => s.stop_async().await)
     }
 
+    pub fn halt(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
+        on_session!(self, s => s.halt())
+    }
+
+    pub async fn last_progress_async(&mut self) -> Vec<OutMessage> {
+        on_session!(self, s => s.last_progress_async().await)
+    }
+
     pub fn sample(&mut self, request: SampleRequest, now_ms: f64) -> Result<Vec<OutMessage>, WorkerError> {
         on_session!(self, s => s.sample(request, now_ms))
     }
@@ -124,8 +133,9 @@ impl Engine {
         &mut self,
         budget_ms: f64,
         clock: &dyn Clock,
+        interrupt: &Interrupt,
     ) -> Result<TickOutcome, WorkerError> {
-        on_session!(self, s => s.tick_async(budget_ms, clock).await)
+        on_session!(self, s => s.tick_async(budget_ms, clock, interrupt).await)
     }
 
     /// The current run as a checkpoint (weights and moments read back); `None` without a run.

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod engine;
 pub mod error;
 pub mod incoming;
+pub mod interrupt;
 pub mod locks;
 pub mod parts;
 pub mod presets;

@@ -14,6 +14,11 @@
 //! event loop turns. A training step reads nothing back; the losses of the steps since the
 //! last progress message are read when the next one is due (or an evaluation starts, or the
 //! run ends). Native callers use the blocking wrappers ([`Session::tick`], [`Session::stop`]).
+//!
+//! A tick waits for each unit on the device (so its budget rule sees real durations) but
+//! stops waiting when a page message raises the [`Interrupt`]; `stop` answers before the
+//! device has finished (its last `progress` follows `done`). So commands stay prompt on a
+//! GPU whose units take longer than the 200 ms a command may wait.
 
 use serde_json::Value;
 use tinygpt_model::memory::WASM32_ADDRESS_SPACE;
@@ -23,6 +28,7 @@ use tinygpt_tensor::{block_on, Backend};
 
 use crate::clock::Clock;
 use crate::error::WorkerError;
+use crate::interrupt::Interrupt;
 use crate::locks::run_lock_name;
 use crate::parts::rows_per_part;
 use crate::protocol::{
@@ -226,21 +232,32 @@ impl<B: Backend> Session<B> {
         Ok(vec![OutMessage::Status { state: run.state, step: run.trainer.progress().step }])
     }
 
-    /// Stops training (the run stays, for sampling, saving and `resume`): a last
-    /// `progress`, `status`, `done {reason: "stopped"}`.
-    pub async fn stop_async(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
-        let kind = self.kind;
+    /// Stops training (the run stays, for sampling, saving and `resume`) without waiting
+    /// for the device: `status`, `done {reason: "stopped"}`. [`Session::last_progress_async`]
+    /// then reports the steps still unread.
+    pub fn halt(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
         let run = self.run.as_mut().ok_or_else(|| WorkerError::no_run("stop"))?;
         run.state = RunState::Stopped;
         let step = run.trainer.progress().step;
-        let mut out = Vec::new();
+        Ok(vec![
+            OutMessage::Status { state: RunState::Stopped, step },
+            OutMessage::Done { reason: DoneReason::Stopped, step },
+        ])
+    }
+
+    /// A `progress` with the losses not yet reported (it waits for the device), if any.
+    pub async fn last_progress_async(&mut self) -> Vec<OutMessage> {
+        let kind = self.kind;
+        let Some(run) = self.run.as_mut() else { return Vec::new() };
         // A loss that cannot be read (a diverged step, a lost device) costs only the points.
         let _ = run.read_losses().await;
-        if let Some(p) = run.progress(kind) {
-            out.push(OutMessage::Progress(p));
-        }
-        out.push(OutMessage::Status { state: RunState::Stopped, step });
-        out.push(OutMessage::Done { reason: DoneReason::Stopped, step });
+        run.progress(kind).map(OutMessage::Progress).into_iter().collect()
+    }
+
+    /// [`Session::halt`] then [`Session::last_progress_async`]: `status`, `done`, `progress`.
+    pub async fn stop_async(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
+        let mut out = self.halt()?;
+        out.extend(self.last_progress_async().await);
         Ok(out)
     }
 
@@ -284,11 +301,13 @@ impl<B: Backend> Session<B> {
         self.sampler.take().map(|s| s.done_message(now_ms, true))
     }
 
-    /// Works for about `budget_ms`: samples if a sample is in progress, else trains.
+    /// Works for about `budget_ms`: samples if a sample is in progress, else trains. Ends
+    /// early, without waiting for the device, when `interrupt` is raised.
     pub async fn tick_async(
         &mut self,
         budget_ms: f64,
         clock: &dyn Clock,
+        interrupt: &Interrupt,
     ) -> Result<TickOutcome, WorkerError> {
         let start = clock.now_ms();
         let mut out = TickOutcome::default();
@@ -296,7 +315,7 @@ impl<B: Backend> Session<B> {
             self.sample_slice(start, budget_ms, clock, &mut out).await?;
         } else if let Some(run) = self.run.as_mut() {
             if run.state == RunState::Training {
-                run.train_slice(self.kind, start, budget_ms, clock, &mut out).await?;
+                run.train_slice(self.kind, start, budget_ms, clock, interrupt, &mut out).await?;
             }
         }
         out.busy = self.is_busy();
@@ -305,7 +324,7 @@ impl<B: Backend> Session<B> {
 
     /// [`Session::tick_async`] for synchronous callers (see `tinygpt_tensor::block_on`).
     pub fn tick(&mut self, budget_ms: f64, clock: &dyn Clock) -> Result<TickOutcome, WorkerError> {
-        block_on(self.tick_async(budget_ms, clock))
+        block_on(self.tick_async(budget_ms, clock, &Interrupt::default()))
     }
 
     async fn sample_slice(
@@ -368,8 +387,10 @@ impl<B: Backend> Run<B> {
         start: f64,
         budget_ms: f64,
         clock: &dyn Clock,
+        interrupt: &Interrupt,
         out: &mut TickOutcome,
     ) -> Result<(), WorkerError> {
+        let mut interrupted = false;
         let interval = self.trainer.config().checkpoint_interval;
         let (batch, seq) = (self.trainer.config().batch_size, self.trainer.model().config().context_length);
         loop {
@@ -394,8 +415,13 @@ impl<B: Backend> Run<B> {
                 let done = self.trainer.step_part_deferred(self.rows_per_part);
                 // The part is queued, not done (on a GPU): wait for it, so the unit's time is
                 // its real duration (the budget rule above needs it) and a device failure
-                // surfaces here, while nothing is read back.
-                self.trainer.model().params().tensors()[0].backend().flush().await?;
+                // surfaces here, while nothing is read back. A page message cuts the wait
+                // short (the part finishes on the device; its time is then counted so far).
+                let backend = self.trainer.model().params().tensors()[0].backend().clone();
+                match interrupt.race(backend.flush()).await {
+                    Some(flushed) => flushed?,
+                    None => interrupted = true,
+                }
                 let ms = clock.now_ms() - unit_start;
                 let rows_after = if done.is_some() { batch } else { self.trainer.rows_done() };
                 self.trainer.add_wall_time(ms / 1e3);
@@ -436,12 +462,14 @@ impl<B: Backend> Run<B> {
             }
             // Stop before a unit that, taking as long as this one, would overrun the budget.
             let now = clock.now_ms();
-            if out.save_due || now - start + (now - unit_start) >= budget_ms {
+            if interrupted || out.save_due || now - start + (now - unit_start) >= budget_ms {
                 break;
             }
         }
         let now = clock.now_ms();
-        if now - self.last_progress_ms >= PROGRESS_INTERVAL_MS || out.save_due {
+        // Reading the losses waits for the device: not while a message is waiting.
+        let progress_due = !interrupted && now - self.last_progress_ms >= PROGRESS_INTERVAL_MS;
+        if progress_due || out.save_due {
             self.read_losses().await?;
             if let Some(p) = self.progress(kind) {
                 out.messages.push(OutMessage::Progress(p));

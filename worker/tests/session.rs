@@ -97,7 +97,14 @@ fn pause_stops_stepping_resume_continues_and_stop_reports_done() {
     s.tick(0.0, &clock).unwrap();
     assert_eq!(s.run().unwrap().step(), 2);
     let stopped = s.stop().unwrap();
-    assert!(matches!(stopped.last(), Some(OutMessage::Done { reason: DoneReason::Stopped, step: 2 })));
+    // `stop` answers without waiting for the device: status, done, then the last progress.
+    assert!(matches!(
+        &stopped[..2],
+        [
+            OutMessage::Status { state: RunState::Stopped, step: 2 },
+            OutMessage::Done { reason: DoneReason::Stopped, step: 2 }
+        ]
+    ));
     assert!(!s.tick(50.0, &clock).unwrap().busy);
     assert!(s.run().unwrap().needs_save());
 }

@@ -29,6 +29,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::engine::Engine;
 use crate::error::WorkerError;
 use crate::incoming::{unreadable, Received};
+use crate::interrupt::Interrupt;
 use crate::locks::{run_lock_name, STORE_LOCK};
 use crate::presets::preset_infos;
 use crate::protocol::{
@@ -94,6 +95,8 @@ struct Inner {
     /// A run without storage reports that once, not at every checkpoint interval.
     warned_no_storage: RefCell<bool>,
     post: Function,
+    /// Raised by [`WorkerApp::interrupt`] as a page message arrives (see [`Interrupt`]).
+    interrupt: Interrupt,
     env: Environment,
     clock: SystemClock,
     /// `{hold(name, wait), release(name)}` from worker.js (Web Locks); absent: no locking.
@@ -131,6 +134,7 @@ impl WorkerApp {
             storage_note: RefCell::new(None),
             warned_no_storage: RefCell::new(false),
             post,
+            interrupt: Interrupt::default(),
             env,
             clock: SystemClock::default(),
             locks,
@@ -156,11 +160,20 @@ impl WorkerApp {
         })
     }
 
+    /// A page message has arrived: the tick waiting for the GPU (if any) stops waiting and
+    /// resolves, so the message is handled next instead of after the device finishes.
+    /// Call it as the message arrives, before queueing it.
+    pub fn interrupt(&self) {
+        self.inner.interrupt.raise();
+    }
+
     /// Works for about `budget_ms` (training, evaluating or sampling), saving a checkpoint
     /// when one is due; resolves to whether more ticks are needed.
     pub fn tick(&self, budget_ms: f64) -> Promise {
         let inner = Rc::clone(&self.inner);
         future_to_promise(async move {
+            // Messages that arrived before this tick are handled already (one queue).
+            inner.interrupt.clear();
             let mut session = match inner.session() {
                 Ok(s) => s,
                 Err(e) => {
@@ -168,7 +181,7 @@ impl WorkerApp {
                     return Ok(JsValue::FALSE);
                 }
             };
-            let outcome = session.tick_async(budget_ms, &inner.clock).await;
+            let outcome = session.tick_async(budget_ms, &inner.clock, &inner.interrupt).await;
             let busy = match outcome {
                 Ok(outcome) => {
                     drop(session);
@@ -261,8 +274,9 @@ impl Inner {
             InMessage::Stop => {
                 let needs_save = {
                     let mut session = self.session()?;
-                    let out = session.stop_async().await?;
-                    out.iter().for_each(|m| self.post(m));
+                    // `done` goes out before waiting for the device; the last progress after.
+                    session.halt()?.iter().for_each(|m| self.post(m));
+                    session.last_progress_async().await.iter().for_each(|m| self.post(m));
                     session.needs_save()
                 };
                 if needs_save {
