@@ -1,7 +1,8 @@
 //! `cargo xtask test`: the project's one test command (README, `.ci/run`).
 //!
 //! `cargo fmt --check` → setup → `cargo test --workspace` → the ckpt crate's browser-store
-//! tests under wasm-bindgen-test in headless Chromium → the page's browser tests (`test-web`).
+//! tests under wasm-bindgen-test in headless Chromium → the backend conformance kit on WebGPU
+//! in headless Chromium → the page's browser tests (`test-web`).
 
 use std::process::Command;
 
@@ -23,6 +24,7 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
         .args(["test", "--workspace"])
         .env("TINYGPT_REQUIRE_PYTHON", "1"))?;
     ckpt_browser_tests(&cargo)?;
+    webgpu_conformance_tests(&cargo)?;
     web_test::test_task(&[])
 }
 
@@ -36,4 +38,19 @@ fn ckpt_browser_tests(cargo: &str) -> Result<(), String> {
         .arg(workspace_root().join("target/wasm-test"))
         .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", "wasm-bindgen-test-runner")
         .env("CHROMEDRIVER", "/usr/bin/chromedriver"))
+}
+
+/// The backend conformance kit on the wgpu backend over WebGPU (SwiftShader in headless
+/// Chromium, `kernels-wgsl/webdriver.json` passes `--enable-unsafe-webgpu`), every check
+/// awaited (kernels-wgsl/tests/browser_conformance.rs). About a minute of tests once
+/// built; the runner's default 20 s limit covers the whole run, hence the longer one.
+fn webgpu_conformance_tests(cargo: &str) -> Result<(), String> {
+    run(Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["test", "-p", "tinygpt-kernels-wgsl", "--test", "browser_conformance"])
+        .args(["--target", "wasm32-unknown-unknown", "--target-dir"])
+        .arg(workspace_root().join("target/wasm-gpu-test"))
+        .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", "wasm-bindgen-test-runner")
+        .env("CHROMEDRIVER", "/usr/bin/chromedriver")
+        .env("WASM_BINDGEN_TEST_TIMEOUT", "900"))
 }
