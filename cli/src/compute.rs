@@ -62,6 +62,15 @@ pub fn device_label<B: Backend>(backend: &B, threads: usize) -> String {
     }
 }
 
+/// The optional GPU features the adapter offers, for benchmark lines: `{shader_f16,
+/// subgroups, kernels: "f32"}` (the kernels use neither), or `None` on the CPU backend.
+pub fn gpu_features<B: Backend>(backend: &B) -> Option<serde_json::Value> {
+    (backend as &dyn Any).downcast_ref::<WgpuBackend>().map(|gpu| {
+        let adapter = gpu.adapter();
+        serde_json::json!({"shader_f16": adapter.shader_f16, "subgroups": adapter.subgroups, "kernels": "f32"})
+    })
+}
+
 /// The CPU kernel variant `backend` runs (`"avx512"`, `"reference"`, …), for benchmark
 /// lines; `None` on a GPU backend.
 pub fn cpu_kernels<B: Backend>(backend: &B) -> Option<&'static str> {

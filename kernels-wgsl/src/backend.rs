@@ -28,6 +28,12 @@ pub struct AdapterSummary {
     pub device_type: String,
     pub max_storage_buffer_binding_size: u64,
     pub max_compute_workgroups_per_dimension: u32,
+    /// Whether the adapter offers WGSL's `f16` (`shader-f16`). Reported only: every kernel
+    /// is f32, and no f16 path is enabled (none has passed a startup numerics check).
+    pub shader_f16: bool,
+    /// Whether the adapter offers subgroup operations (`subgroups`). Reported only, as
+    /// for `shader_f16`: no kernel uses them.
+    pub subgroups: bool,
 }
 
 /// Objects created so far (cumulative). In a steady training loop `buffers` and
@@ -171,6 +177,8 @@ impl WgpuBackend {
             device_type: format!("{:?}", info.device_type),
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+            shader_f16: adapter.features().contains(wgpu::Features::SHADER_F16),
+            subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
         };
         let gpu = Gpu {
             pool: Arc::new(Pool::new(device.clone(), Arc::clone(&counters))),

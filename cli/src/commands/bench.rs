@@ -7,7 +7,7 @@ use tinygpt_optim::{Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::BenchArgs;
-use crate::compute::{cpu_kernels, device_label, dispatch, WithBackend};
+use crate::compute::{cpu_kernels, device_label, dispatch, gpu_features, WithBackend};
 use crate::error::CliError;
 use crate::text;
 
@@ -59,6 +59,7 @@ impl WithBackend for Bench {
             "backend": backend.name(),
             "adapter": device_label(&backend, threads),
             "kernels": cpu_kernels(&backend),
+            "gpu_features": gpu_features(&backend),
             "threads": threads,
             "preset": preset.name,
             "params": params,
