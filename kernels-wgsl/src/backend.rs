@@ -277,7 +277,20 @@ impl WgpuBackend {
     }
 
     /// A new uninitialised buffer of `len` elements.
+    ///
+    /// Every buffer is bound whole, so one above the adapter's largest storage binding could
+    /// never be used: record a sticky error that names the sizes (reported by the next
+    /// `flush` or `read`, as ops do not wait) before wgpu's own validation message.
     pub(crate) fn alloc<T>(&self, len: usize) -> GpuBuffer<T> {
+        let bytes = len as u64 * 4;
+        let limit = self.gpu.adapter.max_storage_buffer_binding_size;
+        if bytes > limit {
+            let reason = format!(
+                "a tensor of {len} elements ({bytes} bytes) is larger than this adapter's largest \
+                 storage binding ({limit} bytes)"
+            );
+            record_error(&self.gpu.device_error, TensorError::OutOfMemory { backend: NAME.into(), reason });
+        }
         self.gpu.pool.storage(len)
     }
 
