@@ -20,3 +20,21 @@ fn a_tensor_above_the_largest_storage_binding_is_refused_naming_the_limit() {
         other => panic!("expected an out-of-memory error naming the binding limit, got {other:?}"),
     }
 }
+
+#[test]
+fn an_elementwise_op_past_the_per_dimension_workgroup_limit_covers_every_element() {
+    let Some(gpu) = tinygpt_kernels_wgsl::testing::shared_backend() else { return };
+    // 30M elements: over 65,535 workgroups of 256 (the limit on lavapipe and most adapters),
+    // so the grid is folded into two dimensions; still under a 128 MiB binding.
+    let len = 30_000_000usize;
+    let folded_at = 65_535 * 256;
+    assert!(len > folded_at && len * 4 <= gpu.adapter().max_storage_buffer_binding_size as usize);
+    let data: Vec<f32> = (0..len).map(|i| (i % 1013) as f32).collect();
+    let x = gpu.upload(&data);
+    let y = gpu.scale(&x, 2.0, len);
+    let got = block_on(gpu.read(&y)).expect("read");
+    assert_eq!(got.len(), len);
+    for (i, (&g, &d)) in got.iter().zip(&data).enumerate() {
+        assert_eq!(g, 2.0 * d, "element {i} of {len}");
+    }
+}
