@@ -40,11 +40,16 @@ pub fn web_build_tools() -> Result<(), String> {
 }
 
 fn wasm_target() -> Result<(), String> {
+    rust_target("wasm32-unknown-unknown")
+}
+
+/// Adds a rustup target unless it is installed already.
+pub fn rust_target(target: &str) -> Result<(), String> {
     let installed = output_of("rustup", &["target", "list", "--installed"]).unwrap_or_default();
-    if installed.lines().any(|l| l.trim() == "wasm32-unknown-unknown") {
+    if installed.lines().any(|l| l.trim() == target) {
         return Ok(());
     }
-    run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))
+    run(Command::new("rustup").args(["target", "add", target]))
 }
 
 fn wasm_bindgen_cli() -> Result<(), String> {

@@ -1,7 +1,8 @@
 //! `cargo xtask test`: the project's one test command (README, `.ci/run`).
 //!
 //! `cargo fmt --check` → setup → `cargo test --workspace` → the ckpt crate's browser-store
-//! tests under wasm-bindgen-test in headless Chromium → the backend conformance kit on WebGPU
+//! tests under wasm-bindgen-test in headless Chromium → the conformance kit on kernels-cpu's
+//! simd128 variant under Node's WASI → the backend conformance kit on WebGPU
 //! in headless Chromium → the page's browser tests (`test-web`).
 
 use std::process::Command;
@@ -24,6 +25,7 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
         .args(["test", "--workspace"])
         .env("TINYGPT_REQUIRE_PYTHON", "1"))?;
     ckpt_browser_tests(&cargo)?;
+    simd128_conformance_tests(&cargo)?;
     webgpu_conformance_tests(&cargo)?;
     web_test::test_task(&[])
 }
@@ -53,4 +55,21 @@ fn webgpu_conformance_tests(cargo: &str) -> Result<(), String> {
         .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", "wasm-bindgen-test-runner")
         .env("CHROMEDRIVER", "/usr/bin/chromedriver")
         .env("WASM_BINDGEN_TEST_TIMEOUT", "900"))
+}
+
+/// The conformance kit on kernels-cpu's wasm simd128 variant: a wasm32-wasip1 build with
+/// +simd128 run under Node's WASI (kernels-cpu/tests/wasi/run.mjs). One thread only (wasip1
+/// has none) and without the misuse check (it catches a panic; wasm panics abort).
+fn simd128_conformance_tests(cargo: &str) -> Result<(), String> {
+    setup::rust_target("wasm32-wasip1")?;
+    let runner = workspace_root().join("kernels-cpu/tests/wasi/run.mjs");
+    run(Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["test", "-p", "tinygpt-kernels-cpu", "--test", "conformance"])
+        .args(["--target", "wasm32-wasip1", "--target-dir"])
+        .arg(workspace_root().join("target/wasi-simd"))
+        .args(["--", "one_thread", "--skip", "copy_misuse_panics"])
+        .env("RUSTFLAGS", "-C target-feature=+simd128")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env("CARGO_TARGET_WASM32_WASIP1_RUNNER", format!("node {}", runner.display())))
 }
