@@ -17,23 +17,6 @@ use tinygpt_tensor::{Backend, MatmulDims};
 
 const LARGE_MLP: [&str; 3] = ["1536x768x192:nt", "1536x192x768:nn", "192x768x1536:tn"];
 
-fn parse(shape: &str) -> Result<MatmulDims, String> {
-    let (sizes, layout) = shape.split_once(':').unwrap_or((shape, "nn"));
-    let v: Vec<usize> = sizes
-        .split('x')
-        .map(|s| s.parse().map_err(|_| format!("bad size in {shape:?}")))
-        .collect::<Result<_, _>>()?;
-    let [m, n, k] = v[..] else { return Err(format!("{shape:?}: want MxNxK")) };
-    let (trans_a, trans_b) = match layout {
-        "nn" => (false, false),
-        "nt" => (false, true),
-        "tn" => (true, false),
-        "tt" => (true, true),
-        _ => return Err(format!("{shape:?}: layout must be nn, nt, tn or tt")),
-    };
-    Ok(MatmulDims { m, k, n, trans_a, trans_b })
-}
-
 fn main() -> Result<(), String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut threads = vec![1];
@@ -47,7 +30,7 @@ fn main() -> Result<(), String> {
     }
     let shapes = if args.is_empty() { LARGE_MLP.map(String::from).to_vec() } else { args };
     for shape in &shapes {
-        let dims = parse(shape)?;
+        let dims: MatmulDims = shape.parse()?;
         let MatmulDims { m, k, n, .. } = dims;
         for &t in &threads {
             for variant in KernelVariant::ALL.into_iter().filter(|v| v.is_supported()) {

@@ -14,29 +14,12 @@ use std::time::Instant;
 use tinygpt_kernels_wgsl::WgpuBackend;
 use tinygpt_tensor::{block_on, Backend, MatmulDims};
 
-fn parse(shape: &str) -> Result<MatmulDims, String> {
-    let (sizes, layout) = shape.split_once(':').unwrap_or((shape, "nn"));
-    let v: Vec<usize> = sizes
-        .split('x')
-        .map(|s| s.parse().map_err(|_| format!("bad size in {shape:?}")))
-        .collect::<Result<_, _>>()?;
-    let [m, n, k] = v[..] else { return Err(format!("{shape:?}: want MxNxK")) };
-    let (trans_a, trans_b) = match layout {
-        "nn" => (false, false),
-        "nt" => (false, true),
-        "tn" => (true, false),
-        "tt" => (true, true),
-        _ => return Err(format!("{shape:?}: layout must be nn, nt, tn or tt")),
-    };
-    Ok(MatmulDims { m, k, n, trans_a, trans_b })
-}
-
 fn main() -> Result<(), String> {
     let shapes: Vec<String> = std::env::args().skip(1).collect();
     let shapes = if shapes.is_empty() { vec!["4096x4096x4096".to_string()] } else { shapes };
     let backend = WgpuBackend::new().map_err(|e| e.to_string())?;
     for shape in shapes {
-        let dims = parse(&shape)?;
+        let dims: MatmulDims = shape.parse()?;
         let MatmulDims { m, k, n, .. } = dims;
         let a = backend.upload(&vec![0.5f32; m * k]);
         let b = backend.upload(&vec![0.25f32; k * n]);

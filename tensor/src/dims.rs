@@ -15,6 +15,29 @@ pub struct MatmulDims {
     pub trans_b: bool,
 }
 
+/// Reads `MxNxK` with an optional `:layout` (`nn`, `nt`, `tn`, `tt`: which operand is
+/// transposed; default `nn`), the shape syntax of the matmul benchmarks, e.g. `2048x256x1024:nt`.
+impl std::str::FromStr for MatmulDims {
+    type Err = String;
+
+    fn from_str(shape: &str) -> Result<Self, String> {
+        let (sizes, layout) = shape.split_once(':').unwrap_or((shape, "nn"));
+        let v: Vec<usize> = sizes
+            .split('x')
+            .map(|s| s.parse().map_err(|_| format!("bad size in {shape:?}")))
+            .collect::<Result<_, _>>()?;
+        let [m, n, k] = v[..] else { return Err(format!("{shape:?}: want MxNxK")) };
+        let (trans_a, trans_b) = match layout {
+            "nn" => (false, false),
+            "nt" => (false, true),
+            "tn" => (true, false),
+            "tt" => (true, true),
+            _ => return Err(format!("{shape:?}: layout must be nn, nt, tn or tt")),
+        };
+        Ok(MatmulDims { m, k, n, trans_a, trans_b })
+    }
+}
+
 /// Causal multi-head self-attention over `q`, `k`, `v`, each `[batch, seq, heads * head_dim]`;
 /// head `h` owns columns `h*head_dim .. (h+1)*head_dim`. Scores are scaled by
 /// `1/sqrt(head_dim)` and position `t` attends to positions `0..=t`.
