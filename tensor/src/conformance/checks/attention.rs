@@ -44,38 +44,43 @@ pub async fn attention_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xA77B);
     for case in CASES {
         let dims = dims_of(case);
-        let len = dims.batch * dims.seq * dims.channels();
-        let (q, k, v) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
-        let dout = normal(&mut rng, len, 1.0);
-        let (uq, uk, uv) = (backend.upload(&q), backend.upload(&k), backend.upload(&v));
-        let probs = backend.attention(&uq, &uk, &uv, dims).probs;
-        let g = backend.attention_backward(&backend.upload(&dout), &uq, &uk, &uv, &probs, dims);
-        let (dq, dk, dv) = (
-            read(backend, &g.dq, "dq").await,
-            read(backend, &g.dk, "dk").await,
-            read(backend, &g.dv, "dv").await,
-        );
-        let what = format!("attention_backward {dims:?}");
-
-        let (rdq, rdk, rdv) = reference::attention_backward(&dout, &q, &k, &v, dims);
-        Tolerance::ACCUMULATED.assert_close(&format!("{what} dq"), &dq, &rdq);
-        Tolerance::ACCUMULATED.assert_close(&format!("{what} dk"), &dk, &rdk);
-        Tolerance::ACCUMULATED.assert_close(&format!("{what} dv"), &dv, &rdv);
-
-        let loss = async |q: &B::Storage, k: &B::Storage, v: &B::Storage| {
-            weighted_sum(&read(backend, &backend.attention(q, k, v, dims).out, "attention").await, &dout)
-        };
-        check_gradient(&format!("{what} dq"), &q, &dq, &mut rng, async |x| {
-            loss(&backend.upload(x), &uk, &uv).await
-        })
-        .await;
-        check_gradient(&format!("{what} dk"), &k, &dk, &mut rng, async |x| {
-            loss(&uq, &backend.upload(x), &uv).await
-        })
-        .await;
-        check_gradient(&format!("{what} dv"), &v, &dv, &mut rng, async |x| {
-            loss(&uq, &uk, &backend.upload(x)).await
-        })
-        .await;
+        attention_backward_case(backend, dims, &mut rng, &format!("attention_backward {dims:?}")).await;
     }
+}
+
+/// One shape of the backward check, shared with the dropout checks (whose `dims` carry a
+/// mask): `dq`, `dk`, `dv` against the f64 reference and finite differences of the
+/// backend's forward output.
+pub(super) async fn attention_backward_case<B: Backend>(
+    backend: &B,
+    dims: AttentionDims,
+    rng: &mut Rng,
+    what: &str,
+) {
+    let len = dims.batch * dims.seq * dims.channels();
+    let (q, k, v) = (normal(rng, len, 1.0), normal(rng, len, 1.0), normal(rng, len, 1.0));
+    let dout = normal(rng, len, 1.0);
+    let (uq, uk, uv) = (backend.upload(&q), backend.upload(&k), backend.upload(&v));
+    let probs = backend.attention(&uq, &uk, &uv, dims).probs;
+    let g = backend.attention_backward(&backend.upload(&dout), &uq, &uk, &uv, &probs, dims);
+    let (dq, dk, dv) = (
+        read(backend, &g.dq, "dq").await,
+        read(backend, &g.dk, "dk").await,
+        read(backend, &g.dv, "dv").await,
+    );
+
+    let (rdq, rdk, rdv) = reference::attention_backward(&dout, &q, &k, &v, dims);
+    Tolerance::ACCUMULATED.assert_close(&format!("{what} dq"), &dq, &rdq);
+    Tolerance::ACCUMULATED.assert_close(&format!("{what} dk"), &dk, &rdk);
+    Tolerance::ACCUMULATED.assert_close(&format!("{what} dv"), &dv, &rdv);
+
+    let loss = async |q: &B::Storage, k: &B::Storage, v: &B::Storage| {
+        weighted_sum(&read(backend, &backend.attention(q, k, v, dims).out, "attention").await, &dout)
+    };
+    check_gradient(&format!("{what} dq"), &q, &dq, rng, async |x| loss(&backend.upload(x), &uk, &uv).await)
+        .await;
+    check_gradient(&format!("{what} dk"), &k, &dk, rng, async |x| loss(&uq, &backend.upload(x), &uv).await)
+        .await;
+    check_gradient(&format!("{what} dv"), &v, &dv, rng, async |x| loss(&uq, &uk, &backend.upload(x)).await)
+        .await;
 }
