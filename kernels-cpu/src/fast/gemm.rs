@@ -95,12 +95,7 @@ pub(crate) fn matmul(
     dims: MatmulDims,
 ) {
     let MatmulDims { m, k, n, trans_a, trans_b } = dims;
-    assert_eq!(c.len(), m * n, "matmul: output length");
-    assert_eq!(a.len(), m * k, "matmul: A holds {} values for [{m}, {k}]", a.len());
-    assert_eq!(b.len(), k * n, "matmul: B holds {} values for [{k}, {n}]", b.len());
-    if let Some(bias) = bias {
-        assert_eq!(bias.len(), n, "matmul: bias holds {} values for {n} columns", bias.len());
-    }
+    crate::kernels::matmul::check_operands(c, a, b, bias, dims);
     assert!(
         kernel.mr * kernel.nr <= MAX_TILE && MC.is_multiple_of(kernel.mr) && NC.is_multiple_of(kernel.nr)
     );

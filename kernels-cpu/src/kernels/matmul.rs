@@ -39,6 +39,18 @@ impl StridedA<'_> {
     }
 }
 
+/// The operand lengths every matmul variant requires of its slices (the reference and the
+/// fast kernels alike).
+pub(crate) fn check_operands(c: &[f32], a: &[f32], b: &[f32], bias: Option<&[f32]>, dims: MatmulDims) {
+    let MatmulDims { m, k, n, .. } = dims;
+    assert_eq!(c.len(), m * n, "matmul: output length");
+    assert_eq!(a.len(), m * k, "matmul: A holds {} values for [{m}, {k}]", a.len());
+    assert_eq!(b.len(), k * n, "matmul: B holds {} values for [{k}, {n}]", b.len());
+    if let Some(bias) = bias {
+        assert_eq!(bias.len(), n, "matmul: bias holds {} values for {n} columns", bias.len());
+    }
+}
+
 pub(crate) fn matmul_forward(
     par: &Parallel,
     c: &mut [f32],
@@ -48,12 +60,7 @@ pub(crate) fn matmul_forward(
     dims: MatmulDims,
 ) {
     let MatmulDims { m, k, n, trans_a, trans_b } = dims;
-    assert_eq!(c.len(), m * n, "matmul: output length");
-    assert_eq!(a.len(), m * k, "matmul: A holds {} values for [{m}, {k}]", a.len());
-    assert_eq!(b.len(), k * n, "matmul: B holds {} values for [{k}, {n}]", b.len());
-    if let Some(bias) = bias {
-        assert_eq!(bias.len(), n, "matmul: bias holds {} values for {n} columns", bias.len());
-    }
+    check_operands(c, a, b, bias, dims);
     if c.is_empty() {
         return;
     }
