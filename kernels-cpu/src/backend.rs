@@ -65,6 +65,13 @@ impl CpuBackend {
         }
     }
 
+    /// A backend running its kernels on rayon's global pool, however many threads it has
+    /// (wasm-bindgen-rayon's `initThreadPool(n)` starts it in a browser, where a backend
+    /// cannot start a pool of its own). Results are the same as on any other thread count.
+    pub fn on_global_pool() -> Self {
+        CpuBackend { par: Parallel::Global, ..Self::default() }
+    }
+
     /// The same backend (sharing its threads) running `kernels`; always succeeds, since
     /// [`Kernels::Fast`] falls back to the reference where the CPU has no fast variant.
     pub fn with_kernels(self, kernels: Kernels) -> Self {

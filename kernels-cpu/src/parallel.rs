@@ -11,11 +11,14 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use rayon::ThreadPool;
 
-/// Where kernels run: inline on the calling thread, or on a dedicated rayon pool.
+/// Where kernels run: inline on the calling thread, on a dedicated rayon pool, or on
+/// rayon's global pool (the only one wasm-bindgen-rayon can start in a browser, where a
+/// backend cannot spawn threads of its own).
 #[derive(Clone, Debug)]
 pub(crate) enum Parallel {
     Inline,
     Pool(Arc<ThreadPool>),
+    Global,
 }
 
 impl Parallel {
@@ -23,6 +26,21 @@ impl Parallel {
         match self {
             Parallel::Inline => 1,
             Parallel::Pool(pool) => pool.current_num_threads(),
+            Parallel::Global => rayon::current_num_threads(),
+        }
+    }
+
+    /// Whether work is spread over threads at all (one global thread is still a pool).
+    fn spreads(&self) -> bool {
+        !matches!(self, Parallel::Inline)
+    }
+
+    /// Runs `op` where this `Parallel`'s rayon calls go: inside the dedicated pool, or as is
+    /// (the global pool).
+    fn install<R: Send>(&self, op: impl FnOnce() -> R + Send) -> R {
+        match self {
+            Parallel::Pool(pool) => pool.install(op),
+            _ => op(),
         }
     }
 
@@ -45,8 +63,8 @@ impl Parallel {
     {
         let chunk_len = chunk_len.max(1);
         match self {
-            Parallel::Pool(pool) if out.len() > chunk_len => {
-                pool.install(|| out.par_chunks_mut(chunk_len).enumerate().map(|(i, c)| f(i, c)).collect())
+            p if p.spreads() && out.len() > chunk_len => {
+                p.install(|| out.par_chunks_mut(chunk_len).enumerate().map(|(i, c)| f(i, c)).collect())
             }
             _ => out.chunks_mut(chunk_len).enumerate().map(|(i, c)| f(i, c)).collect(),
         }
@@ -59,7 +77,7 @@ impl Parallel {
         F: Fn(usize) -> R + Sync + Send,
     {
         match self {
-            Parallel::Pool(pool) if n > 1 => pool.install(|| (0..n).into_par_iter().map(f).collect()),
+            p if p.spreads() && n > 1 => p.install(|| (0..n).into_par_iter().map(f).collect()),
             _ => (0..n).map(f).collect(),
         }
     }
@@ -73,7 +91,7 @@ impl Parallel {
         assert!(a.len() == b.len() && b.len() == c.len(), "zip3_chunks_mut: slices differ in length");
         let chunk_len = chunk_len.max(1);
         match self {
-            Parallel::Pool(pool) if a.len() > chunk_len => pool.install(|| {
+            p if p.spreads() && a.len() > chunk_len => p.install(|| {
                 a.par_chunks_mut(chunk_len)
                     .zip(b.par_chunks_mut(chunk_len))
                     .zip(c.par_chunks_mut(chunk_len))

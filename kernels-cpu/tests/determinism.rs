@@ -99,6 +99,23 @@ fn each_variant_is_bit_identical_for_1_2_and_3_threads() {
     }
 }
 
+/// The global pool (how the threaded browser build runs: wasm-bindgen-rayon starts only
+/// rayon's global pool) gives the same bits as one thread. This test binary's global pool
+/// is sized here, before any other test can start it.
+#[test]
+fn the_global_pool_is_bit_identical_to_one_thread() {
+    let _ = rayon::ThreadPoolBuilder::new().num_threads(3).build_global();
+    let global = CpuBackend::on_global_pool();
+    assert_eq!(global.threads(), rayon::current_num_threads());
+    for variant in KernelVariant::ALL.into_iter().filter(|v| v.is_supported()) {
+        let one = run_ops(&CpuBackend::new(1).with_variant(variant).unwrap());
+        let other = run_ops(&global.clone().with_variant(variant).unwrap());
+        for ((name, want), (_, got)) in one.iter().zip(&other) {
+            assert!(bits(want) == bits(got), "{variant} {name}: the global pool differs from 1 thread");
+        }
+    }
+}
+
 #[test]
 fn fast_is_the_best_supported_variant_and_unsupported_ones_are_refused() {
     assert_eq!(CpuBackend::new(2).variant(), KernelVariant::best_available());

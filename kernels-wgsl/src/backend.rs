@@ -12,7 +12,7 @@ use tinygpt_tensor::TensorError;
 
 use crate::error::WgpuBackendError;
 use crate::pipelines::{Kernel, Pipelines};
-use crate::pool::{Bind, Counters, GpuBuffer, Pool};
+use crate::pool::{Bind, Counters, GpuBuffer, Pool, Staging};
 use crate::profile::{self, KernelTime, Profiler};
 use crate::recorder::Recorder;
 use crate::tuning::Tuning;
@@ -340,26 +340,72 @@ impl WgpuBackend {
         }
         let state = Arc::new(Mutex::new(MapState::default()));
         let callback_state = Arc::clone(&state);
+        let pool = Arc::clone(&self.gpu.pool);
         staging.buffer.map_async(wgpu::MapMode::Read, 0..bytes, move |result| {
             let mut s = callback_state.lock().expect("map state lock");
+            s.fired = true;
+            if let Some(orphan) = s.orphan.take() {
+                drop(s);
+                if result.is_ok() {
+                    orphan.buffer.unmap();
+                    pool.return_staging(orphan);
+                }
+                return;
+            }
             s.result = Some(result.map_err(|e| e.to_string()));
             if let Some(w) = s.waker.take() {
                 w.wake();
             }
         });
+        let mut pending = PendingRead {
+            staging: Some(staging),
+            state: Arc::clone(&state),
+            pool: Arc::clone(&self.gpu.pool),
+        };
         let wait = MapWait { state, device: self.gpu.device.clone() };
         async move {
             let mapped = wait.await;
             let out = mapped.and_then(|()| {
+                let staging = pending.staging.as_ref().expect("held until the read ends");
                 let view = staging.buffer.get_mapped_range(0..bytes).map_err(|e| e.to_string())?;
                 Ok(bytemuck::cast_slice::<u8, T>(&view)[..len].to_vec())
             });
             if out.is_ok() {
+                let staging = pending.staging.take().expect("held until the read ends");
                 staging.buffer.unmap();
                 backend.gpu.pool.return_staging(staging);
             }
             backend.check()?;
             out.map_err(|reason| TensorError::Readback { backend: NAME.into(), reason })
+        }
+    }
+}
+
+/// The staging buffer of a read in flight. A read whose future is dropped before its
+/// mapping completes (the worker stops waiting when a page message arrives, see
+/// `worker/src/interrupt.rs`) must still hand the buffer back to the pool: this guard
+/// leaves it to the `map_async` callback (`MapState::orphan`), or returns it itself when
+/// the callback has already fired.
+struct PendingRead {
+    staging: Option<Staging>,
+    state: Arc<Mutex<MapState>>,
+    pool: Arc<Pool>,
+}
+
+impl Drop for PendingRead {
+    fn drop(&mut self) {
+        let Some(staging) = self.staging.take() else { return };
+        let Ok(mut s) = self.state.lock() else { return };
+        if !s.fired {
+            s.orphan = Some(staging);
+            return;
+        }
+        let mapped = matches!(s.result, Some(Ok(())));
+        drop(s);
+        // A failed mapping leaves a buffer the failed device owns: not worth keeping.
+        if mapped {
+            staging.buffer.unmap();
+            self.pool.return_staging(staging);
         }
     }
 }
@@ -373,7 +419,12 @@ fn record_error(sink: &Mutex<Option<TensorError>>, error: TensorError) {
 #[derive(Default)]
 struct MapState {
     result: Option<Result<(), String>>,
+    /// The callback has run (its result may have been taken since).
+    fired: bool,
     waker: Option<Waker>,
+    /// The staging buffer of a read abandoned before its mapping completed; the callback
+    /// returns it to the pool.
+    orphan: Option<Staging>,
 }
 
 /// Resolves when a `map_async` callback has fired. Natively it drives the device itself
