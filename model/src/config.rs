@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::ModelError;
+use crate::structure::GptParts;
 
 /// The byte-level GPT's shape. Serialized as `model_config.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -150,40 +151,17 @@ impl ModelConfig {
         Ok(())
     }
 
-    /// Every parameter in canonical order with its shape and offset. Layouts: embeddings
-    /// are `[rows, d_model]`; linear weights are PyTorch's `[out_features, in_features]`
-    /// (`y = x · Wᵀ + b`); biases and LayerNorm gains/shifts are `[features]`.
+    /// Every parameter in canonical order with its shape and offset (the walk of
+    /// [`GptParts::build`], which also gives the layouts).
     pub fn tensor_specs(&self) -> Vec<TensorSpec> {
-        let (d, f) = (self.d_model, self.d_mlp);
-        let mut list: Vec<(String, Vec<usize>)> = vec![
-            ("token_embedding".into(), vec![self.vocab_size, d]),
-            ("position_embedding".into(), vec![self.context_length, d]),
-        ];
-        for i in 0..self.n_layers {
-            let p = format!("blocks.{i}");
-            list.push((format!("{p}.ln1.weight"), vec![d]));
-            list.push((format!("{p}.ln1.bias"), vec![d]));
-            for proj in ["q_proj", "k_proj", "v_proj", "o_proj"] {
-                list.push((format!("{p}.attn.{proj}.weight"), vec![d, d]));
-                list.push((format!("{p}.attn.{proj}.bias"), vec![d]));
-            }
-            list.push((format!("{p}.ln2.weight"), vec![d]));
-            list.push((format!("{p}.ln2.bias"), vec![d]));
-            list.push((format!("{p}.mlp.fc_in.weight"), vec![f, d]));
-            list.push((format!("{p}.mlp.fc_in.bias"), vec![f]));
-            list.push((format!("{p}.mlp.fc_out.weight"), vec![d, f]));
-            list.push((format!("{p}.mlp.fc_out.bias"), vec![d]));
-        }
-        list.push(("ln_final.weight".into(), vec![d]));
-        list.push(("ln_final.bias".into(), vec![d]));
+        let mut specs = Vec::new();
         let mut offset = 0;
-        list.into_iter()
-            .map(|(name, shape)| {
-                let spec = TensorSpec { name, offset, shape };
-                offset += spec.numel();
-                spec
-            })
-            .collect()
+        GptParts::build(self, |decl| {
+            let spec = TensorSpec { name: decl.name(), shape: decl.shape.to_vec(), offset };
+            offset += spec.numel();
+            specs.push(spec);
+        });
+        specs
     }
 
     /// The number of parameters. Call on a validated config (validation bounds it by 2^31).
@@ -191,10 +169,11 @@ impl ModelConfig {
         self.param_count_u64() as usize
     }
 
+    /// Counted in `u64` over the same walk, without naming anything.
     fn param_count_u64(&self) -> u64 {
-        let [v, c, d, f, l] =
-            [self.vocab_size, self.context_length, self.d_model, self.d_mlp, self.n_layers].map(|x| x as u64);
-        v * d + c * d + l * (4 * d + 4 * (d * d + d) + 2 * d * f + f + d) + 2 * d
+        let mut count = 0u64;
+        GptParts::build(self, |decl| count = count.saturating_add(decl.numel_u64()));
+        count
     }
 }
 

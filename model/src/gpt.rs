@@ -7,6 +7,7 @@ use crate::config::ModelConfig;
 use crate::dropout::{DropoutDraw, Site};
 use crate::error::ModelError;
 use crate::params::Params;
+use crate::structure::{Block, GptParts, LayerNorm, Linear, LinearKind};
 
 /// LayerNorm epsilon, fixed by the model contract.
 pub const LN_EPS: f32 = 1e-5;
@@ -18,6 +19,16 @@ pub struct Gpt<B: Backend> {
     params: Params<B>,
     /// Per parameter (canonical order): false freezes it (no gradient is computed).
     trainable: Vec<bool>,
+    /// Each parameter's position in the canonical list, by its typed place (built once).
+    parts: GptParts<usize>,
+}
+
+/// Adds a learned term to chosen linears' outputs (LoRA: `(alpha/r)·(x·Aᵀ)·Bᵀ`), composed
+/// from tape ops so it runs, and back-propagates, on every backend.
+pub trait LinearDelta<B: Backend> {
+    /// The term added to `kind`'s output in block `layer` for input `x` (`[B, T, in]` →
+    /// `[B, T, out]`), or `None` where this linear is left as it is.
+    fn delta(&self, tape: &Tape<B>, layer: usize, kind: LinearKind, x: &Var<B>) -> Option<Var<B>>;
 }
 
 /// One forward pass on a tape: the logits and the tape vars of every parameter
@@ -39,7 +50,8 @@ impl<B: Backend> Gpt<B> {
             });
         }
         let trainable = vec![true; params.len()];
-        Ok(Gpt { config, params, trainable })
+        let parts = GptParts::indices(&config);
+        Ok(Gpt { config, params, trainable, parts })
     }
 
     /// A freshly initialised model (see [`Params::init`]); the config is validated first.
@@ -55,6 +67,11 @@ impl<B: Backend> Gpt<B> {
 
     pub fn params(&self) -> &Params<B> {
         &self.params
+    }
+
+    /// Each parameter's position in the canonical list ([`Params::tensors`]), by place.
+    pub fn parts(&self) -> &GptParts<usize> {
+        &self.parts
     }
 
     pub fn trainable(&self) -> &[bool] {
@@ -122,6 +139,23 @@ impl<B: Backend> Gpt<B> {
         seq: usize,
         draw: Option<DropoutDraw>,
     ) -> Var<B> {
+        self.forward_adapted(tape, params, tokens, batch, seq, draw, None)
+    }
+
+    /// The forward pass over caller-provided parameter vars (canonical order), dropping out
+    /// as in [`Gpt::forward_dropout`], with `delta`'s terms added to the linears it names.
+    /// Returns logits `[B, T, V]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_adapted(
+        &self,
+        tape: &Tape<B>,
+        params: &[Var<B>],
+        tokens: &Indices<B>,
+        batch: usize,
+        seq: usize,
+        draw: Option<DropoutDraw>,
+        delta: Option<&dyn LinearDelta<B>>,
+    ) -> Var<B> {
         let c = &self.config;
         let draw = draw.filter(|_| c.dropout > 0.0 && tape.is_recording());
         let mask = |site: Site, row_elements: usize| draw.map(|d| d.mask(c.dropout, site, row_elements));
@@ -130,45 +164,46 @@ impl<B: Backend> Gpt<B> {
         assert_eq!(tokens.len(), batch * seq, "tokens for [{batch}, {seq}]");
         assert_eq!(params.len(), self.params.len(), "one var per parameter");
         let backend = self.params.tensors()[0].backend();
-        let p = |name: &str| &params[self.params.index_of(name).expect("canonical name")];
+        let parts = &self.parts;
 
         // Embeddings: x[b, t] = wte[token] + wpe[t]  → [B, T, C].
         let positions: Vec<u32> = (0..batch).flat_map(|_| 0..seq as u32).collect();
         let positions = Indices::new(backend, &positions);
-        let tok = tape.embedding(p("token_embedding"), tokens);
-        let pos = tape.embedding(p("position_embedding"), &positions);
+        let tok = tape.embedding(&params[parts.token_embedding], tokens);
+        let pos = tape.embedding(&params[parts.position_embedding], &positions);
         let mut x = tape.reshape(&tape.add(&tok, &pos), &[batch, seq, c.d_model]);
         if let Some(m) = mask(Site::Embeddings, width) {
             x = tape.dropout(&x, m);
         }
 
-        for i in 0..c.n_layers {
-            let w = |suffix: &str| p(&format!("blocks.{i}.{suffix}"));
+        for (i, block) in parts.blocks.iter().enumerate() {
+            let layer = BlockVars { tape, params, block, layer: i, delta };
             // Attention: x += o_proj(attn(q, k, v of ln1(x))).
-            let h = tape.layer_norm(&x, w("ln1.weight"), w("ln1.bias"), LN_EPS);
-            let q = tape.linear(&h, w("attn.q_proj.weight"), Some(w("attn.q_proj.bias")));
-            let k = tape.linear(&h, w("attn.k_proj.weight"), Some(w("attn.k_proj.bias")));
-            let v = tape.linear(&h, w("attn.v_proj.weight"), Some(w("attn.v_proj.bias")));
+            let h = layer.layer_norm(&x, &block.ln1);
+            let q = layer.linear(&h, LinearKind::QProj);
+            let k = layer.linear(&h, LinearKind::KProj);
+            let v = layer.linear(&h, LinearKind::VProj);
             let probs_mask = mask(Site::AttentionProbs(i), c.n_heads * seq * seq);
             let a = tape.attention_with_dropout(&q, &k, &v, c.n_heads, probs_mask);
-            let o = tape.linear(&a, w("attn.o_proj.weight"), Some(w("attn.o_proj.bias")));
+            let o = layer.linear(&a, LinearKind::OProj);
             x = match mask(Site::AttentionOut(i), width) {
                 Some(m) => tape.dropout_add(&x, &o, m),
                 None => tape.add(&x, &o),
             };
             // MLP: x += fc_out(gelu(fc_in(ln2(x)))), [B, T, F] in between.
-            let h = tape.layer_norm(&x, w("ln2.weight"), w("ln2.bias"), LN_EPS);
-            let f = tape.gelu(&tape.linear(&h, w("mlp.fc_in.weight"), Some(w("mlp.fc_in.bias"))));
-            let o = tape.linear(&f, w("mlp.fc_out.weight"), Some(w("mlp.fc_out.bias")));
+            let h = layer.layer_norm(&x, &block.ln2);
+            let f = tape.gelu(&layer.linear(&h, LinearKind::FcIn));
+            let o = layer.linear(&f, LinearKind::FcOut);
             x = match mask(Site::MlpOut(i), width) {
                 Some(m) => tape.dropout_add(&x, &o, m),
                 None => tape.add(&x, &o),
             };
         }
 
-        let x = tape.layer_norm(&x, p("ln_final.weight"), p("ln_final.bias"), LN_EPS);
+        let LayerNorm { weight, bias } = &parts.ln_final;
+        let x = tape.layer_norm(&x, &params[*weight], &params[*bias], LN_EPS);
         // Tied output head: logits = x · wteᵀ → [B, T, V].
-        tape.matmul(&x, p("token_embedding"), None, false, true)
+        tape.matmul(&x, &params[parts.token_embedding], None, false, true)
     }
 
     /// Mean next-token cross-entropy of `inputs` against `targets` (both `[batch, seq]`),
@@ -197,5 +232,30 @@ impl<B: Backend> Gpt<B> {
         let fwd = self.forward_dropout(tape, inputs, batch, seq, draw);
         let loss = tape.cross_entropy(&fwd.logits, targets);
         (loss, fwd)
+    }
+}
+
+/// One block's parameter vars on a tape, and the adapter terms for its linears.
+struct BlockVars<'a, B: Backend> {
+    tape: &'a Tape<B>,
+    params: &'a [Var<B>],
+    block: &'a Block<usize>,
+    layer: usize,
+    delta: Option<&'a dyn LinearDelta<B>>,
+}
+
+impl<B: Backend> BlockVars<'_, B> {
+    fn layer_norm(&self, x: &Var<B>, norm: &LayerNorm<usize>) -> Var<B> {
+        self.tape.layer_norm(x, &self.params[norm.weight], &self.params[norm.bias], LN_EPS)
+    }
+
+    /// `x · Wᵀ + b`, plus the adapter's term where there is one.
+    fn linear(&self, x: &Var<B>, kind: LinearKind) -> Var<B> {
+        let Linear { weight, bias } = self.block.linear(kind);
+        let y = self.tape.linear(x, &self.params[*weight], Some(&self.params[*bias]));
+        match self.delta.and_then(|d| d.delta(self.tape, self.layer, kind, x)) {
+            Some(term) => self.tape.add(&y, &term),
+            None => y,
+        }
     }
 }

@@ -5,7 +5,8 @@
 //! `x += o_proj(causal_mha(q_proj, k_proj, v_proj of ln1(x)))`,
 //! `x += fc_out(gelu_tanh(fc_in(ln2(x))))`; a final LayerNorm; logits `= x · token_embeddingᵀ`.
 //! Every linear has a bias; LayerNorm eps is 1e-5; attention is scaled by `1/sqrt(head_dim)`;
-//! dropout (`dropout` in the config, 0 by default) as in [`dropout`]. Parameter names, order and layouts: [`ModelConfig::tensor_specs`].
+//! dropout (`dropout` in the config, 0 by default) as in [`dropout`]. Parameter names, order and layouts: [`ModelConfig::tensor_specs`], written once in
+//! [`GptParts::build`].
 
 mod config;
 pub mod data;
@@ -15,13 +16,15 @@ mod gpt;
 pub mod memory;
 mod params;
 mod sample;
+mod structure;
 pub mod tokenizer;
 
 pub use config::{ModelConfig, Preset, TensorSpec};
 pub use data::{Batch, Dataset, DatasetManifest, Split};
 pub use dropout::DropoutDraw;
 pub use error::ModelError;
-pub use gpt::{Forward, Gpt, LN_EPS};
+pub use gpt::{Forward, Gpt, LinearDelta, LN_EPS};
 pub use memory::{check_training_memory, training_memory_bytes};
 pub use params::Params;
 pub use sample::{pick_token, Generation, SampleConfig};
+pub use structure::{Block, GptParts, Init, LayerNorm, Linear, LinearKind, TensorDecl};

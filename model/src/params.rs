@@ -4,6 +4,7 @@ use tinygpt_tensor::{Backend, Rng, Tensor, TensorError};
 
 use crate::config::{ModelConfig, TensorSpec};
 use crate::error::ModelError;
+use crate::structure::{GptParts, Init};
 
 /// All parameters of a model, in the canonical order of [`ModelConfig::tensor_specs`].
 #[derive(Clone, Debug)]
@@ -12,42 +13,22 @@ pub struct Params<B: Backend> {
     tensors: Vec<Tensor<B>>,
 }
 
-/// How a parameter starts, decided by its name.
-enum Init {
-    Zeros,
-    Ones,
-    Normal(f64),
-}
-
-fn init_for(name: &str, n_layers: usize) -> Init {
-    if name.ends_with(".bias") {
-        Init::Zeros
-    } else if name.contains(".ln") || name.starts_with("ln_") {
-        Init::Ones
-    } else if name.ends_with("o_proj.weight") || name.ends_with("fc_out.weight") {
-        Init::Normal(0.02 / (2.0 * n_layers as f64).sqrt())
-    } else {
-        Init::Normal(0.02)
-    }
-}
-
 impl<B: Backend> Params<B> {
     /// GPT-2 style initialisation: weights `N(0, 0.02)`, residual projections (`o_proj`,
     /// `fc_out`) `N(0, 0.02/sqrt(2·n_layers))`, biases 0, LayerNorm gains 1. Normals are drawn
     /// from `rng` element by element in canonical parameter order; zeros and ones draw nothing.
     pub fn init(backend: &B, config: &ModelConfig, rng: &mut Rng) -> Self {
         let specs = config.tensor_specs();
-        let tensors = specs
-            .iter()
-            .map(|spec| {
-                let values: Vec<f32> = match init_for(&spec.name, config.n_layers) {
-                    Init::Zeros => vec![0.0; spec.numel()],
-                    Init::Ones => vec![1.0; spec.numel()],
-                    Init::Normal(std) => (0..spec.numel()).map(|_| (rng.normal() * std) as f32).collect(),
-                };
-                Tensor::from_slice(backend, &values, spec.shape.clone())
-            })
-            .collect();
+        let mut tensors = Vec::with_capacity(specs.len());
+        GptParts::build(config, |decl| {
+            let n = decl.numel_u64() as usize;
+            let values: Vec<f32> = match decl.init {
+                Init::Zeros => vec![0.0; n],
+                Init::Ones => vec![1.0; n],
+                Init::Normal(std) => (0..n).map(|_| (rng.normal() * std) as f32).collect(),
+            };
+            tensors.push(Tensor::from_slice(backend, &values, decl.shape.to_vec()));
+        });
         Params { specs, tensors }
     }
 
