@@ -100,6 +100,9 @@ pub enum CkptError {
 
     #[error("{file}: not a TinyGPT safetensors file: {reason}")]
     Safetensors { file: String, reason: String },
+
+    #[error("not a nanoGPT file TinyGPT can import: {reason}")]
+    NanoGpt { reason: String },
 }
 
 pub type Result<T, E = CkptError> = std::result::Result<T, E>;

@@ -23,7 +23,8 @@
 //! read, every file against its checksum, NaN/Inf weights are refused unless
 //! [`LoadOptions::allow_non_finite`] is set, and every error is a [`CkptError`] naming the
 //! file. [`check_compatible`] guards a resume; [`export_safetensors`] and
-//! [`import_safetensors`] move a checkpoint as one file.
+//! [`import_safetensors`] move a checkpoint as one file;
+//! [`export_nanogpt`] and [`import_nanogpt`] in nanoGPT's names and layout (for PyTorch).
 
 #[cfg(not(target_arch = "wasm32"))]
 mod blocking;
@@ -39,6 +40,7 @@ mod layout;
 #[cfg(not(target_arch = "wasm32"))]
 mod lock;
 mod memory;
+mod nanogpt;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
 mod safetensors;
@@ -63,6 +65,7 @@ pub use layout::{
 #[cfg(not(target_arch = "wasm32"))]
 pub use lock::{WriterLock, LOCK_FILE};
 pub use memory::MemoryStorage;
+pub use nanogpt::{export_nanogpt, import_nanogpt, nanogpt_tensors, ImportDefaults, NanoTensor, LM_HEAD};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{create_dir_durably, write_file_atomically, NativeStorage};
 pub use safetensors::{export_safetensors, import_safetensors};

@@ -57,7 +57,7 @@ pub fn export_safetensors(ckpt: &Checkpoint, include_moments: bool) -> Result<Ve
 
 /// Rewrites the header with its keys (and the metadata's) in sorted order: the crate
 /// writes `__metadata__` from a hash map, whose order changes from run to run.
-fn canonical_header(bytes: Vec<u8>) -> Result<Vec<u8>> {
+pub(crate) fn canonical_header(bytes: Vec<u8>) -> Result<Vec<u8>> {
     let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
     let header: BTreeMap<String, serde_json::Value> =
         serde_json::from_slice(&bytes[8..8 + n]).map_err(st_error)?;
@@ -136,7 +136,7 @@ pub fn import_safetensors(bytes: &[u8], options: &LoadOptions) -> Result<Checkpo
 
 /// The format forbids two tensors of one name; a JSON parser into a map would silently
 /// keep the last, so the header's keys are checked first.
-fn check_unique_names(header: &[u8]) -> Result<()> {
+pub(crate) fn check_unique_names(header: &[u8]) -> Result<()> {
     use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 
     struct Keys;

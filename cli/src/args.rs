@@ -26,9 +26,10 @@ pub enum Command {
     Eval(EvalArgs),
     /// Time training steps and print one JSON line.
     Bench(BenchArgs),
-    /// Write a checkpoint as one .safetensors file (weights, moments, JSON metadata).
+    /// Write a checkpoint as one .safetensors file (ours: weights, moments, JSON metadata;
+    /// or nanoGPT's names and layout, for PyTorch).
     Export(ExportArgs),
-    /// Turn a .safetensors export back into a checkpoint folder.
+    /// Turn a .safetensors file (ours, or nanoGPT's) back into a checkpoint folder.
     Import(ImportArgs),
     /// List a run folder's checkpoint generations: step, val loss, size, whether it verifies.
     Checkpoints(CheckpointsArgs),
@@ -175,18 +176,39 @@ pub struct ExportArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// Leave out the AdamW moments (a smaller file for sampling; resuming restarts them at zero).
+    /// nanoGPT files never hold them.
     #[arg(long)]
     pub weights_only: bool,
+    /// `tinygpt` (our names, with the moments and every run document) or `nanogpt`
+    /// (nanoGPT's names: q, k, v fused into c_attn, lm_head a copy of wte, its config in
+    /// __metadata__; loads into PyTorch, see examples/pytorch).
+    #[arg(long, value_enum, default_value_t = FileFormat::Tinygpt)]
+    pub format: FileFormat,
+}
+
+/// The `.safetensors` naming scheme of `export` and `import`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FileFormat {
+    /// Our canonical names, AdamW moments and run documents.
+    Tinygpt,
+    /// nanoGPT's GPT (karpathy/nanoGPT model.py): weights only.
+    Nanogpt,
 }
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// A .safetensors file written by `tinygpt export` (or the web app's download).
+    /// A .safetensors file written by `tinygpt export` (or the web app's download), or
+    /// with --format nanogpt one in nanoGPT's layout (examples/pytorch/continue.py writes one).
     #[arg(long = "in")]
     pub input: PathBuf,
     /// The checkpoint folder to create or add a generation to.
     #[arg(long)]
     pub out: PathBuf,
+    /// The file's naming scheme (see `export --format`). A nanoGPT file without our run
+    /// documents imports as a new run at step 0, tied to the embedded TinyShakespeare
+    /// with the default training config (`train --resume --force --data` changes the data).
+    #[arg(long, value_enum, default_value_t = FileFormat::Tinygpt)]
+    pub format: FileFormat,
 }
 
 #[derive(Args, Debug)]

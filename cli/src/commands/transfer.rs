@@ -1,15 +1,20 @@
-//! `tinygpt export` / `tinygpt import`: a checkpoint as one `.safetensors` file and back.
+//! `tinygpt export` / `tinygpt import`: a checkpoint as one `.safetensors` file and back,
+//! in our layout or nanoGPT's (`--format`).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use tinygpt_ckpt::{
-    export_safetensors, import_safetensors, write_file_atomically, CheckpointDir, LoadOptions, WriterLock,
+    export_nanogpt, export_safetensors, import_nanogpt, import_safetensors, write_file_atomically,
+    CheckpointDir, ImportDefaults, LoadOptions, WriterLock,
 };
+use tinygpt_model::Dataset;
+use tinygpt_optim::TrainingConfig;
 
-use crate::args::{ExportArgs, ImportArgs};
+use crate::args::{ExportArgs, FileFormat, ImportArgs};
 use crate::checkpoint::load;
 use crate::error::CliError;
+use crate::text;
 
 /// The largest header `import` reads (the safetensors crate's own limit): the header is
 /// read and checked against the file's size before the tensors are.
@@ -17,7 +22,10 @@ const MAX_HEADER_BYTES: u64 = 100 << 20;
 
 pub fn export(args: ExportArgs) -> Result<(), CliError> {
     let ckpt = load(&args.model, args.generation.as_deref())?;
-    let bytes = export_safetensors(&ckpt, !args.weights_only)?;
+    let bytes = match args.format {
+        FileFormat::Tinygpt => export_safetensors(&ckpt, !args.weights_only)?,
+        FileFormat::Nanogpt => export_nanogpt(&ckpt)?,
+    };
     // All or nothing: a full disk leaves an existing file as it was.
     write_file_atomically(&args.out, &bytes).map_err(|source| CliError::Io {
         what: "cannot write",
@@ -30,12 +38,24 @@ pub fn export(args: ExportArgs) -> Result<(), CliError> {
 
 pub fn import(args: ImportArgs) -> Result<(), CliError> {
     let bytes = read_safetensors(&args.input)?;
-    let ckpt = import_safetensors(&bytes, &LoadOptions::default())
-        .map_err(|source| CliError::Import { path: args.input.clone(), source })?;
+    let ckpt = match args.format {
+        FileFormat::Tinygpt => import_safetensors(&bytes, &LoadOptions::default()),
+        FileFormat::Nanogpt => import_nanogpt(&bytes, nanogpt_defaults()?),
+    }
+    .map_err(|source| CliError::Import { path: args.input.clone(), source })?;
     let _lock = WriterLock::acquire(&args.out)?;
     let report = CheckpointDir::open(&args.out)?.save(&ckpt)?;
     eprintln!("imported step {} into {} as {}", report.step, args.out.display(), report.id);
     Ok(())
+}
+
+/// What a nanoGPT file from PyTorch (without our run documents) is tied to: the default
+/// training config and the embedded TinyShakespeare, as a fresh `tinygpt train` would be.
+fn nanogpt_defaults() -> Result<ImportDefaults, CliError> {
+    let training = TrainingConfig::default();
+    let (name, bytes) = text::load(None)?;
+    let dataset = Dataset::new(&name, &bytes, 1, training.seed)?.manifest().clone();
+    Ok(ImportDefaults { training, dataset })
 }
 
 /// The file, after its 8-byte header length and the header size were checked against the
