@@ -151,6 +151,93 @@ test('on WebGPU pause and stop answer within 200 ms (tiny)', { timeout: 300_000 
   }
 });
 
+test('on WebGPU pause and stop answer within 200 ms during a step of large', { timeout: 300_000 }, async () => {
+  // A step of `large` takes well over a minute on SwiftShader, so this does not wait for one:
+  // it pauses and stops while the first step's parts run on the device (the step counter is
+  // still 0), which is exactly when the answer must not wait for the device.
+  const browser = await openBrowser({ args: WEBGPU_FLAGS });
+  try {
+    const page = await openPage(browser.context, '?storage=memory&preset=large');
+    assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'webgpu');
+    assert.equal(await page.inputValue('#preset'), 'large');
+    await trainingSettings(page, { maxSteps: 1000, checkpointInterval: 1000 });
+    await page.click('#train');
+    await page.waitForFunction(() => window.tinygpt.state.runState === 'training', null, { timeout: 60_000 });
+    // Past the first part's recording (pipelines are compiled then): the device is busy.
+    await page.waitForTimeout(4000);
+    const pauses = [];
+    for (let i = 0; i < 2; i++) {
+      pauses.push(await timeAnswer(page, 'pause', 'status', "m.state === 'paused'"));
+      await timeAnswer(page, 'resume', 'status', "m.state === 'training'");
+      await page.waitForTimeout(1500);
+    }
+    const stopMs = await timeAnswer(page, 'stop', 'done', "m.reason === 'stopped'");
+    const step = await stepNow(page);
+    console.log(`webgpu large: pause ${pauses.map((ms) => ms.toFixed(0)).join(', ')} ms; stop ${stopMs.toFixed(0)} ms; during step ${step + 1}`);
+    assert.equal(step, 0, 'every answer came while the first step ran on the device');
+    for (const ms of pauses) assert.ok(ms < 200, `pause took ${ms.toFixed(0)} ms`);
+    assert.ok(stopMs < 200, `stop took ${stopMs.toFixed(0)} ms`);
+    assert.deepEqual(page.pageErrors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('a model too big for the GPU is an out-of-memory error naming the sizes; saved checkpoints survive and continue on WASM', { timeout: 420_000 }, async () => {
+  const browser = await openBrowser({ args: WEBGPU_FLAGS });
+  try {
+    const page = await openPage(browser.context);
+    const caps = await page.evaluate(() => window.tinygpt.state.capabilities);
+    assert.equal(caps.backend, 'webgpu');
+    // A saved run first: tiny, checkpointed at step 5.
+    await trainingSettings(page, { maxSteps: 400, checkpointInterval: 5 });
+    await page.click('#train');
+    await page.waitForFunction(() => (window.tinygpt.state.lastSaved?.step ?? 0) >= 5, null, { timeout: 240_000 });
+    await page.click('#pause');
+    await page.waitForFunction(() => window.tinygpt.state.runState === 'paused');
+    const saved = await page.evaluate(() => window.tinygpt.state.lastSaved);
+
+    // 320 heads of one channel over 1024 tokens: one row's attention probabilities are
+    // 320·1024² floats (1.25 GiB), above SwiftShader's 1 GiB largest storage binding, while
+    // the whole run fits the worker's 4 GiB estimate, so the GPU is what refuses it.
+    const limit = caps.webgpu.limits.maxStorageBufferBindingSize;
+    const heads = 320;
+    assert.ok(heads * 1024 * 1024 * 4 > limit, `the probabilities exceed ${limit} bytes`);
+    await page.evaluate(({ heads }) => {
+      const { state, client } = window.tinygpt;
+      client.send({
+        type: 'train',
+        preset: 'tiny',
+        modelConfig: { ...state.run.modelConfig, n_layers: 1, d_model: heads, n_heads: heads, d_mlp: 4 * heads, context_length: 1024 },
+        trainingConfig: { ...state.run.trainingConfig, batch_size: 1, checkpoint_interval: 1000, eval_interval: 1000 },
+        dataset: { name: state.dataset.name, bytes: state.dataset.bytes.slice() },
+      });
+    }, { heads });
+    await page.waitForSelector('#notices .notice[data-code="deviceLost"]', { timeout: 120_000 });
+    const notice = await page.textContent('#notices .notice[data-code="deviceLost"]');
+    console.log(`webgpu out of memory: ${notice}`);
+    assert.match(notice, /The GPU ran out of memory/);
+    assert.match(notice, /largest storage binding \(\d+ bytes\)/);
+    assert.ok(notice.includes(String(limit)), 'names the limit');
+    await page.waitForFunction(() => window.tinygpt.state.runState === 'stopped', null, { timeout: 30_000 });
+    assert.deepEqual(page.pageErrors, [], 'an error message, not a crash');
+    const ids = await page.evaluate(() => window.tinygpt.state.checkpoints.map((c) => c.id));
+    assert.ok(ids.includes(saved.id), `the saved checkpoint is still listed: ${ids}`);
+    assert.equal(await page.evaluate(() => window.tinygpt.state.lastSaved.id), saved.id, 'nothing was saved from the failed run');
+
+    // Falls back cleanly: the offered WASM worker continues the saved run.
+    await page.click('#notices .notice[data-code="deviceLost"] button:has-text("Continue on wasm-simd")');
+    await waitReady(page);
+    assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'wasm-simd');
+    await waitContinued(page, saved);
+    assert.equal(await page.evaluate(() => window.tinygpt.state.firstProgressStep), saved.step + 1);
+    await waitStep(page, saved.step + 3);
+    assert.deepEqual(page.pageErrors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
 test('a GPU device lost mid-run is an error, the last checkpoint is intact, and the page continues on WASM from it', { timeout: 420_000 }, async () => {
   const browser = await openBrowser({ args: WEBGPU_FLAGS });
   try {

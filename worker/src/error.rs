@@ -69,20 +69,44 @@ impl From<TrainError> for WorkerError {
 }
 
 /// A device failure (only a GPU has them: a lost device, out of memory, a failed readback)
-/// is `deviceLost`, which the page answers by offering to continue on WebAssembly.
+/// is `deviceLost`, which the page answers by offering to continue on WebAssembly. Out of
+/// memory says so first: the GPU still works, this model (or batch) is too big for it.
 impl From<TensorError> for WorkerError {
     fn from(e: TensorError) -> Self {
-        WorkerError::new(
-            ErrorCode::DeviceLost,
-            format!(
+        let message = match &e {
+            TensorError::OutOfMemory { .. } => format!(
+                "The GPU ran out of memory ({e}), so training stopped. Saved checkpoints are intact: train a \
+                 smaller model, or continue on WebAssembly."
+            ),
+            _ => format!(
                 "The GPU stopped working ({e}), so training stopped. The last checkpoint is intact: continue on \
                  WebAssembly from it."
             ),
-        )
+        };
+        WorkerError::new(ErrorCode::DeviceLost, message)
     }
 }
 
 fn capitalize(s: &str) -> String {
     let mut c = s.chars();
     c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_out_of_memory_says_so_and_names_the_sizes() {
+        let reason =
+            "a tensor of 536870912 elements (2147483648 bytes) is larger than this adapter's largest \
+                      storage binding (1073741824 bytes)";
+        let e = WorkerError::from(TensorError::OutOfMemory { backend: "wgpu".into(), reason: reason.into() });
+        assert_eq!(e.code, ErrorCode::DeviceLost, "the page offers WebAssembly for every GPU failure");
+        assert!(e.message.starts_with("The GPU ran out of memory ("), "{}", e.message);
+        assert!(e.message.contains(reason) && e.message.contains("checkpoints are intact"), "{}", e.message);
+        let lost =
+            WorkerError::from(TensorError::DeviceLost { backend: "wgpu".into(), reason: "reset".into() });
+        assert!(lost.message.starts_with("The GPU stopped working"), "{}", lost.message);
+    }
 }

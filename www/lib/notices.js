@@ -15,7 +15,7 @@ const TITLES = {
   runFinished: 'This run is finished.',
   runLocked: 'Another tab is training this run.',
   diverged: 'Training became unstable.',
-  deviceLost: 'The GPU stopped working.',
+  deviceLost: 'Training on the GPU stopped.',
   badMessage: 'The worker could not read a message.',
   internal: 'Something went wrong.',
   workerCrashed: 'The training worker stopped.',
