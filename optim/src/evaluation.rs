@@ -59,7 +59,7 @@ impl Evaluation {
         let tape = Tape::no_grad();
         let inputs = Indices::new(&backend, &data.inputs[tokens.clone()]);
         let targets = Indices::new(&backend, &data.targets[tokens]);
-        let (loss, _) = trainer.model().loss(&tape, &inputs, &targets, rows, seq);
+        let (loss, _) = trainer.loss(&tape, &inputs, &targets, rows, seq, None);
         self.batch_total += loss.value().read().await?[0] as f64 * rows as f64;
         self.rows_done += rows;
         if self.rows_done < batch {

@@ -9,16 +9,23 @@
 //! accumulation over row parts of the one batch the step draws, so a caller that must stay
 //! responsive (the web worker) can stop between parts. One part of the whole batch is the
 //! plain step, bit for bit; several parts give the same step up to float rounding.
+//!
+//! What a run trains is its *trained set*: the base model's parameters (a pretraining run),
+//! or a LoRA adapter's tensors on a frozen base ([`Trainer::new_adapter`]). The optimizer
+//! holds moments for the trained set only; frozen tensors go on the tape without gradient,
+//! so they get neither gradient buffers nor moments, and stay bit-identical.
 
-use tinygpt_autograd::Tape;
-use tinygpt_model::{Batch, Dataset, DropoutDraw, Gpt, ModelConfig, ModelError, Params, Split};
+use tinygpt_autograd::{Tape, Var};
+use tinygpt_model::{
+    Batch, Dataset, DropoutDraw, Forward, Gpt, Lora, ModelConfig, ModelError, Params, Split,
+};
 use tinygpt_tensor::{block_on, Backend, Indices, Rng, Tensor};
 
 use crate::adamw::AdamW;
 use crate::config::TrainingConfig;
 use crate::error::TrainError;
 use crate::evaluation::Evaluation;
-use crate::groups::ParamGroup;
+use crate::groups::{GroupOptions, ParamGroup};
 use crate::schedule::learning_rate;
 use crate::state::{LossPoint, TrainerProgress};
 
@@ -83,6 +90,8 @@ impl<B: Backend> StepLoss<B> {
 #[derive(Debug)]
 pub struct Trainer<B: Backend> {
     model: Gpt<B>,
+    /// The adapter being trained on the frozen `model`, if this is an adapter run.
+    adapter: Option<(Lora<B>, GroupOptions)>,
     optimizer: AdamW<B>,
     config: TrainingConfig,
     dataset: Dataset,
@@ -129,6 +138,35 @@ fn check_fits(model: &ModelConfig, config: &TrainingConfig, dataset: &Dataset) -
     Ok(dataset.fits_context(model.context_length)?)
 }
 
+/// The tensors the optimizer updates: the adapter's, or the model's parameters.
+fn trained_tensors<'a, B: Backend>(
+    model: &'a Gpt<B>,
+    adapter: &'a Option<(Lora<B>, GroupOptions)>,
+) -> &'a [Tensor<B>] {
+    match adapter {
+        Some((lora, _)) => lora.tensors(),
+        None => model.params().tensors(),
+    }
+}
+
+/// The loss of the model (with the adapter, if any); `Forward::params` are the trained set's vars.
+#[allow(clippy::too_many_arguments)]
+fn set_loss<B: Backend>(
+    model: &Gpt<B>,
+    adapter: &Option<(Lora<B>, GroupOptions)>,
+    tape: &Tape<B>,
+    inputs: &Indices<B>,
+    targets: &Indices<B>,
+    batch: usize,
+    seq: usize,
+    draw: Option<DropoutDraw>,
+) -> (Var<B>, Forward<B>) {
+    match adapter {
+        Some((lora, _)) => lora.loss(model, tape, inputs, targets, batch, seq, draw),
+        None => model.loss_dropout(tape, inputs, targets, batch, seq, draw),
+    }
+}
+
 impl<B: Backend> Trainer<B> {
     /// A fresh run.
     pub fn new(
@@ -151,6 +189,7 @@ impl<B: Backend> Trainer<B> {
         };
         Ok(Trainer {
             model,
+            adapter: None,
             optimizer,
             config,
             dataset,
@@ -201,6 +240,7 @@ impl<B: Backend> Trainer<B> {
         let rng = Rng::from_state(state.progress.rng_state);
         Ok(Trainer {
             model,
+            adapter: None,
             optimizer,
             config,
             dataset,
@@ -210,6 +250,109 @@ impl<B: Backend> Trainer<B> {
             partial: None,
             unread: Vec::new(),
         })
+    }
+
+    /// A fresh adapter run: trains `adapter` only, in one parameter group `"lora"` with
+    /// `options` (weight decay and learning-rate scale), on the frozen `base`.
+    pub fn new_adapter(
+        base: Gpt<B>,
+        adapter: Lora<B>,
+        options: GroupOptions,
+        config: TrainingConfig,
+        dataset: Dataset,
+    ) -> Result<Self, TrainError> {
+        let state = ResumeState {
+            weights: Vec::new(),
+            adam_m: Vec::new(),
+            adam_v: Vec::new(),
+            progress: TrainerProgress {
+                step: 0,
+                tokens_seen: 0,
+                best_val_loss: None,
+                wall_time_sec: 0.0,
+                rng_state: Rng::new(config.seed ^ BATCH_SALT).state(),
+            },
+            history: Vec::new(),
+        };
+        Self::resume_adapter(base, adapter, options, config, dataset, state)
+    }
+
+    /// An adapter run continued from saved state: `adapter` holds the saved adapter
+    /// weights (`state.weights` is ignored), `state.adam_*` its moments (empty: zero).
+    pub fn resume_adapter(
+        base: Gpt<B>,
+        adapter: Lora<B>,
+        options: GroupOptions,
+        config: TrainingConfig,
+        dataset: Dataset,
+        state: ResumeState,
+    ) -> Result<Self, TrainError> {
+        check_fits(base.config(), &config, &dataset)?;
+        let tensors = adapter.tensors();
+        let n: usize = tensors.iter().map(Tensor::numel).sum();
+        let group = vec![ParamGroup { name: "lora".into(), members: (0..tensors.len()).collect(), options }];
+        let optimizer = if state.adam_m.is_empty() && state.adam_v.is_empty() {
+            AdamW::new(tensors, group)
+        } else {
+            for (name, moments) in [("adapter_m", &state.adam_m), ("adapter_v", &state.adam_v)] {
+                if moments.len() != n {
+                    let got = moments.len();
+                    return Err(ModelError::WeightsMismatch { name: name.into(), expected: n, got }.into());
+                }
+            }
+            AdamW::from_flat(tensors, group, &state.adam_m, &state.adam_v, state.progress.step as u32)
+        };
+        Ok(Trainer {
+            model: base,
+            adapter: Some((adapter, options)),
+            optimizer,
+            config,
+            dataset,
+            rng: Rng::from_state(state.progress.rng_state),
+            progress: state.progress,
+            history: state.history,
+            partial: None,
+            unread: Vec::new(),
+        })
+    }
+
+    /// The adapter this run trains (None: the run trains the base model).
+    pub fn adapter(&self) -> Option<&Lora<B>> {
+        self.adapter.as_ref().map(|(lora, _)| lora)
+    }
+
+    fn trained_tensors(&self) -> &[Tensor<B>] {
+        trained_tensors(&self.model, &self.adapter)
+    }
+
+    /// The optimizer's groups for the trained set as it is now.
+    fn groups(&self) -> Vec<ParamGroup> {
+        match &self.adapter {
+            Some((lora, options)) => {
+                vec![ParamGroup {
+                    name: "lora".into(),
+                    members: (0..lora.tensors().len()).collect(),
+                    options: *options,
+                }]
+            }
+            None => {
+                ParamGroup::decay_split(self.model.params().tensors(), self.model.trainable(), &self.config)
+            }
+        }
+    }
+
+    /// Mean loss of `inputs` against `targets` (`[batch, seq]`) with the run's model (and
+    /// adapter); `Forward::params` are the vars of the trained set.
+    pub fn loss(
+        &self,
+        tape: &Tape<B>,
+        inputs: &Indices<B>,
+        targets: &Indices<B>,
+        batch: usize,
+        seq: usize,
+        draw: Option<DropoutDraw>,
+    ) -> (Var<B>, Forward<B>) {
+        set_loss(&self.model, &self.adapter, tape, inputs, targets, batch, seq, draw)
     }
 
     pub fn model(&self) -> &Gpt<B> {
@@ -257,17 +400,19 @@ impl<B: Backend> Trainer<B> {
         self.progress.wall_time_sec += seconds;
     }
 
-    /// The optimizer moments `(adam_m, adam_v)`, flat in canonical order.
+    /// The optimizer moments `(adam_m, adam_v)`, flat in canonical order (of the adapter's
+    /// tensors in an adapter run).
     pub async fn moments(&self) -> Result<(Vec<f32>, Vec<f32>), TrainError> {
         Ok(self.optimizer.to_flat().await?)
     }
 
-    /// Everything [`Trainer::resume`] needs, read back from the device (the weights one
+    /// Everything [`Trainer::resume`] needs (`weights` being the adapter's in an adapter
+    /// run, the base staying as it was loaded), read back from the device (the weights one
     /// parameter group at a time, see [`AdamW::weights`]). Losses not read back yet (see
     /// [`Trainer::step_part_deferred`]) are read for it, so its history holds every step
     /// either way.
     pub async fn resume_state(&self) -> Result<ResumeState, TrainError> {
-        let weights = self.optimizer.weights(self.model.params().tensors()).await?;
+        let weights = self.optimizer.weights(self.trained_tensors()).await?;
         let (adam_m, adam_v) = self.moments().await?;
         let mut history = self.history.clone();
         for loss in &self.unread {
@@ -341,7 +486,8 @@ impl<B: Backend> Trainer<B> {
             step: self.progress.step as u64,
             first_row: partial.rows_done,
         };
-        let (loss, fwd) = self.model.loss_dropout(&tape, &inputs, &targets, rows, seq, Some(draw));
+        let (loss, fwd) =
+            set_loss(&self.model, &self.adapter, &tape, &inputs, &targets, rows, seq, Some(draw));
         // d(batch mean)/d(part mean) = rows / batch: exactly 1 for a whole-batch part.
         let scale = vec![rows as f32 / batch as f32; loss.value().numel()];
         let seed = Tensor::from_slice(&backend, &scale, loss.value().shape().clone());
@@ -365,12 +511,11 @@ impl<B: Backend> Trainer<B> {
 
         let PartialStep { rng, grads, losses, .. } = self.partial.take().expect("the step in progress");
         let lr = learning_rate(&self.config, self.progress.step);
-        let params = self.model.params().tensors();
-        let groups = ParamGroup::decay_split(params, self.model.trainable(), &self.config);
+        let groups = self.groups();
         if !self.optimizer.groups().eq(&groups) {
-            self.optimizer.regroup(params, groups);
+            self.optimizer.regroup(trained_tensors(&self.model, &self.adapter), groups);
         }
-        self.optimizer.update(params, &grads, lr, &self.config);
+        self.optimizer.update(trained_tensors(&self.model, &self.adapter), &grads, lr, &self.config);
 
         self.rng = rng;
         self.progress.step += 1;

@@ -1,0 +1,356 @@
+//! LoRA adapters: a frozen base plus a low-rank term on chosen linears,
+//! `y = x·Wᵀ + b + (alpha/r)·(x·Aᵀ)·Bᵀ`, A `[r, in]`, B `[out, r]`.
+//!
+//! The term is composed from existing tape ops (two `linear`s without bias, a `scale` and
+//! an `add`, see [`crate::LinearDelta`]), so adapters train and sample on every backend
+//! (cpu, wgpu, WASM) with no kernel of their own. A starts small and random, B at zero, so
+//! an untrained adapter adds exactly zero and the model's logits are the base's, bit for bit.
+//!
+//! Tensor names follow PEFT's (`blocks.{i}.attn.q_proj.lora_A.weight`), in canonical order:
+//! block by block, within a block the targets in [`LinearKind::ALL`] order, A before B.
+
+use serde::{Deserialize, Serialize};
+use tinygpt_autograd::{Tape, Var};
+use tinygpt_tensor::{Backend, Indices, Rng, Tensor, TensorError};
+
+use crate::config::{ModelConfig, TensorSpec};
+use crate::dropout::DropoutDraw;
+use crate::error::ModelError;
+use crate::gpt::{Forward, Gpt, LinearDelta};
+use crate::structure::LinearKind;
+
+/// The adapter learning rate a LoRA run uses unless told otherwise (PEFT's usual 1e-4 is
+/// for large models; these small ones train their adapters well at 1e-3).
+pub const DEFAULT_LORA_LEARNING_RATE: f32 = 1e-3;
+
+/// Presets: `(name, rank, alpha, targets)`.
+const PRESETS: [(&str, usize, f32, &[LinearKind]); 2] = [
+    ("qv-r4", 4, 8.0, &[LinearKind::QProj, LinearKind::VProj]),
+    ("qvo-r8", 8, 16.0, &[LinearKind::QProj, LinearKind::VProj, LinearKind::OProj]),
+];
+
+/// What an adapter adapts and how strongly. Serialized inside `adapter_config.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoraConfig {
+    pub rank: usize,
+    pub alpha: f32,
+    /// Module names (`q_proj k_proj v_proj o_proj fc_in fc_out`), in [`LinearKind::ALL`] order.
+    pub target_modules: Vec<String>,
+}
+
+impl LoraConfig {
+    /// `rank`, `alpha` and targets by name (any order, no repeats).
+    pub fn new(rank: usize, alpha: f32, targets: &[&str]) -> Result<Self, ModelError> {
+        let mut kinds = Vec::new();
+        for name in targets {
+            let kind = LinearKind::from_name(name.trim()).ok_or_else(|| ModelError::InvalidConfig {
+                field: "target_modules",
+                reason: format!(
+                    "names unknown module {name:?} (known: {})",
+                    LinearKind::ALL.map(LinearKind::name).join(", ")
+                ),
+            })?;
+            kinds.push(kind);
+        }
+        kinds.sort();
+        kinds.dedup();
+        let config =
+            LoraConfig { rank, alpha, target_modules: kinds.iter().map(|k| k.name().to_string()).collect() };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// `qv-r4` (rank 4, alpha 8, q_proj v_proj) or `qvo-r8` (rank 8, alpha 16, q_proj v_proj o_proj).
+    pub fn preset(name: &str) -> Result<Self, ModelError> {
+        let (_, rank, alpha, targets) =
+            PRESETS.iter().find(|p| p.0 == name).ok_or_else(|| ModelError::UnknownPreset {
+                name: name.to_string(),
+                known: PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", "),
+            })?;
+        Self::new(*rank, *alpha, &targets.iter().map(|k| k.name()).collect::<Vec<_>>())
+    }
+
+    pub fn preset_names() -> impl Iterator<Item = &'static str> {
+        PRESETS.iter().map(|p| p.0)
+    }
+
+    /// `alpha / rank`, the factor on `(x·Aᵀ)·Bᵀ`.
+    pub fn scale(&self) -> f32 {
+        self.alpha / self.rank as f32
+    }
+
+    /// The targets, typed (call on a checked config).
+    pub fn targets(&self) -> Vec<LinearKind> {
+        self.target_modules.iter().filter_map(|n| LinearKind::from_name(n)).collect()
+    }
+
+    fn check(&self) -> Result<(), ModelError> {
+        let bad = |field, reason: String| Err(ModelError::InvalidConfig { field, reason });
+        if self.rank == 0 || self.rank > 4096 {
+            return bad("rank", format!("is {}, it must be 1 to 4096", self.rank));
+        }
+        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+            return bad("alpha", format!("is {}, it must be a positive number", self.alpha));
+        }
+        if self.target_modules.is_empty() {
+            return bad("target_modules", "is empty: name at least one linear (e.g. q_proj,v_proj)".into());
+        }
+        let kinds = self.targets();
+        if kinds.len() != self.target_modules.len() || !kinds.windows(2).all(|w| w[0] < w[1]) {
+            return bad(
+                "target_modules",
+                format!("{:?} must name distinct known modules in q_proj..fc_out order", self.target_modules),
+            );
+        }
+        Ok(())
+    }
+
+    /// Refuses an adapter that cannot sit on `model` (including a rank above a target's width).
+    pub fn validate(&self, model: &ModelConfig) -> Result<(), ModelError> {
+        self.check()?;
+        if let Some(kind) =
+            self.targets().into_iter().find(|k| self.rank > k.dims(model).0.min(k.dims(model).1))
+        {
+            let (out, inp) = kind.dims(model);
+            return Err(ModelError::InvalidConfig {
+                field: "rank",
+                reason: format!(
+                    "{} is above {}'s smaller side ({out}×{inp}): no low rank left",
+                    self.rank,
+                    kind.name()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Every adapter tensor in canonical order, with its offset in the adapter's concatenation
+    /// (`adapter.f32`).
+    pub fn tensor_specs(&self, model: &ModelConfig) -> Vec<TensorSpec> {
+        let mut specs = Vec::new();
+        let mut offset = 0;
+        for layer in 0..model.n_layers {
+            for kind in self.targets() {
+                let (out, inp) = kind.dims(model);
+                for (ab, shape) in [("A", vec![self.rank, inp]), ("B", vec![out, self.rank])] {
+                    let spec = TensorSpec {
+                        name: format!("blocks.{layer}.{}.lora_{ab}.weight", kind.path()),
+                        shape,
+                        offset,
+                    };
+                    offset += spec.numel();
+                    specs.push(spec);
+                }
+            }
+        }
+        specs
+    }
+
+    pub fn param_count(&self, model: &ModelConfig) -> usize {
+        self.tensor_specs(model).iter().map(TensorSpec::numel).sum()
+    }
+}
+
+/// An adapter's tensors on a backend, for one base model shape.
+#[derive(Clone, Debug)]
+pub struct Lora<B: Backend> {
+    config: LoraConfig,
+    specs: Vec<TensorSpec>,
+    tensors: Vec<Tensor<B>>,
+    /// Per block: where each target's A sits in `tensors` (its B follows it).
+    places: Vec<[Option<usize>; 6]>,
+}
+
+impl<B: Backend> Lora<B> {
+    /// A fresh adapter: A uniform in `±1/sqrt(in)` (PEFT's Kaiming-uniform bound), drawn
+    /// from `rng` element by element in canonical order; B zero.
+    pub fn init(
+        backend: &B,
+        model: &ModelConfig,
+        config: LoraConfig,
+        rng: &mut Rng,
+    ) -> Result<Self, ModelError> {
+        config.validate(model)?;
+        let specs = config.tensor_specs(model);
+        let tensors = specs
+            .iter()
+            .map(|s| {
+                let values: Vec<f32> = if s.name.contains("lora_A") {
+                    let bound = 1.0 / (s.shape[1] as f64).sqrt();
+                    (0..s.numel()).map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32).collect()
+                } else {
+                    vec![0.0; s.numel()]
+                };
+                Tensor::from_slice(backend, &values, s.shape.clone())
+            })
+            .collect();
+        Ok(Self::assemble(model, config, specs, tensors))
+    }
+
+    /// An adapter from its concatenation in canonical order (`adapter.f32`).
+    pub fn from_flat(
+        backend: &B,
+        model: &ModelConfig,
+        config: LoraConfig,
+        flat: &[f32],
+    ) -> Result<Self, ModelError> {
+        config.validate(model)?;
+        let specs = config.tensor_specs(model);
+        let expected = specs.iter().map(TensorSpec::numel).sum();
+        if flat.len() != expected {
+            return Err(ModelError::WeightsMismatch { name: "adapter".into(), expected, got: flat.len() });
+        }
+        let tensors = specs
+            .iter()
+            .map(|s| Tensor::from_slice(backend, &flat[s.offset..][..s.numel()], s.shape.clone()))
+            .collect();
+        Ok(Self::assemble(model, config, specs, tensors))
+    }
+
+    fn assemble(
+        model: &ModelConfig,
+        config: LoraConfig,
+        specs: Vec<TensorSpec>,
+        tensors: Vec<Tensor<B>>,
+    ) -> Self {
+        let targets = config.targets();
+        let places = (0..model.n_layers)
+            .map(|layer| {
+                let mut place = [None; 6];
+                for (t, kind) in targets.iter().enumerate() {
+                    place[*kind as usize] = Some(2 * (layer * targets.len() + t));
+                }
+                place
+            })
+            .collect();
+        Lora { config, specs, tensors, places }
+    }
+
+    pub fn config(&self) -> &LoraConfig {
+        &self.config
+    }
+
+    pub fn specs(&self) -> &[TensorSpec] {
+        &self.specs
+    }
+
+    pub fn tensors(&self) -> &[Tensor<B>] {
+        &self.tensors
+    }
+
+    /// Every adapter tensor concatenated in canonical order (the layout of `adapter.f32`).
+    pub async fn to_flat(&self) -> Result<Vec<f32>, TensorError> {
+        let mut flat = Vec::with_capacity(self.specs.iter().map(TensorSpec::numel).sum());
+        for t in &self.tensors {
+            flat.extend(t.read().await?);
+        }
+        Ok(flat)
+    }
+
+    /// Logits of `model` with this adapter: the base's parameters go on the tape frozen
+    /// (no gradient buffers), the adapter's as trainable leaves; `Forward::params` holds the
+    /// adapter's vars (canonical adapter order), whose gradients backward fills.
+    pub fn forward(
+        &self,
+        model: &Gpt<B>,
+        tape: &Tape<B>,
+        tokens: &Indices<B>,
+        batch: usize,
+        seq: usize,
+        draw: Option<DropoutDraw>,
+    ) -> Forward<B> {
+        let base: Vec<Var<B>> = model.params().tensors().iter().map(|t| tape.leaf(t, false)).collect();
+        let params: Vec<Var<B>> = self.tensors.iter().map(|t| tape.leaf(t, true)).collect();
+        let logits = self.forward_with(model, tape, &base, &params, tokens, batch, seq, draw);
+        Forward { logits, params }
+    }
+
+    /// The forward pass over caller-provided vars: `base` for the model's parameters
+    /// (canonical order), `adapter` for this adapter's (e.g. a gradient checker's).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_with(
+        &self,
+        model: &Gpt<B>,
+        tape: &Tape<B>,
+        base: &[Var<B>],
+        adapter: &[Var<B>],
+        tokens: &Indices<B>,
+        batch: usize,
+        seq: usize,
+        draw: Option<DropoutDraw>,
+    ) -> Var<B> {
+        assert_eq!(adapter.len(), self.tensors.len(), "one var per adapter tensor");
+        let delta = LoraDelta { vars: adapter, places: &self.places, scale: self.config.scale() };
+        model.forward_adapted(tape, base, tokens, batch, seq, draw, Some(&delta))
+    }
+
+    /// Mean next-token cross-entropy with this adapter (see [`Lora::forward`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn loss(
+        &self,
+        model: &Gpt<B>,
+        tape: &Tape<B>,
+        inputs: &Indices<B>,
+        targets: &Indices<B>,
+        batch: usize,
+        seq: usize,
+        draw: Option<DropoutDraw>,
+    ) -> (Var<B>, Forward<B>) {
+        let fwd = self.forward(model, tape, inputs, batch, seq, draw);
+        (tape.cross_entropy(&fwd.logits, targets), fwd)
+    }
+}
+
+/// The adapter's term on a tape: `scale·(x·Aᵀ)·Bᵀ` for the linears it targets.
+struct LoraDelta<'a, B: Backend> {
+    vars: &'a [Var<B>],
+    places: &'a [[Option<usize>; 6]],
+    scale: f32,
+}
+
+impl<B: Backend> LinearDelta<B> for LoraDelta<'_, B> {
+    fn delta(&self, tape: &Tape<B>, layer: usize, kind: LinearKind, x: &Var<B>) -> Option<Var<B>> {
+        let a = self.places[layer][kind as usize]?;
+        let low = tape.linear(x, &self.vars[a], None);
+        let up = tape.linear(&low, &self.vars[a + 1], None);
+        Some(tape.scale(&up, self.scale))
+    }
+}
+
+/// The base weights with the adapter folded in, `W' = W + (alpha/r)·B·A` on every target
+/// (in W's own `[out, in]` layout; products summed in f64): a plain model that samples
+/// like base + adapter. `base` and `adapter` are the canonical concatenations.
+pub fn merge(
+    model: &ModelConfig,
+    config: &LoraConfig,
+    base: &[f32],
+    adapter: &[f32],
+) -> Result<Vec<f32>, ModelError> {
+    config.validate(model)?;
+    let (base_specs, specs) = (model.tensor_specs(), config.tensor_specs(model));
+    for (name, got, expected) in [
+        ("base weights", base.len(), model.param_count()),
+        ("adapter", adapter.len(), specs.iter().map(TensorSpec::numel).sum()),
+    ] {
+        if got != expected {
+            return Err(ModelError::WeightsMismatch { name: name.into(), expected, got });
+        }
+    }
+    let scale = config.scale() as f64;
+    let mut merged = base.to_vec();
+    for pair in specs.chunks(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let weight_name = a.name.replace(".lora_A.weight", ".weight");
+        let w = base_specs.iter().find(|s| s.name == weight_name).expect("a target's weight exists");
+        let (r, inp, out) = (a.shape[0], a.shape[1], b.shape[0]);
+        let (av, bv) = (&adapter[a.offset..][..r * inp], &adapter[b.offset..][..out * r]);
+        for o in 0..out {
+            for i in 0..inp {
+                let dot: f64 = (0..r).map(|k| bv[o * r + k] as f64 * av[k * inp + i] as f64).sum();
+                let at = w.offset + o * inp + i;
+                merged[at] = (merged[at] as f64 + scale * dot) as f32;
+            }
+        }
+    }
+    Ok(merged)
+}
