@@ -65,7 +65,10 @@ pub use layout::{
 #[cfg(not(target_arch = "wasm32"))]
 pub use lock::{WriterLock, LOCK_FILE};
 pub use memory::MemoryStorage;
-pub use nanogpt::{export_nanogpt, import_nanogpt, nanogpt_tensors, ImportDefaults, NanoTensor, LM_HEAD};
+pub use nanogpt::{
+    export_nanogpt, import_nanogpt, nanogpt_tensors, to_nanogpt_layout, ImportDefaults, NanoTensor,
+    NanoValues, LM_HEAD,
+};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{create_dir_durably, write_file_atomically, NativeStorage};
 pub use safetensors::{export_safetensors, import_safetensors};

@@ -127,6 +127,32 @@ fn check_mlp(config: &ModelConfig) -> Result<()> {
     Ok(())
 }
 
+/// One tensor in nanoGPT's layout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NanoValues {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub values: Vec<f32>,
+}
+
+/// `flat` (any vector in the layout of `weights.f32`: weights, gradients) as nanoGPT's
+/// tensors, in its `state_dict` order; `lm_head.weight` (a copy of `wte`) only if
+/// `with_tied_head`. Gradients leave it out: the tied `wte`'s gradient already sums both
+/// uses, as PyTorch's does.
+pub fn to_nanogpt_layout(config: &ModelConfig, flat: &[f32], with_tied_head: bool) -> Vec<NanoValues> {
+    let all_specs = config.tensor_specs();
+    let specs: HashMap<&str, &TensorSpec> = all_specs.iter().map(|s| (s.name.as_str(), s)).collect();
+    nanogpt_tensors(config.n_layers)
+        .into_iter()
+        .filter(|t| with_tied_head || !t.tied)
+        .map(|tensor| {
+            let (parts, shape) = resolve(&tensor, &specs);
+            let values = parts.iter().flat_map(|s| &flat[s.offset..s.offset + s.numel()]).copied().collect();
+            NanoValues { name: tensor.name, shape, values }
+        })
+        .collect()
+}
+
 /// `ckpt`'s weights in nanoGPT's names and layout, with its config (and our run
 /// documents) in `__metadata__`. The AdamW moments are not exported (nanoGPT keeps them
 /// in a separate optimizer state). The same checkpoint always gives the same bytes.
@@ -134,18 +160,10 @@ pub fn export_nanogpt(ckpt: &Checkpoint) -> Result<Vec<u8>> {
     ckpt.weights_only().check()?;
     let c = &ckpt.model_config;
     check_mlp(c)?;
-    let all_specs = c.tensor_specs();
-    let specs: HashMap<&str, &TensorSpec> = all_specs.iter().map(|s| (s.name.as_str(), s)).collect();
-    let bytes = f32_le_bytes(&ckpt.weights);
-    let mut data: Vec<(String, Vec<u8>, Vec<usize>)> = Vec::new();
-    for tensor in nanogpt_tensors(c.n_layers) {
-        let (parts, shape) = resolve(&tensor, &specs);
-        let mut joined = Vec::with_capacity(shape.iter().product::<usize>() * 4);
-        for s in parts {
-            joined.extend_from_slice(&bytes[s.offset * 4..(s.offset + s.numel()) * 4]);
-        }
-        data.push((tensor.name, joined, shape));
-    }
+    let data: Vec<(String, Vec<u8>, Vec<usize>)> = to_nanogpt_layout(c, &ckpt.weights, true)
+        .into_iter()
+        .map(|t| (t.name, f32_le_bytes(&t.values), t.shape))
+        .collect();
     let mut views = Vec::with_capacity(data.len());
     for (name, bytes, shape) in &data {
         let view = TensorView::new(Dtype::F32, shape.clone(), bytes).map_err(refuse)?;

@@ -31,6 +31,9 @@ pub enum Command {
     Export(ExportArgs),
     /// Turn a .safetensors file (ours, or nanoGPT's) back into a checkpoint folder.
     Import(ImportArgs),
+    /// Write one training step's reference state (batch, logits, loss, every gradient, the
+    /// next 10 losses) as a .safetensors file for another implementation to diff against.
+    DebugState(DebugStateArgs),
     /// List a run folder's checkpoint generations: step, val loss, size, whether it verifies.
     Checkpoints(CheckpointsArgs),
 }
@@ -209,6 +212,30 @@ pub struct ImportArgs {
     /// with the default training config (`train --resume --force --data` changes the data).
     #[arg(long, value_enum, default_value_t = FileFormat::Tinygpt)]
     pub format: FileFormat,
+}
+
+#[derive(Args, Debug)]
+pub struct DebugStateArgs {
+    /// A checkpoint folder.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The generation to load (`gen-000003`, `3`, or `best`; default: the latest).
+    #[arg(long)]
+    pub generation: Option<String>,
+    /// Text to draw the batch from (default: the embedded TinyShakespeare).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Rows of the batch; each is a window of the model's context length.
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true)]
+    pub batch: i64,
+    /// Seeds the batch sampler (`Rng::new(seed)` over the train split).
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// The .safetensors file to write.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub compute: Compute,
 }
 
 #[derive(Args, Debug)]

@@ -35,6 +35,7 @@ fn main() {
         Command::Bench(a) => commands::bench::run(a),
         Command::Export(a) => commands::transfer::export(a),
         Command::Import(a) => commands::transfer::import(a),
+        Command::DebugState(a) => commands::debug_state::run(a),
         Command::Checkpoints(a) => commands::checkpoints::run(a),
     };
     if let Err(e) = result {

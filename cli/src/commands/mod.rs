@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod checkpoints;
+pub mod debug_state;
 pub mod eval;
 pub mod sample;
 pub mod train;
