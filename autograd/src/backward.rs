@@ -111,15 +111,9 @@ fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) 
                 out.push((*x, dout.gelu_backward(value(*x))));
             }
         }
-        Op::Attention { q, k, v, probs, heads, dropout } => {
-            let (dq, dk, dv) = dout.attention_backward_with_dropout(
-                value(*q),
-                value(*k),
-                value(*v),
-                probs,
-                *heads,
-                *dropout,
-            );
+        Op::Attention { q, k, v, saved, heads, dropout } => {
+            let (dq, dk, dv) =
+                dout.attention_backward_saved(value(*q), value(*k), value(*v), saved, *heads, *dropout);
             for (id, g) in [(*q, dq), (*k, dk), (*v, dv)] {
                 if wants(id) {
                     out.push((id, g));

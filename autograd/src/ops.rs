@@ -74,8 +74,8 @@ impl<B: Backend> Tape<B> {
         heads: usize,
         dropout: Option<DropoutMask>,
     ) -> Var<B> {
-        let (value, probs) = q.value.attention_with_dropout(&k.value, &v.value, heads, dropout);
-        let op = Op::Attention { q: q.id, k: k.id, v: v.id, probs, heads, dropout };
+        let (value, saved) = q.value.attention_for_training(&k.value, &v.value, heads, dropout);
+        let op = Op::Attention { q: q.id, k: k.id, v: v.id, saved, heads, dropout };
         self.record(op, value, &[q, k, v])
     }
 

@@ -28,17 +28,59 @@ impl<B: Backend> Var<B> {
 #[derive(Debug)]
 pub(crate) enum Op<B: Backend> {
     Leaf,
-    Add { a: usize, b: usize },
-    Scale { x: usize, alpha: f32 },
-    Reshape { x: usize },
-    Matmul { a: usize, b: usize, bias: Option<usize>, trans_a: bool, trans_b: bool },
-    Embedding { table: usize, ids: Indices<B> },
-    LayerNorm { x: usize, gamma: usize, beta: usize, saved: LayerNormOut<B::Storage> },
-    Gelu { x: usize },
-    Attention { q: usize, k: usize, v: usize, probs: Tensor<B>, heads: usize, dropout: Option<DropoutMask> },
-    Dropout { x: usize, mask: DropoutMask },
-    DropoutAdd { residual: usize, x: usize, mask: DropoutMask },
-    CrossEntropy { logits: usize, targets: Indices<B> },
+    Add {
+        a: usize,
+        b: usize,
+    },
+    Scale {
+        x: usize,
+        alpha: f32,
+    },
+    Reshape {
+        x: usize,
+    },
+    Matmul {
+        a: usize,
+        b: usize,
+        bias: Option<usize>,
+        trans_a: bool,
+        trans_b: bool,
+    },
+    Embedding {
+        table: usize,
+        ids: Indices<B>,
+    },
+    LayerNorm {
+        x: usize,
+        gamma: usize,
+        beta: usize,
+        saved: LayerNormOut<B::Storage>,
+    },
+    Gelu {
+        x: usize,
+    },
+    /// `saved`: what the backend keeps for the backward pass (see `AttentionSaved`).
+    Attention {
+        q: usize,
+        k: usize,
+        v: usize,
+        saved: B::Storage,
+        heads: usize,
+        dropout: Option<DropoutMask>,
+    },
+    Dropout {
+        x: usize,
+        mask: DropoutMask,
+    },
+    DropoutAdd {
+        residual: usize,
+        x: usize,
+        mask: DropoutMask,
+    },
+    CrossEntropy {
+        logits: usize,
+        targets: Indices<B>,
+    },
 }
 
 #[derive(Debug)]

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use crate::error::CpuBackendError;
 use crate::fast::FastKernels;
 use crate::parallel::Parallel;
+use crate::pool::BufferPool;
 use crate::storage::CpuBuffer;
 use crate::{KernelVariant, Kernels};
 
-/// The CPU backend. Cloning shares its thread pool.
+/// The CPU backend. Cloning shares its thread pool and its buffer pools.
 ///
 /// It runs one [`KernelVariant`]: the fastest this CPU supports unless told otherwise
 /// ([`CpuBackend::with_kernels`], [`CpuBackend::with_variant`]).
@@ -25,6 +26,9 @@ pub struct CpuBackend {
     variant: KernelVariant,
     /// `variant`'s entry points (`None` for the reference), looked up once.
     pub(crate) fast: Option<&'static FastKernels>,
+    /// Buffers given back by dropped handles, reused by later ops (see `pool.rs`).
+    pool: Arc<BufferPool<f32>>,
+    index_pool: Arc<BufferPool<u32>>,
 }
 
 impl fmt::Debug for CpuBackend {
@@ -36,8 +40,14 @@ impl fmt::Debug for CpuBackend {
 impl Default for CpuBackend {
     /// One thread (every kernel runs inline on the calling thread), fastest variant.
     fn default() -> Self {
-        CpuBackend { par: Parallel::Inline, variant: KernelVariant::Reference, fast: None }
-            .with_kernels(Kernels::Fast)
+        CpuBackend {
+            par: Parallel::Inline,
+            variant: KernelVariant::Reference,
+            fast: None,
+            pool: Arc::default(),
+            index_pool: Arc::default(),
+        }
+        .with_kernels(Kernels::Fast)
     }
 }
 
@@ -97,10 +107,42 @@ impl CpuBackend {
         self.par.threads()
     }
 
-    /// A new `len`-element buffer filled by `fill`.
+    /// A `len`-element buffer of zeros, from the pool when one of that length is free.
+    pub(crate) fn zeroed(&self, len: usize) -> Vec<f32> {
+        let mut out = self.pool.take(len);
+        out.fill(0.0);
+        out
+    }
+
+    /// A `len`-element buffer holding arbitrary values, for a kernel that writes every one.
+    pub(crate) fn uninit(&self, len: usize) -> Vec<f32> {
+        self.pool.take(len)
+    }
+
+    /// Hands `data` out as a buffer that returns to this backend's pool when dropped.
+    pub(crate) fn wrap(&self, data: Vec<f32>) -> CpuBuffer<f32> {
+        CpuBuffer::pooled(data, &self.pool)
+    }
+
+    /// A buffer of the indices `data`, pooled like the f32 ones.
+    pub(crate) fn wrap_indices(&self, data: &[u32]) -> CpuBuffer<u32> {
+        let mut out = self.index_pool.take(data.len());
+        out.copy_from_slice(data);
+        CpuBuffer::pooled(out, &self.index_pool)
+    }
+
+    /// A new `len`-element buffer, zero-filled, then filled by `fill`.
     pub(crate) fn produce(&self, len: usize, fill: impl FnOnce(&mut [f32])) -> CpuBuffer<f32> {
-        let mut out = vec![0f32; len];
+        let mut out = self.zeroed(len);
         fill(&mut out);
-        CpuBuffer::new(out)
+        self.wrap(out)
+    }
+
+    /// A new `len`-element buffer filled by `fill`, which must write every element (the
+    /// buffer starts with whatever its last user left in it).
+    pub(crate) fn produce_all(&self, len: usize, fill: impl FnOnce(&mut [f32])) -> CpuBuffer<f32> {
+        let mut out = self.uninit(len);
+        fill(&mut out);
+        self.wrap(out)
     }
 }

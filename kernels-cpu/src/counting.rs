@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::CpuBackend;
 use tinygpt_tensor::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, DropoutMask, LayerNormGrads,
-    LayerNormOut, MatmulDims, TensorError,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend, DropoutMask,
+    LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 /// The CPU backend, counting every call. Clones share the counts.
@@ -129,6 +129,20 @@ impl Backend for Counting {
         dims: AttentionDims,
     ) -> AttentionGrads<S> {
         self.count("attention_backward").attention_backward(dout, q, k, v, probs, dims)
+    }
+    fn attention_for_training(&self, q: &S, k: &S, v: &S, dims: AttentionDims) -> AttentionSaved<S> {
+        self.count("attention_for_training").attention_for_training(q, k, v, dims)
+    }
+    fn attention_backward_saved(
+        &self,
+        dout: &S,
+        q: &S,
+        k: &S,
+        v: &S,
+        saved: &S,
+        dims: AttentionDims,
+    ) -> AttentionGrads<S> {
+        self.count("attention_backward_saved").attention_backward_saved(dout, q, k, v, saved, dims)
     }
     fn cross_entropy(&self, logits: &S, targets: &I, rows: usize, vocab: usize) -> S {
         self.count("cross_entropy").cross_entropy(logits, targets, rows, vocab)

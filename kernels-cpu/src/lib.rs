@@ -20,6 +20,7 @@ mod fast;
 mod kernels;
 mod ops;
 mod parallel;
+mod pool;
 mod storage;
 mod variant;
 

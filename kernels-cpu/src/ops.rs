@@ -4,8 +4,8 @@
 use std::future::{ready, Future};
 
 use tinygpt_tensor::{
-    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, DropoutMask,
-    LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend,
+    DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 use crate::kernels::adamw::{self, AdamWBufs};
@@ -35,15 +35,17 @@ impl Backend for CpuBackend {
     }
 
     fn zeros(&self, len: usize) -> Self::Storage {
-        CpuBuffer::new(vec![0.0; len])
+        self.wrap(self.zeroed(len))
     }
 
     fn upload(&self, data: &[f32]) -> Self::Storage {
-        CpuBuffer::new(data.to_vec())
+        let mut out = self.uninit(data.len());
+        out.copy_from_slice(data);
+        self.wrap(out)
     }
 
     fn upload_indices(&self, data: &[u32]) -> Self::Indices {
-        CpuBuffer::new(data.to_vec())
+        self.wrap_indices(data)
     }
 
     fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>> {
@@ -76,12 +78,12 @@ impl Backend for CpuBackend {
     fn add(&self, a: &Self::Storage, b: &Self::Storage, len: usize) -> Self::Storage {
         expect_len("add", "a", a, len);
         expect_len("add", "b", b, len);
-        self.produce(len, |out| elementwise::add(&self.par, out, &a.read(), &b.read()))
+        self.produce_all(len, |out| elementwise::add(&self.par, out, &a.read(), &b.read()))
     }
 
     fn scale(&self, a: &Self::Storage, alpha: f32, len: usize) -> Self::Storage {
         expect_len("scale", "a", a, len);
-        self.produce(len, |out| elementwise::scale(&self.par, out, &a.read(), alpha))
+        self.produce_all(len, |out| elementwise::scale(&self.par, out, &a.read(), alpha))
     }
 
     fn dropout(&self, x: &Self::Storage, mask: &DropoutMask, len: usize) -> Self::Storage {
@@ -108,7 +110,8 @@ impl Backend for CpuBackend {
 
     fn sum_squares(&self, x: &Self::Storage, len: usize) -> Self::Storage {
         expect_len("sum_squares", "x", x, len);
-        CpuBuffer::new(vec![elementwise::sum_squares(&self.par, &x.read())])
+        let sum = elementwise::sum_squares(&self.par, &x.read());
+        self.produce_all(1, |out| out[0] = sum)
     }
 
     fn matmul(
@@ -119,13 +122,16 @@ impl Backend for CpuBackend {
         dims: MatmulDims,
     ) -> Self::Storage {
         let bias = bias.map(|b| b.read());
-        self.produce(dims.m * dims.n, |out| {
-            let (a, b, bias) = (&a.read(), &b.read(), bias.as_deref().map(|b| &b[..]));
-            match self.fast {
-                Some(fast) => fast::gemm::matmul(&fast.matmul, &self.par, out, a, b, bias, dims),
-                None => matmul::matmul_forward(&self.par, out, a, b, bias, dims),
+        let (a, b, bias) = (&a.read(), &b.read(), bias.as_deref().map(|b| &b[..]));
+        match self.fast {
+            // Every output is set to its bias (or 0) before the products are added.
+            Some(fast) => self.produce_all(dims.m * dims.n, |out| {
+                fast::gemm::matmul(&fast.matmul, &self.par, out, a, b, bias, dims)
+            }),
+            None => {
+                self.produce(dims.m * dims.n, |out| matmul::matmul_forward(&self.par, out, a, b, bias, dims))
             }
-        })
+        }
     }
 
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
@@ -162,7 +168,7 @@ impl Backend for CpuBackend {
         expect_len("layer_norm", "x", x, rows * dim);
         expect_len("layer_norm", "gamma", gamma, dim);
         expect_len("layer_norm", "beta", beta, dim);
-        let mut out = vec![0f32; rows * dim];
+        let mut out = self.zeroed(rows * dim);
         let stats = layernorm::layernorm_forward(
             &self.par,
             &mut out,
@@ -173,9 +179,9 @@ impl Backend for CpuBackend {
             eps,
         );
         LayerNormOut {
-            out: CpuBuffer::new(out),
-            mean: CpuBuffer::new(stats.mean),
-            rstd: CpuBuffer::new(stats.rstd),
+            out: self.wrap(out),
+            mean: self.produce_all(rows, |m| m.copy_from_slice(&stats.mean)),
+            rstd: self.produce_all(rows, |r| r.copy_from_slice(&stats.rstd)),
         }
     }
 
@@ -193,7 +199,7 @@ impl Backend for CpuBackend {
         expect_len("layer_norm_backward", "saved mean", &saved.mean, rows);
         expect_len("layer_norm_backward", "saved rstd", &saved.rstd, rows);
         let stats = RowStats { mean: saved.mean.read().clone(), rstd: saved.rstd.read().clone() };
-        let (mut dx, mut dgamma, mut dbeta) = (vec![0f32; rows * dim], vec![0f32; dim], vec![0f32; dim]);
+        let (mut dx, mut dgamma, mut dbeta) = (self.zeroed(rows * dim), self.zeroed(dim), self.zeroed(dim));
         layernorm::layernorm_backward(
             &self.par,
             &mut dx,
@@ -205,16 +211,12 @@ impl Backend for CpuBackend {
             &stats,
             dim,
         );
-        LayerNormGrads {
-            dx: CpuBuffer::new(dx),
-            dgamma: CpuBuffer::new(dgamma),
-            dbeta: CpuBuffer::new(dbeta),
-        }
+        LayerNormGrads { dx: self.wrap(dx), dgamma: self.wrap(dgamma), dbeta: self.wrap(dbeta) }
     }
 
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {
         expect_len("gelu", "x", x, len);
-        self.produce(len, |out| match self.fast {
+        self.produce_all(len, |out| match self.fast {
             Some(fast) => fast::gelu_forward(fast, &self.par, out, &x.read()),
             None => gelu::gelu_forward(&self.par, out, &x.read()),
         })
@@ -223,7 +225,7 @@ impl Backend for CpuBackend {
     fn gelu_backward(&self, x: &Self::Storage, dout: &Self::Storage, len: usize) -> Self::Storage {
         expect_len("gelu_backward", "x", x, len);
         expect_len("gelu_backward", "dout", dout, len);
-        self.produce(len, |dx| match self.fast {
+        self.produce_all(len, |dx| match self.fast {
             Some(fast) => fast::gelu_backward(fast, &self.par, dx, &x.read(), &dout.read()),
             None => gelu::gelu_backward(&self.par, dx, &x.read(), &dout.read()),
         })
@@ -240,10 +242,10 @@ impl Backend for CpuBackend {
         for (what, buf) in [("q", q), ("k", k), ("v", v)] {
             expect_len("attention", what, buf, len);
         }
-        let mut out = vec![0f32; len];
-        let mut probs = vec![0f32; dims.batch * dims.heads * dims.seq * dims.seq];
+        let mut out = self.zeroed(len);
+        let mut probs = self.zeroed(dims.batch * dims.heads * dims.seq * dims.seq);
         attention::attention_forward(&self.par, &mut out, &mut probs, &q.read(), &k.read(), &v.read(), dims);
-        AttentionOut { out: CpuBuffer::new(out), probs: CpuBuffer::new(probs) }
+        AttentionOut { out: self.wrap(out), probs: self.wrap(probs) }
     }
 
     fn attention_backward(
@@ -260,7 +262,7 @@ impl Backend for CpuBackend {
             expect_len("attention_backward", what, buf, len);
         }
         expect_len("attention_backward", "probs", probs, dims.batch * dims.heads * dims.seq * dims.seq);
-        let (mut dq, mut dk, mut dv) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
+        let (mut dq, mut dk, mut dv) = (self.zeroed(len), self.zeroed(len), self.zeroed(len));
         attention::attention_backward(
             &self.par,
             AttentionGradBufs { dq: &mut dq, dk: &mut dk, dv: &mut dv },
@@ -271,7 +273,53 @@ impl Backend for CpuBackend {
             &probs.read(),
             dims,
         );
-        AttentionGrads { dq: CpuBuffer::new(dq), dk: CpuBuffer::new(dk), dv: CpuBuffer::new(dv) }
+        AttentionGrads { dq: self.wrap(dq), dk: self.wrap(dk), dv: self.wrap(dv) }
+    }
+
+    /// The fast variants run flash-style attention and save the log-sum-exp of each score
+    /// row (`[B, H, T]`); the reference saves the probabilities (the trait's default).
+    fn attention_for_training(
+        &self,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionSaved<Self::Storage> {
+        let Some(fast) = self.fast else {
+            let AttentionOut { out, probs } = self.attention(q, k, v, dims);
+            return AttentionSaved { out, saved: probs };
+        };
+        let len = dims.batch * dims.seq * dims.channels();
+        for (what, buf) in [("q", q), ("k", k), ("v", v)] {
+            expect_len("attention", what, buf, len);
+        }
+        let (mut out, mut lse) = (self.uninit(len), self.uninit(dims.batch * dims.heads * dims.seq));
+        let (q, k, v) = (&q.read(), &k.read(), &v.read());
+        fast::attention_forward(fast, &self.par, &mut out, &mut lse, q, k, v, dims);
+        AttentionSaved { out: self.wrap(out), saved: self.wrap(lse) }
+    }
+
+    fn attention_backward_saved(
+        &self,
+        dout: &Self::Storage,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        saved: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionGrads<Self::Storage> {
+        let Some(fast) = self.fast else {
+            return self.attention_backward(dout, q, k, v, saved, dims);
+        };
+        let len = dims.batch * dims.seq * dims.channels();
+        for (what, buf) in [("dout", dout), ("q", q), ("k", k), ("v", v)] {
+            expect_len("attention_backward", what, buf, len);
+        }
+        expect_len("attention_backward", "saved log-sum-exp", saved, dims.batch * dims.heads * dims.seq);
+        let (mut dq, mut dk, mut dv) = (self.uninit(len), self.uninit(len), self.uninit(len));
+        let (dout, q, k, v, lse) = (&dout.read(), &q.read(), &k.read(), &v.read(), &saved.read());
+        fast::attention_backward(fast, &self.par, [&mut dq, &mut dk, &mut dv], dout, q, k, v, lse, dims);
+        AttentionGrads { dq: self.wrap(dq), dk: self.wrap(dk), dv: self.wrap(dv) }
     }
 
     fn cross_entropy(
@@ -284,7 +332,7 @@ impl Backend for CpuBackend {
         expect_len("cross_entropy", "logits", logits, rows * vocab);
         expect_len("cross_entropy", "targets", targets, rows);
         let loss = cross_entropy::cross_entropy_forward(&self.par, &logits.read(), &targets.read(), vocab);
-        CpuBuffer::new(vec![loss])
+        self.produce_all(1, |out| out[0] = loss)
     }
 
     fn cross_entropy_backward(

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::pool::BufferPool;
+
 /// A shared, fixed-size host buffer: the CPU backend's `Storage` (`T = f32`) and
 /// `Indices` (`T = u32`).
 ///
@@ -12,8 +14,27 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// other op only reads its inputs and returns a new buffer. Kernels may hold several read
 /// guards of one buffer at once (e.g. `add(x, x)`), which is fine because the writers run
 /// on the calling thread between ops and never write a buffer they also read.
+///
+/// A buffer the backend made goes back to its [`BufferPool`] when the last handle drops.
 pub struct CpuBuffer<T> {
-    data: Arc<RwLock<Vec<T>>>,
+    data: Arc<Shared<T>>,
+}
+
+struct Shared<T> {
+    data: RwLock<Vec<T>>,
+    /// Where the `Vec` goes when the last handle drops (`None`: freed as usual).
+    home: Option<Arc<BufferPool<T>>>,
+}
+
+impl<T> Drop for Shared<T> {
+    fn drop(&mut self) {
+        let Some(pool) = &self.home else { return };
+        match self.data.get_mut() {
+            Ok(data) => pool.give_back(std::mem::take(data)),
+            // Half-written by a kernel that panicked: counted out of the pool, not reused.
+            Err(poisoned) => pool.forget(poisoned.get_ref().len()),
+        }
+    }
 }
 
 impl<T> Clone for CpuBuffer<T> {
@@ -24,7 +45,7 @@ impl<T> Clone for CpuBuffer<T> {
 
 impl<T> fmt::Debug for CpuBuffer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.data.try_read() {
+        match self.data.data.try_read() {
             Ok(data) => write!(f, "CpuBuffer(len {})", data.len()),
             Err(_) => write!(f, "CpuBuffer(locked)"),
         }
@@ -33,7 +54,12 @@ impl<T> fmt::Debug for CpuBuffer<T> {
 
 impl<T> CpuBuffer<T> {
     pub fn new(data: Vec<T>) -> Self {
-        CpuBuffer { data: Arc::new(RwLock::new(data)) }
+        CpuBuffer { data: Arc::new(Shared { data: RwLock::new(data), home: None }) }
+    }
+
+    /// Wraps `data` taken from `pool`, to which it returns when the last handle drops.
+    pub(crate) fn pooled(data: Vec<T>, pool: &Arc<BufferPool<T>>) -> Self {
+        CpuBuffer { data: Arc::new(Shared { data: RwLock::new(data), home: Some(Arc::clone(pool)) }) }
     }
 
     /// Number of elements.
@@ -53,12 +79,12 @@ impl<T> CpuBuffer<T> {
     /// Read access for a kernel. Panics if an earlier kernel panicked while writing this
     /// buffer (its contents are then half-updated and must not be used).
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, Vec<T>> {
-        self.data.read().expect("CpuBuffer: a kernel panicked while updating this buffer")
+        self.data.data.read().expect("CpuBuffer: a kernel panicked while updating this buffer")
     }
 
     /// Write access, for the in-place ops (`copy`, `adamw`) only.
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Vec<T>> {
-        self.data.write().expect("CpuBuffer: a kernel panicked while updating this buffer")
+        self.data.data.write().expect("CpuBuffer: a kernel panicked while updating this buffer")
     }
 
     /// A host copy, or `None` when the buffer was poisoned by a panicking kernel.
@@ -66,6 +92,6 @@ impl<T> CpuBuffer<T> {
     where
         T: Clone,
     {
-        self.data.read().ok().map(|d| d.clone())
+        self.data.data.read().ok().map(|d| d.clone())
     }
 }

@@ -36,6 +36,14 @@ fn run_ops(backend: &CpuBackend) -> Vec<(String, Vec<f32>)> {
         [("attention out", att.out), ("attention probs", att.probs)].map(|(s, b)| (s.to_string(), b)),
     );
     results.extend([("dq", g.dq), ("dk", g.dk), ("dv", g.dv)].map(|(s, b)| (s.to_string(), b)));
+    // The training pair (flash-style in the fast variants: saved log-sum-exp, not probs).
+    let saved = backend.attention_for_training(&q, &kk, &v, dims);
+    let g = backend.attention_backward_saved(&dout, &q, &kk, &v, &saved.saved, dims);
+    results.extend(
+        [("training out", saved.out), ("saved", saved.saved), ("saved dq", g.dq), ("saved dk", g.dk)]
+            .map(|(s, b)| (s.to_string(), b)),
+    );
+    results.push(("saved dv".to_string(), g.dv));
 
     let (rows, dim) = (300, 130);
     let (x, gamma, beta, dy) = (normal(rows * dim), normal(dim), normal(dim), normal(rows * dim));

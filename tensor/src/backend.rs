@@ -2,7 +2,8 @@ use std::fmt::Debug;
 use std::future::Future;
 
 use crate::dims::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, LayerNormGrads, LayerNormOut, MatmulDims,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, LayerNormGrads, LayerNormOut,
+    MatmulDims,
 };
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
@@ -166,6 +167,35 @@ pub trait Backend: Clone + Debug + 'static {
         probs: &Self::Storage,
         dims: AttentionDims,
     ) -> AttentionGrads<Self::Storage>;
+
+    /// Attention for training: the output of [`Backend::attention`] and what its backward
+    /// needs, in a form of the backend's choosing (see [`AttentionSaved`]); training code
+    /// calls this pair so a backend can avoid storing the `[seq, seq]` probabilities. The
+    /// default keeps the probabilities of [`Backend::attention`].
+    fn attention_for_training(
+        &self,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionSaved<Self::Storage> {
+        let AttentionOut { out, probs } = self.attention(q, k, v, dims);
+        AttentionSaved { out, saved: probs }
+    }
+
+    /// Gradients of [`Backend::attention_for_training`], given the `saved` it returned
+    /// (same `dims`). The default is [`Backend::attention_backward`] on the probabilities.
+    fn attention_backward_saved(
+        &self,
+        dout: &Self::Storage,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        saved: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionGrads<Self::Storage> {
+        self.attention_backward(dout, q, k, v, saved, dims)
+    }
 
     /// Mean over rows of `-log softmax(logits[r])[targets[r]]`; `logits` `[rows, vocab]`,
     /// `targets` `[rows]` → `[1]`.

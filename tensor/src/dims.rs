@@ -70,6 +70,19 @@ pub struct AttentionOut<S> {
     pub probs: S,
 }
 
+/// Forward result of [`crate::Backend::attention_for_training`]: `out` `[batch, seq,
+/// channels]`, and `saved`, whatever this backend's backward pass needs. Callers treat
+/// `saved` as opaque and hand it back unchanged to
+/// [`crate::Backend::attention_backward_saved`] of the same backend. By default it is the
+/// softmax `[batch, heads, seq, seq]`; a flash-style backend keeps each score row's
+/// log-sum-exp `[batch, heads, seq]` instead and recomputes the probabilities a row at a
+/// time in the backward pass.
+#[derive(Clone, Debug)]
+pub struct AttentionSaved<S> {
+    pub out: S,
+    pub saved: S,
+}
+
 /// Gradients of attention with respect to `q`, `k` and `v`.
 #[derive(Clone, Debug)]
 pub struct AttentionGrads<S> {

@@ -1,5 +1,5 @@
 use crate::backend::Backend;
-use crate::dims::{AttentionDims, AttentionGrads, LayerNormGrads, LayerNormOut, MatmulDims};
+use crate::dims::{AttentionDims, AttentionGrads, AttentionSaved, LayerNormGrads, LayerNormOut, MatmulDims};
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
 use crate::executor::block_on;
@@ -286,6 +286,52 @@ impl<B: Backend> Tensor<B> {
             &k.storage,
             &v.storage,
             &probs.storage,
+            dims,
+        );
+        let s = self.shape.clone();
+        (self.wrap(dq, s.clone()), self.wrap(dk, s.clone()), self.wrap(dv, s))
+    }
+
+    /// [`Tensor::attention_with_dropout`] for training: the output and what the backend saves
+    /// for [`Tensor::attention_backward_saved`] (opaque: the probabilities, or less; see
+    /// [`AttentionSaved`]).
+    pub fn attention_for_training(
+        &self,
+        k: &Self,
+        v: &Self,
+        heads: usize,
+        dropout: Option<DropoutMask>,
+    ) -> (Self, B::Storage) {
+        let dims = AttentionDims { dropout, ..Self::attention_dims(self, heads) };
+        check("attention", k.shape == self.shape && v.shape == self.shape, || {
+            format!("q {}, k {}, v {}", self.shape, k.shape, v.shape)
+        });
+        let AttentionSaved { out, saved } =
+            self.backend.attention_for_training(&self.storage, &k.storage, &v.storage, dims);
+        (self.wrap(out, self.shape.clone()), saved)
+    }
+
+    /// Backward of [`Tensor::attention_for_training`] (same `heads` and `dropout`): `self`
+    /// is `dout`; returns `(dq, dk, dv)`.
+    pub fn attention_backward_saved(
+        &self,
+        q: &Self,
+        k: &Self,
+        v: &Self,
+        saved: &B::Storage,
+        heads: usize,
+        dropout: Option<DropoutMask>,
+    ) -> (Self, Self, Self) {
+        let dims = AttentionDims { dropout, ..Self::attention_dims(q, heads) };
+        check("attention_backward", self.shape == q.shape, || {
+            format!("dout {} for q {}", self.shape, q.shape)
+        });
+        let AttentionGrads { dq, dk, dv } = self.backend.attention_backward_saved(
+            &self.storage,
+            &q.storage,
+            &k.storage,
+            &v.storage,
+            saved,
             dims,
         );
         let s = self.shape.clone();

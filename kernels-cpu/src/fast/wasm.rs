@@ -4,6 +4,7 @@
 
 use core::arch::wasm32::*;
 
+use crate::fast::attention::{self, HeadBackward, HeadForward};
 use crate::fast::gemm::{self, Microkernel, Piece};
 use crate::fast::simd::Simd;
 use crate::fast::{gelu, FastKernels};
@@ -52,8 +53,18 @@ unsafe fn simd128_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
     gelu::backward(dx, x, dout)
 }
 
+unsafe fn simd128_attention(job: &HeadForward<'_>) {
+    attention::forward_head(job)
+}
+
+unsafe fn simd128_attention_backward(job: &HeadBackward<'_>) {
+    attention::backward_head(job)
+}
+
 pub(crate) static SIMD128: FastKernels = FastKernels {
     matmul: Microkernel { mr: 4, nr: 8, piece: simd128_piece },
     gelu: simd128_gelu,
     gelu_backward: simd128_gelu_backward,
+    attention: simd128_attention,
+    attention_backward: simd128_attention_backward,
 };

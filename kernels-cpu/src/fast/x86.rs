@@ -5,6 +5,7 @@
 
 use std::arch::x86_64::*;
 
+use crate::fast::attention::{self, HeadBackward, HeadForward};
 use crate::fast::gemm::{self, Microkernel, Piece};
 use crate::fast::simd::Simd;
 use crate::fast::{gelu, FastKernels};
@@ -85,6 +86,16 @@ unsafe fn avx2_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
     gelu::backward(dx, x, dout)
 }
 
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_attention(job: &HeadForward<'_>) {
+    attention::forward_head(job)
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_attention_backward(job: &HeadBackward<'_>) {
+    attention::backward_head(job)
+}
+
 /// 12 × 32: 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers.
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_piece(job: &Piece<'_>) {
@@ -101,14 +112,28 @@ unsafe fn avx512_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
     gelu::backward(dx, x, dout)
 }
 
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_attention(job: &HeadForward<'_>) {
+    attention::forward_head(job)
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_attention_backward(job: &HeadBackward<'_>) {
+    attention::backward_head(job)
+}
+
 pub(crate) static AVX2_FMA: FastKernels = FastKernels {
     matmul: Microkernel { mr: 6, nr: 16, piece: avx2_piece },
     gelu: avx2_gelu,
     gelu_backward: avx2_gelu_backward,
+    attention: avx2_attention,
+    attention_backward: avx2_attention_backward,
 };
 
 pub(crate) static AVX512: FastKernels = FastKernels {
     matmul: Microkernel { mr: 12, nr: 32, piece: avx512_piece },
     gelu: avx512_gelu,
     gelu_backward: avx512_gelu_backward,
+    attention: avx512_attention,
+    attention_backward: avx512_attention_backward,
 };

@@ -94,6 +94,8 @@ macro_rules! __conformance_tests {
             attention_backward,
             attention_dropout,
             attention_dropout_backward,
+            attention_for_training,
+            attention_backward_saved,
             cross_entropy,
             cross_entropy_backward,
             adamw,

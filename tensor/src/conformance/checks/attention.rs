@@ -1,10 +1,13 @@
-//! Causal multi-head attention forward (output and saved probabilities) and backward.
+//! Causal multi-head attention forward (output and saved probabilities) and backward, and
+//! the training pair (`attention_for_training`, `attention_backward_saved`) whose saved
+//! state is the backend's own: checked against the reference, the backend's unfused pair
+//! and finite differences.
 
 use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{normal, read, weighted_sum};
 use crate::conformance::reference::attention as reference;
 use crate::conformance::Tolerance;
-use crate::{AttentionDims, Backend, Rng};
+use crate::{AttentionDims, Backend, DropoutMask, Rng};
 
 /// `(batch, seq, heads, head_dim)`: all ones, seq 1, odd head counts and widths.
 const CASES: [(usize, usize, usize, usize); 6] =
@@ -44,7 +47,80 @@ pub async fn attention_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xA77B);
     for case in CASES {
         let dims = dims_of(case);
-        attention_backward_case(backend, dims, &mut rng, &format!("attention_backward {dims:?}")).await;
+        let what = format!("attention_backward {dims:?}");
+        attention_backward_case(backend, dims, &mut rng, &what, AttentionPath::Probs).await;
+    }
+}
+
+/// Which pair of attention methods a check drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AttentionPath {
+    /// `attention` / `attention_backward`, through the probabilities.
+    Probs,
+    /// `attention_for_training` / `attention_backward_saved`, through the backend's own state.
+    Saved,
+}
+
+impl AttentionPath {
+    /// The forward output and what the backward of this path takes.
+    fn forward<B: Backend>(
+        self,
+        backend: &B,
+        q: &B::Storage,
+        k: &B::Storage,
+        v: &B::Storage,
+        dims: AttentionDims,
+    ) -> (B::Storage, B::Storage) {
+        match self {
+            AttentionPath::Probs => {
+                let res = backend.attention(q, k, v, dims);
+                (res.out, res.probs)
+            }
+            AttentionPath::Saved => {
+                let res = backend.attention_for_training(q, k, v, dims);
+                (res.out, res.saved)
+            }
+        }
+    }
+}
+
+/// `(batch, seq, heads, head_dim, dropout)` cases of the training pair: [`CASES`] without
+/// dropout, then the longest ones with a mask, and one longer than a 16-position block.
+fn training_cases() -> Vec<AttentionDims> {
+    let mask = Some(DropoutMask::new(0.3, 7, 3, 1, 99));
+    let mut cases: Vec<AttentionDims> = CASES.iter().map(|&c| dims_of(c)).collect();
+    cases.extend([(2, 5, 3, 4), (2, 17, 2, 8)].map(|c| AttentionDims { dropout: mask, ..dims_of(c) }));
+    cases.push(dims_of((1, 40, 2, 19)));
+    cases
+}
+
+/// The training forward's output against the reference and against the backend's own
+/// `attention` (the unfused composition).
+pub async fn attention_for_training<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0xA77F);
+    for dims in training_cases() {
+        let len = dims.batch * dims.seq * dims.channels();
+        let (q, k, v) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
+        let (uq, uk, uv) = (backend.upload(&q), backend.upload(&k), backend.upload(&v));
+        let fused = read(backend, &backend.attention_for_training(&uq, &uk, &uv, dims).out, "out").await;
+        let unfused = read(backend, &backend.attention(&uq, &uk, &uv, dims).out, "out").await;
+        let what = format!("attention_for_training {dims:?}");
+        Tolerance::ACCUMULATED.assert_close(
+            &format!("{what} out"),
+            &fused,
+            &reference::attention(&q, &k, &v, dims).0,
+        );
+        Tolerance::ACCUMULATED.assert_close(&format!("{what} out vs attention"), &fused, &widen(&unfused));
+    }
+}
+
+/// The training backward from its saved state: against the reference, the backend's
+/// `attention_backward` and finite differences of `attention_for_training`.
+pub async fn attention_backward_saved<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0xA77C);
+    for dims in training_cases() {
+        let what = format!("attention_backward_saved {dims:?}");
+        attention_backward_case(backend, dims, &mut rng, &what, AttentionPath::Saved).await;
     }
 }
 
@@ -56,13 +132,18 @@ pub(super) async fn attention_backward_case<B: Backend>(
     dims: AttentionDims,
     rng: &mut Rng,
     what: &str,
+    path: AttentionPath,
 ) {
     let len = dims.batch * dims.seq * dims.channels();
     let (q, k, v) = (normal(rng, len, 1.0), normal(rng, len, 1.0), normal(rng, len, 1.0));
     let dout = normal(rng, len, 1.0);
     let (uq, uk, uv) = (backend.upload(&q), backend.upload(&k), backend.upload(&v));
-    let probs = backend.attention(&uq, &uk, &uv, dims).probs;
-    let g = backend.attention_backward(&backend.upload(&dout), &uq, &uk, &uv, &probs, dims);
+    let udout = backend.upload(&dout);
+    let saved = path.forward(backend, &uq, &uk, &uv, dims).1;
+    let g = match path {
+        AttentionPath::Probs => backend.attention_backward(&udout, &uq, &uk, &uv, &saved, dims),
+        AttentionPath::Saved => backend.attention_backward_saved(&udout, &uq, &uk, &uv, &saved, dims),
+    };
     let (dq, dk, dv) = (
         read(backend, &g.dq, "dq").await,
         read(backend, &g.dk, "dk").await,
@@ -73,9 +154,23 @@ pub(super) async fn attention_backward_case<B: Backend>(
     Tolerance::ACCUMULATED.assert_close(&format!("{what} dq"), &dq, &rdq);
     Tolerance::ACCUMULATED.assert_close(&format!("{what} dk"), &dk, &rdk);
     Tolerance::ACCUMULATED.assert_close(&format!("{what} dv"), &dv, &rdv);
+    if path == AttentionPath::Saved {
+        // The fused pair against the backend's own unfused composition.
+        let probs = backend.attention(&uq, &uk, &uv, dims).probs;
+        let u = backend.attention_backward(&udout, &uq, &uk, &uv, &probs, dims);
+        for (name, got, unfused) in [("dq", &dq, u.dq), ("dk", &dk, u.dk), ("dv", &dv, u.dv)] {
+            let unfused = read(backend, &unfused, name).await;
+            Tolerance::ACCUMULATED.assert_close(
+                &format!("{what} {name} vs attention_backward"),
+                got,
+                &widen(&unfused),
+            );
+        }
+    }
 
     let loss = async |q: &B::Storage, k: &B::Storage, v: &B::Storage| {
-        weighted_sum(&read(backend, &backend.attention(q, k, v, dims).out, "attention").await, &dout)
+        let out = path.forward(backend, q, k, v, dims).0;
+        weighted_sum(&read(backend, &out, "attention").await, &dout)
     };
     check_gradient(&format!("{what} dq"), &q, &dq, rng, async |x| loss(&backend.upload(x), &uk, &uv).await)
         .await;
@@ -83,4 +178,8 @@ pub(super) async fn attention_backward_case<B: Backend>(
         .await;
     check_gradient(&format!("{what} dv"), &v, &dv, rng, async |x| loss(&uq, &uk, &backend.upload(x)).await)
         .await;
+}
+
+fn widen(x: &[f32]) -> Vec<f64> {
+    x.iter().map(|&v| v as f64).collect()
 }

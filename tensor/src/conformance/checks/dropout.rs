@@ -2,7 +2,7 @@
 //! every backend draws the same one; its statistics; `dropout_add`; gradients by finite
 //! differences with the mask held fixed; attention with dropped-out probabilities.
 
-use super::attention::attention_backward_case;
+use super::attention::{attention_backward_case, AttentionPath};
 use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{normal, read, weighted_sum};
 use crate::conformance::reference::attention as reference;
@@ -157,6 +157,6 @@ pub async fn attention_dropout_backward<B: Backend>(backend: &B) {
     for case in CASES {
         let dims = dropout_dims(case, 0.3);
         let what = format!("attention_backward with dropout {dims:?}");
-        attention_backward_case(backend, dims, &mut rng, &what).await;
+        attention_backward_case(backend, dims, &mut rng, &what, AttentionPath::Probs).await;
     }
 }
