@@ -44,6 +44,13 @@ pub enum BackendKind {
     Cpu,
     /// The GPU through wgpu (Vulkan or Metal; --threads does not apply).
     Wgpu,
+    /// The CPU backend with every op's inputs and outputs checked (NaN, infinities,
+    /// ranges): names the first op that went wrong. Several times slower.
+    #[value(name = "checked", alias = "checked:cpu")]
+    Checked,
+    /// wgpu with every op checked, as `checked` does for the CPU.
+    #[value(name = "checked:wgpu")]
+    CheckedWgpu,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -3,6 +3,7 @@
 
 use std::any::Any;
 
+use tinygpt_kernels_checked::Checked;
 use tinygpt_kernels_cpu::{CpuBackend, Kernels};
 use tinygpt_kernels_wgsl::WgpuBackend;
 use tinygpt_tensor::{Backend, TensorError};
@@ -36,27 +37,44 @@ pub fn threads(compute: &Compute) -> Result<usize, CliError> {
 pub fn dispatch<C: WithBackend>(compute: &Compute, command: C) -> Result<C::Output, CliError> {
     let threads = threads(compute)?;
     match compute.backend {
-        BackendKind::Cpu => {
-            let backend = CpuBackend::try_new(threads).map_err(|e| {
-                CliError::Usage(format!("cannot start {threads} threads ({e}); try a smaller --threads"))
-            })?;
-            let kernels = match compute.kernels {
-                KernelsKind::Reference => Kernels::Reference,
-                KernelsKind::Fast => Kernels::Fast,
-            };
-            command.run(backend.with_kernels(kernels), threads)
-        }
-        BackendKind::Wgpu => {
-            let backend = WgpuBackend::new()
-                .map_err(|e| TensorError::DeviceLost { backend: "wgpu".into(), reason: e.to_string() })?;
-            command.run(backend, threads)
-        }
+        BackendKind::Cpu => command.run(cpu(compute, threads)?, threads),
+        BackendKind::Wgpu => command.run(wgpu()?, threads),
+        BackendKind::Checked => command.run(Checked::new(cpu(compute, threads)?), threads),
+        BackendKind::CheckedWgpu => command.run(Checked::new(wgpu()?), threads),
+    }
+}
+
+fn cpu(compute: &Compute, threads: usize) -> Result<CpuBackend, CliError> {
+    let backend = CpuBackend::try_new(threads).map_err(|e| {
+        CliError::Usage(format!("cannot start {threads} threads ({e}); try a smaller --threads"))
+    })?;
+    let kernels = match compute.kernels {
+        KernelsKind::Reference => Kernels::Reference,
+        KernelsKind::Fast => Kernels::Fast,
+    };
+    Ok(backend.with_kernels(kernels))
+}
+
+fn wgpu() -> Result<WgpuBackend, CliError> {
+    WgpuBackend::new()
+        .map_err(|e| TensorError::DeviceLost { backend: "wgpu".into(), reason: e.to_string() }.into())
+}
+
+/// The backend under a [`Checked`] wrapper, or `backend` itself.
+fn unwrapped<B: Backend>(backend: &B) -> &dyn Any {
+    let any = backend as &dyn Any;
+    if let Some(checked) = any.downcast_ref::<Checked<CpuBackend>>() {
+        return checked.inner();
+    }
+    match any.downcast_ref::<Checked<WgpuBackend>>() {
+        Some(checked) => checked.inner(),
+        None => any,
     }
 }
 
 /// What `backend` runs on, for benchmark lines: the GPU adapter's name, or the CPU thread count.
 pub fn device_label<B: Backend>(backend: &B, threads: usize) -> String {
-    match (backend as &dyn Any).downcast_ref::<WgpuBackend>() {
+    match unwrapped(backend).downcast_ref::<WgpuBackend>() {
         Some(gpu) => format!("{} ({})", gpu.adapter().name, gpu.adapter().api),
         None => format!("{threads} CPU threads"),
     }
@@ -65,7 +83,7 @@ pub fn device_label<B: Backend>(backend: &B, threads: usize) -> String {
 /// The optional GPU features the adapter offers, for benchmark lines: `{shader_f16,
 /// subgroups, kernels: "f32"}` (the kernels use neither), or `None` on the CPU backend.
 pub fn gpu_features<B: Backend>(backend: &B) -> Option<serde_json::Value> {
-    (backend as &dyn Any).downcast_ref::<WgpuBackend>().map(|gpu| {
+    unwrapped(backend).downcast_ref::<WgpuBackend>().map(|gpu| {
         let adapter = gpu.adapter();
         serde_json::json!({"shader_f16": adapter.shader_f16, "subgroups": adapter.subgroups, "kernels": "f32"})
     })
@@ -74,5 +92,5 @@ pub fn gpu_features<B: Backend>(backend: &B) -> Option<serde_json::Value> {
 /// The CPU kernel variant `backend` runs (`"avx512"`, `"reference"`, …), for benchmark
 /// lines; `None` on a GPU backend.
 pub fn cpu_kernels<B: Backend>(backend: &B) -> Option<&'static str> {
-    (backend as &dyn Any).downcast_ref::<CpuBackend>().map(|cpu| cpu.variant().name())
+    unwrapped(backend).downcast_ref::<CpuBackend>().map(|cpu| cpu.variant().name())
 }

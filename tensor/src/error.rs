@@ -13,4 +13,21 @@ pub enum TensorError {
     /// `flush`, since ops themselves do not wait).
     #[error("the {backend} device ran out of memory: {reason} (a smaller preset or batch size needs less)")]
     OutOfMemory { backend: String, reason: String },
+    /// An op met or made a value that breaks its contract (NaN, infinity, a probability
+    /// outside [0, 1], a buffer shorter than its shape): found by a checking backend such as
+    /// `tinygpt-kernels-checked`, which names the first op that went wrong.
+    #[error("{0}")]
+    BadValue(Box<BadValue>),
+}
+
+/// Where a checking backend found a bad value: the op (its name, its call number counted
+/// from 0 since the backend was made, its sizes), which operand, and what was wrong.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[error("the checked backend stopped at op #{index} `{op}` ({shape}): {operand}: {detail}")]
+pub struct BadValue {
+    pub op: String,
+    pub index: u64,
+    pub shape: String,
+    pub operand: String,
+    pub detail: String,
 }

@@ -24,7 +24,7 @@ pub use dims::{
     MatmulDims,
 };
 pub use dropout::DropoutMask;
-pub use error::TensorError;
+pub use error::{BadValue, TensorError};
 pub use executor::block_on;
 pub use rng::Rng;
 pub use shape::Shape;

@@ -1,0 +1,69 @@
+//! `--backend checked`: a real run is bit-identical to the plain CPU backend's (the checks
+//! only read), and a run that blows up stops with one line naming the first op that did.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tinygpt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tinygpt-checked-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn ok(out: Output) -> Output {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// The weights of the latest checkpoint generation in `dir`.
+fn latest_weights(dir: &Path) -> Vec<u8> {
+    let pointer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("latest.json")).unwrap()).unwrap();
+    std::fs::read(dir.join(pointer["latest"].as_str().unwrap()).join("weights.f32")).unwrap()
+}
+
+#[test]
+fn checked_training_matches_the_cpu_backend_bit_for_bit() {
+    let dir = scratch("parity");
+    let train = |backend: &str| {
+        let out = dir.join(backend.replace(':', "-"));
+        let args = ["train", "--preset", "tiny", "--steps", "3", "--threads", "1", "--backend", backend];
+        ok(tinygpt(&[&args[..], &["--out", out.to_str().unwrap()]].concat()));
+        latest_weights(&out)
+    };
+    assert!(train("cpu") == train("checked"), "the checks changed the training");
+}
+
+/// A learning rate of 1e30 blows the weights up within two steps: the plain backend can only
+/// say that the loss diverged; the checked one names the op whose output first overflowed.
+#[test]
+fn a_diverging_run_names_the_first_op_that_overflowed() {
+    let dir = scratch("diverge");
+    let out = dir.join("run");
+    let args = [
+        "train",
+        "--preset",
+        "tiny",
+        "--steps",
+        "10",
+        "--threads",
+        "1",
+        "--lr",
+        "1e30",
+        "--backend",
+        "checked",
+    ];
+    let out = tinygpt(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    let error = stderr.lines().last().unwrap();
+    assert!(error.starts_with("tinygpt: error: the checked backend stopped at op #"), "{error}");
+    assert!(error.contains("`matmul` (m 512, k 48, n 48, layout nt): output out: "), "{error}");
+    assert!(error.contains("values are not finite ("), "{error}");
+}
