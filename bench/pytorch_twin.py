@@ -29,6 +29,12 @@ by the parameter count, which matches `tinygpt bench`'s `params`):
   "highest"), no torch.compile, no CUDA graphs; on the CPU `--threads N` sets
   `torch.set_num_threads(N)` (intra-op threads, as ours) and one inter-op thread.
 
+`--config FILE` (a `tinygpt train --config` file with a `model` section, e.g.
+configs/nanogpt-shakespeare-char.json) times that model at its `training.batch_size`
+instead of presets, with its `dropout` in nanoGPT's places as ours (on the embedding sum,
+the attention probabilities, and the outputs of o_proj and fc_out; the same as
+`tinygpt bench --config`).
+
 `--attention manual` (the default) spells attention out as ours computes it (scores,
 mask, softmax, probabilities times values; the probabilities are kept for backward);
 `sdpa` uses `F.scaled_dot_product_attention(is_causal=True)`; `both` runs each.
@@ -64,10 +70,11 @@ LN_EPS = 1e-5
 
 
 class Block(nn.Module):
-    def __init__(self, d, heads, attention):
+    def __init__(self, d, heads, attention, dropout):
         super().__init__()
         self.heads = heads
         self.attention = attention
+        self.dropout = dropout
         self.ln1 = nn.LayerNorm(d, eps=LN_EPS)
         self.q_proj = nn.Linear(d, d)
         self.k_proj = nn.Linear(d, d)
@@ -86,25 +93,28 @@ class Block(nn.Module):
 
         q, k, v = split(self.q_proj(h)), split(self.k_proj(h)), split(self.v_proj(h))
         if self.attention == "sdpa":
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            p = self.dropout if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         else:
             scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
             mask = torch.ones(t, t, dtype=torch.bool, device=h.device).tril()
             probs = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = probs @ v
+            y = F.dropout(probs, self.dropout, self.training) @ v
         return y.transpose(1, 2).contiguous().view(b, t, c)
 
     def forward(self, x):
-        x = x + self.o_proj(self.attend(self.ln1(x)))
-        return x + self.fc_out(F.gelu(self.fc_in(self.ln2(x)), approximate="tanh"))
+        drop = lambda y: F.dropout(y, self.dropout, self.training)
+        x = x + drop(self.o_proj(self.attend(self.ln1(x))))
+        return x + drop(self.fc_out(F.gelu(self.fc_in(self.ln2(x)), approximate="tanh")))
 
 
 class Gpt(nn.Module):
-    def __init__(self, layers, d, heads, context, attention):
+    def __init__(self, layers, d, heads, context, attention, dropout=0.0):
         super().__init__()
+        self.dropout = dropout
         self.token_embedding = nn.Embedding(VOCAB, d)
         self.position_embedding = nn.Embedding(context, d)
-        self.blocks = nn.ModuleList(Block(d, heads, attention) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(d, heads, attention, dropout) for _ in range(layers))
         self.ln_final = nn.LayerNorm(d, eps=LN_EPS)
         for name, p in self.named_parameters():
             if p.dim() >= 2:
@@ -118,15 +128,26 @@ class Gpt(nn.Module):
     def forward(self, tokens):
         t = tokens.shape[1]
         x = self.token_embedding(tokens) + self.position_embedding.weight[:t]
+        x = F.dropout(x, self.dropout, self.training)
         for block in self.blocks:
             x = block(x)
         return self.ln_final(x) @ self.token_embedding.weight.t()
 
 
-def bench(preset, attention, steps, warmup, device):
-    layers, d, heads, context, batch = PRESETS[preset]
+def from_config(path):
+    """(name, (layers, d, heads, context, batch), dropout) of a train --config file."""
+    with open(path) as f:
+        cfg = json.load(f)
+    m = cfg["model"]
+    assert m["d_mlp"] == 4 * m["d_model"], f"{path}: the twin has d_mlp = 4 d_model"
+    shape = (m["n_layers"], m["d_model"], m["n_heads"], m["context_length"], cfg["training"]["batch_size"])
+    return m["model_name"], shape, m.get("dropout", 0.0)
+
+
+def bench(preset, attention, steps, warmup, device, shape=None, dropout=0.0):
+    layers, d, heads, context, batch = shape or PRESETS[preset]
     torch.manual_seed(1337)
-    model = Gpt(layers, d, heads, context, attention).to(device)
+    model = Gpt(layers, d, heads, context, attention, dropout).to(device)
     params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -195,6 +216,7 @@ def main():
     ap.add_argument("--attention", choices=["manual", "sdpa", "both"], default="manual")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--threads", type=int, help="CPU threads (default: torch's, all cores)")
+    ap.add_argument("--config", help="a train --config file: its model and batch instead of presets")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -204,6 +226,12 @@ def main():
         torch.set_num_threads(args.threads)
         torch.set_num_interop_threads(1)
     variants = ["manual", "sdpa"] if args.attention == "both" else [args.attention]
+    if args.config:
+        name, shape, dropout = from_config(args.config)
+        for attention in variants:
+            line = bench(name, attention, args.steps, args.warmup, device, shape, dropout)
+            print(json.dumps(line), flush=True)
+        return
     for preset in args.presets.split(","):
         for attention in variants:
             print(json.dumps(bench(preset, attention, args.steps, args.warmup, device)), flush=True)

@@ -166,6 +166,10 @@ pub struct EvalArgs {
 pub struct BenchArgs {
     #[arg(long, default_value = "small")]
     pub preset: String,
+    /// Time the model and batch size of a `train --config` file (dropout included)
+    /// instead of `--preset`.
+    #[arg(long, conflicts_with = "preset")]
+    pub config: Option<PathBuf>,
     /// Timed steps (after warm-up).
     #[arg(long, default_value_t = 10, allow_negative_numbers = true)]
     pub steps: i64,

@@ -63,6 +63,18 @@ pub fn positive(flag: &str, v: i64) -> Result<usize, CliError> {
     Ok(v as usize)
 }
 
+/// The configs a `--config` file alone describes (`tinygpt bench --config`), validated.
+pub fn from_file(path: &Path) -> Result<(ModelConfig, TrainingConfig), CliError> {
+    let file = read_config(path)?;
+    let recipe = Recipe {
+        preset: file.preset,
+        model: file.model,
+        training: file.training.unwrap_or_default(),
+        overrides: Overrides::default(),
+    };
+    Ok(recipe.build()?)
+}
+
 /// The configs a `train` run uses, validated.
 pub fn resolve(args: &TrainArgs) -> Result<(ModelConfig, TrainingConfig), CliError> {
     let file = match &args.config {

@@ -161,6 +161,24 @@ fn bad_input_gets_one_clear_line() {
 }
 
 #[test]
+fn bench_times_the_model_of_a_config_file() {
+    let dir = scratch("bench-config");
+    let config = dir.join("config.json");
+    let model = r#"{"model_name": "bench-me", "vocab_size": 256, "context_length": 16, "n_layers": 1,
+        "n_heads": 2, "d_model": 16, "d_mlp": 64, "dropout": 0.2, "tie_embeddings": true,
+        "dtype": "float32"}"#;
+    std::fs::write(&config, format!(r#"{{"model": {model}, "training": {{"batch_size": 3}}}}"#)).unwrap();
+    let out = tinygpt(&["bench", "--config", config.to_str().unwrap(), "--steps", "1", "--threads", "1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    assert_eq!(line["preset"], "bench-me", "{line}");
+    let params = line["params"].as_u64().unwrap_or_else(|| panic!("params in {line}"));
+    assert!(params > 0 && params < 20_000, "{line}");
+    let out = tinygpt(&["bench", "--config", "/nonexistent/config.json", "--steps", "1"]);
+    assert_clean_error(&out, "cannot read config file");
+}
+
+#[test]
 fn bench_reports_the_kernel_variant_it_ran() {
     for (flag, want) in [("reference", Some("reference")), ("fast", None)] {
         let out =

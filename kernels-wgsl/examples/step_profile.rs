@@ -3,7 +3,11 @@
 //!
 //! ```sh
 //! cargo run --release -p tinygpt-kernels-wgsl --example step_profile -- --presets large,huge --steps 10 --top 25
+//! cargo run --release -p tinygpt-kernels-wgsl --example step_profile -- --config configs/nanogpt-shakespeare-char.json
 //! ```
+//!
+//! `--config FILE` profiles the model and batch of a `tinygpt train --config` file (dropout
+//! included) instead of presets; it is named by its `model_name`.
 //!
 //! For each preset, after 2 warm-up steps:
 //! - `{"preset", "ms_per_step", "record_ms", "wait_ms", "dispatches", "submissions", "bind_groups"}`:
@@ -20,8 +24,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use tinygpt_kernels_wgsl::{KernelTime, WgpuBackend};
-use tinygpt_model::{Dataset, Preset};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_model::{Dataset, ModelConfig, Preset};
+use tinygpt_optim::{Overrides, Recipe, Trainer, TrainingConfig};
 use tinygpt_tensor::block_on;
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -29,12 +33,13 @@ const WARMUP_STEPS: usize = 2;
 
 struct Options {
     presets: Vec<String>,
+    config: Option<String>,
     steps: usize,
     top: usize,
 }
 
 fn options() -> Result<Options, String> {
-    let mut o = Options { presets: vec!["large".into()], steps: 10, top: 25 };
+    let mut o = Options { presets: vec!["large".into()], config: None, steps: 10, top: 25 };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
         let [name, value] = pair else { return Err(format!("{} needs a value", pair[0])) };
@@ -43,7 +48,8 @@ fn options() -> Result<Options, String> {
             "--presets" => o.presets = value.split(',').map(String::from).collect(),
             "--steps" => o.steps = number()?.max(1),
             "--top" => o.top = number()?,
-            _ => return Err(format!("unknown option {name} (--presets, --steps, --top)")),
+            "--config" => o.config = Some(value.clone()),
+            _ => return Err(format!("unknown option {name} (--presets, --config, --steps, --top)")),
         }
     }
     Ok(o)
@@ -52,24 +58,56 @@ fn options() -> Result<Options, String> {
 fn main() -> Result<(), String> {
     let o = options()?;
     let backend = WgpuBackend::new_profiled().map_err(|e| e.to_string())?;
-    for name in &o.presets {
-        profile_preset(&backend, name, &o)?;
+    let runs = match &o.config {
+        Some(path) => vec![config_file(path)?],
+        None => o.presets.iter().map(|name| preset_run(name)).collect::<Result<_, _>>()?,
+    };
+    for (name, model, training) in runs {
+        let max_steps = training.max_steps.max(WARMUP_STEPS + 2 * o.steps);
+        let training = TrainingConfig { max_steps, ..training };
+        profile(&backend, &name, model, training, &o)?;
     }
     Ok(())
 }
 
-fn profile_preset(backend: &WgpuBackend, name: &str, o: &Options) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| e.to_string();
-    let preset = Preset::by_name(name).map_err(|e| err(&e))?;
-    let rows = preset.batch_size;
-    let training = TrainingConfig {
-        batch_size: rows,
-        max_steps: WARMUP_STEPS + 2 * o.steps,
-        ..TrainingConfig::default()
+fn preset_run(name: &str) -> Result<(String, ModelConfig, TrainingConfig), String> {
+    let preset = Preset::by_name(name).map_err(|e| e.to_string())?;
+    let training = TrainingConfig { batch_size: preset.batch_size, ..TrainingConfig::default() };
+    Ok((name.to_string(), preset.model, training))
+}
+
+/// The run a `tinygpt train --config` file describes (its preset, model and training
+/// sections, by `Recipe`'s rules).
+fn config_file(path: &str) -> Result<(String, ModelConfig, TrainingConfig), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let mut file: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&text).map_err(|e| format!("{path}: not a JSON object: {e}"))?;
+    let model = match file.remove("model") {
+        Some(m) => Some(serde_json::from_value(m).map_err(|e| format!("{path}: model: {e}"))?),
+        None => None,
     };
-    let dataset =
-        Dataset::new("tinyshakespeare", TEXT, preset.model.context_length, 1).map_err(|e| err(&e))?;
-    let mut trainer = Trainer::new(backend, preset.model, training, dataset).map_err(|e| err(&e))?;
+    let training = match file.remove("training") {
+        Some(serde_json::Value::Object(t)) => t,
+        Some(_) => return Err(format!("{path}: training is not an object")),
+        None => Default::default(),
+    };
+    let preset = file.remove("preset").and_then(|p| p.as_str().map(String::from));
+    let recipe = Recipe { preset, model, training, overrides: Overrides::default() };
+    let (model, training) = recipe.build().map_err(|e| format!("{path}: {e}"))?;
+    Ok((model.model_name.clone(), model, training))
+}
+
+fn profile(
+    backend: &WgpuBackend,
+    name: &str,
+    model: ModelConfig,
+    training: TrainingConfig,
+    o: &Options,
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let rows = training.batch_size;
+    let dataset = Dataset::new("tinyshakespeare", TEXT, model.context_length, 1).map_err(|e| err(&e))?;
+    let mut trainer = Trainer::new(backend, model, training, dataset).map_err(|e| err(&e))?;
     for _ in 0..WARMUP_STEPS {
         trainer.step().map_err(|e| err(&e))?;
     }

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use tinygpt_model::{Dataset, Preset};
+use tinygpt_model::{Dataset, ModelConfig, Preset};
 use tinygpt_optim::{Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
@@ -15,7 +15,12 @@ use crate::text;
 const WARMUP_STEPS: usize = 2;
 
 struct Bench {
-    preset: Preset,
+    /// `preset` in the printed line: the preset's name, or the config file's `model_name`.
+    name: String,
+    model: ModelConfig,
+    /// The training config's batch size and dropout seed; its other fields do not change
+    /// a step's cost.
+    training: TrainingConfig,
     steps: usize,
 }
 
@@ -23,26 +28,31 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     if args.steps <= 0 {
         return Err(CliError::Usage(format!("--steps must be positive, got {}", args.steps)));
     }
-    let preset = Preset::by_name(&args.preset)?;
-    crate::memory::check_fits(&preset.model, preset.batch_size)?;
-    dispatch(&args.compute, Bench { preset, steps: args.steps as usize })
+    let (name, model, training) = match &args.config {
+        Some(path) => {
+            let (model, training) = crate::run_config::from_file(path)?;
+            (model.model_name.clone(), model, training)
+        }
+        None => {
+            let preset = Preset::by_name(&args.preset)?;
+            let training = TrainingConfig { batch_size: preset.batch_size, ..TrainingConfig::default() };
+            (preset.name.to_string(), preset.model, training)
+        }
+    };
+    crate::memory::check_fits(&model, training.batch_size)?;
+    dispatch(&args.compute, Bench { name, model, training, steps: args.steps as usize })
 }
 
 impl WithBackend for Bench {
     type Output = ();
 
     fn run<B: Backend>(self, backend: B, threads: usize) -> Result<(), CliError> {
-        let Bench { preset, steps } = self;
-        let training = TrainingConfig {
-            batch_size: preset.batch_size,
-            max_steps: WARMUP_STEPS + steps,
-            ..TrainingConfig::default()
-        };
-        let dataset =
-            Dataset::new("tinyshakespeare", text::TINY_SHAKESPEARE, preset.model.context_length, 1)?;
-        let params = preset.model.param_count();
-        let tokens = preset.batch_size * preset.model.context_length;
-        let mut trainer = Trainer::new(&backend, preset.model, training, dataset)?;
+        let Bench { name, model, training, steps } = self;
+        let training = TrainingConfig { max_steps: training.max_steps.max(WARMUP_STEPS + steps), ..training };
+        let dataset = Dataset::new("tinyshakespeare", text::TINY_SHAKESPEARE, model.context_length, 1)?;
+        let params = model.param_count();
+        let tokens = training.batch_size * model.context_length;
+        let mut trainer = Trainer::new(&backend, model, training, dataset)?;
         for _ in 0..WARMUP_STEPS {
             trainer.step()?;
         }
@@ -61,7 +71,7 @@ impl WithBackend for Bench {
             "kernels": cpu_kernels(&backend),
             "gpu_features": gpu_features(&backend),
             "threads": threads,
-            "preset": preset.name,
+            "preset": name,
             "params": params,
             "ms_per_step": (ms_per_step * 1000.0).round() / 1000.0,
             "tok_per_s": (tokens as f64 / (ms_per_step / 1000.0)).round(),
