@@ -6,6 +6,7 @@ use tinygpt_tensor::MatmulDims;
 
 use crate::pipelines::{Access, Kernel};
 use crate::pool::GpuBuffer;
+use crate::tuning::Tuning;
 use crate::{MatmulPath, WgpuBackend};
 
 use Access::{Read as R, ReadWrite as W};
@@ -42,12 +43,34 @@ const TILE_DIRECT: Tile = Tile { bm: 32, bn: 32, bk: 1 };
 /// Below this many large tiles a matrix uses small ones, to keep every compute unit busy.
 const LARGE_TILE_MIN_GROUPS: usize = 256;
 
+fn tiles(tile: Tile, m: usize, n: usize) -> usize {
+    m.div_ceil(tile.bm) * n.div_ceil(tile.bn)
+}
+
 fn pick_tile(m: usize, n: usize) -> Tile {
-    if m.div_ceil(TILE_LARGE.bm) * n.div_ceil(TILE_LARGE.bn) >= LARGE_TILE_MIN_GROUPS {
+    if tiles(TILE_LARGE, m, n) >= LARGE_TILE_MIN_GROUPS {
         TILE_LARGE
     } else {
         TILE_SMALL
     }
+}
+
+/// The tile and slices of k for a tiled product (`splittable`: unbatched, no causal skip).
+/// A small output with a long k (a weight gradient over many rows) keeps the large tile,
+/// whose arithmetic per load is higher, when splitting k alone gives enough workgroups;
+/// otherwise a small output takes small tiles (split too when k is long).
+fn plan_tiled(tuning: &Tuning, m: usize, n: usize, k: usize, splittable: bool) -> (Tile, usize) {
+    let tile = pick_tile(m, n);
+    if !splittable {
+        return (tile, 1);
+    }
+
+    let large = tiles(TILE_LARGE, m, n);
+    let large_split = tuning.split_k(large, k);
+    if tuning.split_large && large_split > 1 && large * large_split >= tuning.split_target_groups {
+        return (TILE_LARGE, large_split);
+    }
+    (tile, tuning.split_k(tiles(tile, m, n), k))
 }
 
 /// Which zeros of a causal mask a batched product may skip (`CAUSAL` in matmul.wgsl).
@@ -111,7 +134,7 @@ impl Gemm {
 }
 
 /// The generated constants in front of matmul.wgsl for one variant (`split`: slices of k).
-fn matmul_defines(tile: Tile, g: &Gemm, bias: bool, split: usize) -> String {
+fn matmul_defines(tile: Tile, g: &Gemm, bias: bool, split: usize, double_buffer: bool) -> String {
     let checked =
         !g.m.is_multiple_of(tile.bm) || !g.n.is_multiple_of(tile.bn) || !g.k.is_multiple_of(tile.bk);
     let bias_fn = if bias {
@@ -123,7 +146,8 @@ fn matmul_defines(tile: Tile, g: &Gemm, bias: bool, split: usize) -> String {
     format!(
         "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
          const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
-         const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n{bias_fn}",
+         const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n\
+         const DOUBLE_BUFFER: bool = {double_buffer};\n{bias_fn}",
         tile.bm,
         tile.bn,
         tile.bk,
@@ -164,17 +188,21 @@ impl WgpuBackend {
             g.batch
         );
         // k = 0 needs no special case: the kernel's k loop runs no stage and writes the bias.
-        let (tile, kernels) = match self.matmul_path {
-            MatmulPath::Tiled => (pick_tile(m, n), [&K_MATMUL, &K_MATMUL_BIAS]),
-            MatmulPath::Direct => (TILE_DIRECT, [&K_MATMUL_DIRECT, &K_MATMUL_DIRECT_BIAS]),
+        let splittable = g.batch == 1 && g.causal == Causal::None;
+        let tuning = &self.gpu.tuning;
+        let (tile, split, kernels) = match (self.matmul_path, self.matmul_split_k) {
+            (MatmulPath::Direct, _) => (TILE_DIRECT, 1, [&K_MATMUL_DIRECT, &K_MATMUL_DIRECT_BIAS]),
+            (MatmulPath::Tiled, forced) => {
+                let (tile, split) = match forced {
+                    Some(forced) => (pick_tile(m, n), if splittable { forced.max(1) } else { 1 }),
+                    None => plan_tiled(tuning, m, n, k, splittable),
+                };
+                let tile = Tile { bk: tuning.matmul_bk.unwrap_or(tile.bk), ..tile };
+                (tile, split, [&K_MATMUL, &K_MATMUL_BIAS])
+            }
         };
         let tiles = [n.div_ceil(tile.bn), m.div_ceil(tile.bm)];
-        let split = match (self.matmul_path, self.matmul_split_k) {
-            _ if g.batch > 1 || g.causal != Causal::None => 1,
-            (MatmulPath::Direct, _) => 1,
-            (MatmulPath::Tiled, Some(forced)) => forced.max(1),
-            (MatmulPath::Tiled, None) => self.gpu.tuning.split_k(tiles[0] * tiles[1], k),
-        };
+        let double_buffer = tuning.double_buffer.unwrap_or(g.trans_b);
         // The partial sums must fit one binding, and no more slices than the grid allows.
         let max_binding = self.gpu.adapter.max_storage_buffer_binding_size as usize;
         let split = split.min(max_binding / (m * n * 4)).min(max_grid).max(1);
@@ -199,7 +227,7 @@ impl WgpuBackend {
         ];
         let grid = [u(tiles[0]), u(tiles[1]), u(split * g.batch)];
         if split == 1 {
-            let defines = matmul_defines(tile, g, bias.is_some(), 1);
+            let defines = matmul_defines(tile, g, bias.is_some(), 1, double_buffer);
             match bias {
                 Some(bias) => {
                     let bufs = [a.bind(), b.bind(), out.bind(), bias.bind()];
@@ -211,10 +239,10 @@ impl WgpuBackend {
         }
         // Each slice's sums into its own [m, n] of `partial`, then their sum (and the bias).
         let partial = self.alloc::<f32>(split * m * n);
-        let defines = matmul_defines(tile, g, false, split);
+        let defines = matmul_defines(tile, g, false, split, double_buffer);
         self.run(&K_MATMUL, &defines, &params, &[a.bind(), b.bind(), partial.bind()], grid);
         let grid = self.recorder().grid_1d((m * n).div_ceil(SPLIT_SUM_WG));
-        let defines = matmul_defines(tile, g, bias.is_some(), split);
+        let defines = matmul_defines(tile, g, bias.is_some(), split, double_buffer);
         match bias {
             Some(bias) => {
                 let bufs = [partial.bind(), out.bind(), bias.bind()];

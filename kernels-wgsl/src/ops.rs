@@ -167,7 +167,7 @@ impl WgpuBackend {
                 &K_SUM_ROW_CHUNKS,
                 &[u(chunks), u(cols)],
                 &[partial.bind(), out.bind()],
-                cols.div_ceil(64),
+                cols.div_ceil(32),
             );
         }
     }

@@ -1,7 +1,8 @@
 //! The few numbers that trade parallelism against overhead, with their defaults (chosen on
 //! an NVIDIA H200, see BENCHMARKS.md) and environment overrides for tuning runs on other
 //! GPUs: `TINYGPT_WGPU_SPLIT_BELOW`, `TINYGPT_WGPU_SPLIT_TARGET`,
-//! `TINYGPT_WGPU_MIN_K_SLICE`, `TINYGPT_WGPU_SUBMIT_EVERY`. They change speed only: a split product sums in another
+//! `TINYGPT_WGPU_MIN_K_SLICE`, `TINYGPT_WGPU_SUBMIT_EVERY`, `TINYGPT_WGPU_SPLIT_LARGE` (0 or 1),
+//! `TINYGPT_WGPU_MATMUL_BK`, `TINYGPT_WGPU_DOUBLE_BUFFER` (0 or 1). They change speed only: a split product sums in another
 //! (still fixed) order, well inside the tests' tolerances.
 
 /// See the module docs.
@@ -19,11 +20,30 @@ pub(crate) struct Tuning {
     /// Dispatches recorded before the recorder submits them on its own, so the GPU starts
     /// on a step while the host still records the rest of it (0: only when needed).
     pub submit_every: usize,
+    /// Whether a small output with a long k may keep the large tile and split k instead
+    /// of taking small tiles (`matmul.rs`'s `plan_tiled`).
+    pub split_large: bool,
+    /// Depth of one shared-memory stage of the tiled matmul, instead of the tile's own
+    /// (8); a power of two from 4 to 32.
+    pub matmul_bk: Option<usize>,
+    /// Whether the tiled matmul alternates between two halves of its workgroup tiles (one
+    /// barrier per stage instead of two), for every product instead of the default: only
+    /// where B is stored transposed (on the H200: +25% for `nt` products at the model's
+    /// shapes, −2 to −7% for `nn` and `tn`).
+    pub double_buffer: Option<bool>,
 }
 
 impl Default for Tuning {
     fn default() -> Self {
-        Tuning { split_below_tiles: 128, split_target_groups: 512, min_k_slice: 128, submit_every: 128 }
+        Tuning {
+            split_below_tiles: 128,
+            split_target_groups: 512,
+            min_k_slice: 128,
+            submit_every: 128,
+            split_large: true,
+            matmul_bk: None,
+            double_buffer: None,
+        }
     }
 }
 
@@ -43,6 +63,15 @@ impl Tuning {
         read("TINYGPT_WGPU_SPLIT_TARGET", &mut t.split_target_groups);
         read("TINYGPT_WGPU_MIN_K_SLICE", &mut t.min_k_slice);
         read("TINYGPT_WGPU_SUBMIT_EVERY", &mut t.submit_every);
+        let mut split_large = usize::from(t.split_large);
+        read("TINYGPT_WGPU_SPLIT_LARGE", &mut split_large);
+        t.split_large = split_large != 0;
+        let mut bk = 0;
+        read("TINYGPT_WGPU_MATMUL_BK", &mut bk);
+        t.matmul_bk = [4, 8, 16, 32].contains(&bk).then_some(bk);
+        let mut double_buffer = 2;
+        read("TINYGPT_WGPU_DOUBLE_BUFFER", &mut double_buffer);
+        t.double_buffer = (double_buffer < 2).then_some(double_buffer == 1);
         t.min_k_slice = t.min_k_slice.max(1);
         t
     }
@@ -62,8 +91,7 @@ mod tests {
 
     #[test]
     fn splits_only_products_with_few_tiles_and_a_long_k() {
-        let t =
-            Tuning { split_below_tiles: 128, split_target_groups: 512, min_k_slice: 128, submit_every: 0 };
+        let t = Tuning { submit_every: 0, ..Tuning::default() };
         assert_eq!(t.split_k(1024, 4096), 1);
         // A weight gradient at `huge`: 256 × 256 outputs in 16 tiles, k = 2048.
         assert_eq!(t.split_k(16, 2048), 16);

@@ -64,10 +64,13 @@ fn matmul_at_model_and_tile_sizes() {
         (130, 67, 257),
         (2048, 16, 2048),
         (2050, 9, 2047),
+        // A weight gradient's shape: few large tiles, k long enough that they split k
+        // (`plan_tiled`), unaligned.
+        (650, 4500, 390),
     ];
     for (m, k, n) in shapes {
-        // The big outputs are slow on a software adapter: two layouts, bias only, there.
-        let big = m * n > 1 << 20;
+        // The big products are slow on a software adapter: two layouts, bias only, there.
+        let big = m * n > 1 << 20 || k > 4096;
         let layouts: &[(bool, bool)] = if big {
             &[(false, true), (true, false)]
         } else {

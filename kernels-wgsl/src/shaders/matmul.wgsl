@@ -14,7 +14,8 @@
 //   BM, BN (block tile), BK (depth of one shared-memory stage), TM, TN (outputs per
 //   invocation, multiples of 4, BM = 16·TM, BN = 16·TN), TRANS_A, TRANS_B, CHECKED
 //   (bounds checks; off only when m, n, k are multiples of BM, BN, BK), SPLIT_K (slices
-//   of k, one per grid z), CAUSAL (below) and `bias_at(j)` (reads binding 4, or returns 0).
+//   of k, one per grid z), CAUSAL (below), DOUBLE_BUFFER (below) and `bias_at(j)` (reads
+//   binding 4, or returns 0).
 //
 // CAUSAL skips work that a causal mask makes zero (square per-batch products, m = n or
 // m = k = sequence length): 0 none; 1 op(A)[i, kk] = 0 for kk > i (probabilities times
@@ -25,7 +26,10 @@
 //
 // 256 invocations (16 × 16) per workgroup; each stage copies op(A)[BM, BK] and
 // op(B)[BK, BN] into workgroup memory, k-major, so an invocation reads its TM values of
-// a column of A and TN values of a row of B as vec4s. While a stage is multiplied, each
+// a column of A and TN values of a row of B as vec4s. Each depth's row of a stage is
+// padded by one vec4 (A_ROW = BM / 4 + 1 vec4s apart): an operand stored depth-minor
+// (A plain, B transposed) is copied in by invocations that differ in depth, and without
+// the pad they would all hit the same workgroup-memory bank. While a stage is multiplied, each
 // invocation already holds its share of the next stage in registers (fetched from
 // storage before the arithmetic, stored after the barrier), so loads overlap the math.
 // Invocation (tx, ty) owns rows (r4·16 + ty)·4 + 0..3 and columns (c4·16 + tx)·4 + 0..3
@@ -68,8 +72,17 @@ const RN: u32 = TN / 4u;
 const A_LOADS: u32 = max(BM * BK / THREADS, 1u);
 const B_LOADS: u32 = max(BN * BK / THREADS, 1u);
 
-var<workgroup> a_tile: array<vec4<f32>, BK * BM / 4u>;
-var<workgroup> b_tile: array<vec4<f32>, BK * BN / 4u>;
+// vec4s from one depth's row of a stage to the next (see the pad above).
+const A_ROW: u32 = BM / 4u + 1u;
+const B_ROW: u32 = BN / 4u + 1u;
+
+// With DOUBLE_BUFFER, consecutive stages alternate between two halves of each tile, so a
+// stage is copied in while others may still multiply the previous one: one barrier per
+// stage instead of two.
+const HALVES: u32 = select(1u, 2u, DOUBLE_BUFFER);
+
+var<workgroup> a_tile: array<vec4<f32>, HALVES * BK * A_ROW>;
+var<workgroup> b_tile: array<vec4<f32>, HALVES * BK * B_ROW>;
 
 // Where this workgroup's batch starts in A, B and C.
 var<private> a_base: u32;
@@ -168,14 +181,17 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         }
     }
 
+    // The half of the tiles this stage uses (always 0 without DOUBLE_BUFFER).
+    var a_half = 0u;
+    var b_half = 0u;
     for (var k0 = k_begin; k0 < k_end; k0 += BK) {
         for (var l = 0u; l < A_LOADS; l++) {
             let s = a_slot(lid + l * THREADS);
-            a_tile[(s.y * BM + s.x) / 4u][s.x % 4u] = next_a[l];
+            a_tile[a_half + s.y * A_ROW + s.x / 4u][s.x % 4u] = next_a[l];
         }
         for (var l = 0u; l < B_LOADS; l++) {
             let s = b_slot(lid + l * THREADS);
-            b_tile[(s.y * BN + s.x) / 4u][s.x % 4u] = next_b[l];
+            b_tile[b_half + s.y * B_ROW + s.x / 4u][s.x % 4u] = next_b[l];
         }
         workgroupBarrier();
 
@@ -196,10 +212,10 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             var av: array<vec4<f32>, RM>;
             var bv: array<vec4<f32>, RN>;
             for (var r4 = 0u; r4 < RM; r4++) {
-                av[r4] = a_tile[kk * (BM / 4u) + r4 * 16u + ty];
+                av[r4] = a_tile[a_half + kk * A_ROW + r4 * 16u + ty];
             }
             for (var c4 = 0u; c4 < RN; c4++) {
-                bv[c4] = b_tile[kk * (BN / 4u) + c4 * 16u + tx];
+                bv[c4] = b_tile[b_half + kk * B_ROW + c4 * 16u + tx];
             }
             for (var r = 0u; r < TM; r++) {
                 let ar = vec4<f32>(av[r / 4u][r % 4u]);
@@ -208,7 +224,14 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
                 }
             }
         }
-        workgroupBarrier();
+        if (DOUBLE_BUFFER) {
+            // The next stage goes to the other half; every invocation has passed this
+            // stage's barrier, so none still reads the half written two stages from now.
+            a_half = BK * A_ROW - a_half;
+            b_half = BK * B_ROW - b_half;
+        } else {
+            workgroupBarrier();
+        }
     }
 
     // Unsplit: C with the bias. Split: this slice's sums, at slice z of the partials.

@@ -3,7 +3,7 @@
 //
 // sum_rows:       x [rows, cols] -> partial [chunks, cols], chunks = ceil(rows / CHUNK):
 //                 the sums over each chunk of CHUNK rows (the result itself when chunks = 1)
-// sum_row_chunks: partial [chunks, cols] -> out [cols]: the chunk sums, in chunk order
+// sum_row_chunks: partial [chunks, cols] -> out [cols]: the chunk sums (order below)
 //
 // A sum_rows workgroup owns 64 columns of one chunk; its 4 lanes of 64 invocations each
 // sum every 4th row of the chunk (ascending), then the 4 lane sums are added in lane
@@ -42,17 +42,26 @@ fn sum_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
     }
 }
 
-// Here p.rows is the number of chunks.
-@compute @workgroup_size(64)
+// Here p.rows is the number of chunks. A workgroup owns 32 columns; its 8 lanes of 32
+// invocations each sum every 8th chunk (ascending), then the 8 lane sums are added in
+// lane order (a single sequential pass over hundreds of chunks is latency-bound).
+@compute @workgroup_size(32, 8)
 fn sum_row_chunks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                  @builtin(local_invocation_index) lid: u32) {
-    let col = flat_group(wid, nwg) * 64u + lid;
-    if (col >= p.cols) {
-        return;
-    }
+                  @builtin(local_invocation_id) l: vec3<u32>) {
+    let col = flat_group(wid, nwg) * 32u + l.x;
     var acc = 0.0;
-    for (var c = 0u; c < p.rows; c++) {
-        acc += x[c * p.cols + col];
+    if (col < p.cols) {
+        for (var c = l.y; c < p.rows; c += 8u) {
+            acc += x[c * p.cols + col];
+        }
     }
-    out[col] = acc;
+    partial[l.y * 32u + l.x] = acc;
+    workgroupBarrier();
+    if (l.y == 0u && col < p.cols) {
+        var sum = partial[l.x];
+        for (var lane = 1u; lane < 8u; lane++) {
+            sum += partial[lane * 32u + l.x];
+        }
+        out[col] = sum;
+    }
 }
