@@ -119,6 +119,11 @@ impl CpuBackend {
         self.pool.take(len)
     }
 
+    /// Gives a scratch buffer from [`CpuBackend::uninit`] back to the pool.
+    pub(crate) fn recycle(&self, data: Vec<f32>) {
+        self.pool.give_back(data)
+    }
+
     /// Hands `data` out as a buffer that returns to this backend's pool when dropped.
     pub(crate) fn wrap(&self, data: Vec<f32>) -> CpuBuffer<f32> {
         CpuBuffer::pooled(data, &self.pool)

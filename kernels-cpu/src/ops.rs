@@ -105,7 +105,14 @@ impl Backend for CpuBackend {
 
     fn sum_rows(&self, x: &Self::Storage, rows: usize, cols: usize) -> Self::Storage {
         expect_len("sum_rows", "x", x, rows * cols);
-        self.produce(cols, |out| elementwise::sum_rows(&self.par, out, &x.read(), rows, cols))
+        let Some(fast) = self.fast else {
+            return self.produce(cols, |out| elementwise::sum_rows(&self.par, out, &x.read(), rows, cols));
+        };
+        let mut partials = self.uninit(fast::sum_rows_partials_len(rows, cols));
+        let out =
+            self.produce_all(cols, |out| fast::sum_rows(fast, &self.par, out, &mut partials, &x.read()));
+        self.recycle(partials);
+        out
     }
 
     fn sum_squares(&self, x: &Self::Storage, len: usize) -> Self::Storage {
@@ -168,6 +175,13 @@ impl Backend for CpuBackend {
         expect_len("layer_norm", "x", x, rows * dim);
         expect_len("layer_norm", "gamma", gamma, dim);
         expect_len("layer_norm", "beta", beta, dim);
+        if let Some(fast) = self.fast {
+            let (mut out, mut mean, mut rstd) =
+                (self.uninit(rows * dim), self.uninit(rows), self.uninit(rows));
+            let (x, gamma, beta) = (&x.read(), &gamma.read(), &beta.read());
+            fast::layer_norm_forward(fast, &self.par, &mut out, &mut mean, &mut rstd, x, gamma, beta, eps);
+            return LayerNormOut { out: self.wrap(out), mean: self.wrap(mean), rstd: self.wrap(rstd) };
+        }
         let mut out = self.zeroed(rows * dim);
         let stats = layernorm::layernorm_forward(
             &self.par,
@@ -198,6 +212,17 @@ impl Backend for CpuBackend {
         expect_len("layer_norm_backward", "x", x, rows * dim);
         expect_len("layer_norm_backward", "saved mean", &saved.mean, rows);
         expect_len("layer_norm_backward", "saved rstd", &saved.rstd, rows);
+        if let Some(fast) = self.fast {
+            let (mut dx, mut dgamma, mut dbeta) =
+                (self.uninit(rows * dim), self.uninit(dim), self.uninit(dim));
+            let mut partials = self.uninit(fast::layer_norm_partials_len(rows, dim));
+            let (dout, x, gamma) = (&dout.read(), &x.read(), &gamma.read());
+            let (mean, rstd) = (&saved.mean.read(), &saved.rstd.read());
+            let bufs = [&mut dx[..], &mut dgamma[..], &mut dbeta[..], &mut partials[..]];
+            fast::layer_norm_backward(fast, &self.par, bufs, dout, x, gamma, mean, rstd);
+            self.recycle(partials);
+            return LayerNormGrads { dx: self.wrap(dx), dgamma: self.wrap(dgamma), dbeta: self.wrap(dbeta) };
+        }
         let stats = RowStats { mean: saved.mean.read().clone(), rstd: saved.rstd.read().clone() };
         let (mut dx, mut dgamma, mut dbeta) = (self.zeroed(rows * dim), self.zeroed(dim), self.zeroed(dim));
         layernorm::layernorm_backward(

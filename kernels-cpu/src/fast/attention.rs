@@ -11,7 +11,8 @@
 //! `P[t,u] = e^{s_u - lse_t}`. Written for the auto-vectoriser and instantiated per ISA
 //! behind its `#[target_feature]` (x86.rs, wasm.rs): each head's keys (and, backward, its
 //! values) are first transposed into `[hd][T]` panels, so a row's scores are broadcast
-//! multiply-adds over `BLOCK` consecutive positions held in one accumulator array; the
+//! multiply-adds over `BLOCK` consecutive positions held in one accumulator array (rows
+//! padded to a multiple of it with zero keys); the
 //! `Σ_u P v_u`-style sums run along the head's `hd` contiguous columns.
 //!
 //! One (batch, head) pair is one parallel piece; it writes only its own columns of the
@@ -21,37 +22,8 @@ use std::cell::RefCell;
 
 use tinygpt_tensor::AttentionDims;
 
-use crate::fast::math::exp;
-
-/// Score positions computed together (one 16-lane accumulator array); rows of scores are
-/// padded to a multiple of it with zero keys.
-const BLOCK: usize = 16;
-
-/// An output buffer shared by the pieces, each writing a disjoint part of it.
-#[derive(Clone, Copy)]
-pub(crate) struct SharedOut(pub *mut f32);
-// SAFETY: pieces write disjoint elements (their own head's columns), and the buffer
-// outlives the parallel call that uses it.
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    /// The same buffer from element `offset` on.
-    ///
-    /// # Safety
-    /// `offset` lies inside the buffer.
-    #[inline(always)]
-    pub(crate) unsafe fn offset(self, offset: usize) -> SharedOut {
-        SharedOut(self.0.add(offset))
-    }
-
-    /// # Safety
-    /// `start + len` lies inside the buffer and no other piece touches that range meanwhile.
-    #[inline(always)]
-    unsafe fn slice<'a>(self, start: usize, len: usize) -> &'a mut [f32] {
-        std::slice::from_raw_parts_mut(self.0.add(start), len)
-    }
-}
+use crate::fast::math::{dot_blocked, exp, sum_blocked, BLOCK};
+pub(crate) use crate::fast::shared_out::SharedOut;
 
 /// The forward pass of one (batch, head) pair `bh`.
 pub(crate) struct HeadForward<'a> {
@@ -168,40 +140,6 @@ fn panel_dots(out: &mut [f32], x: &[f32], panel: &[f32], padded: usize, scale: f
             *o = a * scale;
         }
     }
-}
-
-/// `Σ x[i] · y[i]` in `BLOCK` interleaved partial sums (a fixed order, vectorisable).
-#[inline(always)]
-fn dot_blocked(x: &[f32], y: &[f32]) -> f32 {
-    let mut acc = [0f32; BLOCK];
-    let (xc, yc) = (x.chunks_exact(BLOCK), y.chunks_exact(BLOCK));
-    let (xr, yr) = (xc.remainder(), yc.remainder());
-    for (xs, ys) in xc.zip(yc) {
-        for ((a, &p), &q) in acc.iter_mut().zip(xs).zip(ys) {
-            *a += p * q;
-        }
-    }
-    for ((a, &p), &q) in acc.iter_mut().zip(xr).zip(yr) {
-        *a += p * q;
-    }
-    acc.iter().sum()
-}
-
-/// `Σ x[i]` in `BLOCK` interleaved partial sums.
-#[inline(always)]
-fn sum_blocked(x: &[f32]) -> f32 {
-    let mut acc = [0f32; BLOCK];
-    let chunks = x.chunks_exact(BLOCK);
-    let rest = chunks.remainder();
-    for xs in chunks {
-        for (a, &p) in acc.iter_mut().zip(xs) {
-            *a += p;
-        }
-    }
-    for (a, &p) in acc.iter_mut().zip(rest) {
-        *a += p;
-    }
-    acc.iter().sum()
 }
 
 /// `acc += alpha · x`.

@@ -83,6 +83,8 @@ thread_local! {
     /// Packed op(B), kept between calls so a training step does not fault in fresh pages
     /// for it every time (it is as big as B).
     static PACKED_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// Each thread's packed block of op(A), kept between pieces for the same reason.
+    static PACKED_A: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 pub(crate) fn matmul(
@@ -203,7 +205,11 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
             *c.add(i * n + j) = bias.map_or(0.0, |b| b[j]);
         }
     }
-    let mut a_pack = vec![0f32; rows.len().div_ceil(MR) * MR * KC.min(k)];
+    // Taken out of the thread-local, not borrowed in a closure: a closure would not inherit
+    // this function's `#[target_feature]`s.
+    let mut a_pack = PACKED_A.take();
+    a_pack.clear();
+    a_pack.resize(rows.len().div_ceil(MR) * MR * KC.min(k), 0.0);
     for pc in (0..k).step_by(KC) {
         let kc = KC.min(k - pc);
         pack_a::<MR>(&mut a_pack, a, rows.clone(), pc, kc);
@@ -234,6 +240,7 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
             }
         }
     }
+    PACKED_A.set(a_pack);
 }
 
 /// `C[MR, nr] += A_panel[kc][MR] · B_panel[kc][nr]` with the whole tile of C held in

@@ -2,6 +2,10 @@
 //! calls, so a loop over slices that calls these compiles to vector code at the width of
 //! the `#[target_feature]` entry point it is inlined into.
 
+/// Lanes of the partial sums below: one AVX-512 register (two AVX2, four simd128). The
+/// order of the additions is fixed by this constant alone, never by the ISA or threads.
+pub(crate) const BLOCK: usize = 16;
+
 /// `e^x` for `x` clamped to [-87, 88] (so `2^n` stays a normal f32): `x = n ln2 + r`,
 /// `|r| <= ln2/2`, `e^r` by its degree-6 Taylor polynomial (error < 1.3e-7 relative).
 #[inline(always)]
@@ -19,4 +23,38 @@ pub(crate) fn exp(x: f32) -> f32 {
         + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
     let n_int = (shifted.to_bits() as i32).wrapping_sub(ROUNDER.to_bits() as i32);
     p * f32::from_bits(((n_int + 127) << 23) as u32)
+}
+
+/// `Σ x[i] · y[i]` in `BLOCK` interleaved partial sums (a fixed order, vectorisable).
+#[inline(always)]
+pub(crate) fn dot_blocked(x: &[f32], y: &[f32]) -> f32 {
+    let mut acc = [0f32; BLOCK];
+    let (xc, yc) = (x.chunks_exact(BLOCK), y.chunks_exact(BLOCK));
+    let (xr, yr) = (xc.remainder(), yc.remainder());
+    for (xs, ys) in xc.zip(yc) {
+        for ((a, &p), &q) in acc.iter_mut().zip(xs).zip(ys) {
+            *a += p * q;
+        }
+    }
+    for ((a, &p), &q) in acc.iter_mut().zip(xr).zip(yr) {
+        *a += p * q;
+    }
+    acc.iter().sum()
+}
+
+/// `Σ x[i]` in `BLOCK` interleaved partial sums.
+#[inline(always)]
+pub(crate) fn sum_blocked(x: &[f32]) -> f32 {
+    let mut acc = [0f32; BLOCK];
+    let chunks = x.chunks_exact(BLOCK);
+    let rest = chunks.remainder();
+    for xs in chunks {
+        for (a, &p) in acc.iter_mut().zip(xs) {
+            *a += p;
+        }
+    }
+    for (a, &p) in acc.iter_mut().zip(rest) {
+        *a += p;
+    }
+    acc.iter().sum()
 }

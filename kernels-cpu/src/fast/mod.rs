@@ -13,8 +13,11 @@
 mod attention;
 mod gelu;
 pub(crate) mod gemm;
+mod layernorm;
 mod math;
+mod shared_out;
 mod simd;
+mod sum_rows;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm;
 #[cfg(target_arch = "x86_64")]
@@ -22,7 +25,8 @@ mod x86;
 
 use tinygpt_tensor::AttentionDims;
 
-use attention::{HeadBackward, HeadForward, SharedOut};
+use attention::{HeadBackward, HeadForward};
+use shared_out::SharedOut;
 
 use crate::kernels::elementwise::ELEMENTWISE_CHUNK;
 use crate::parallel::Parallel;
@@ -39,6 +43,45 @@ pub(crate) struct FastKernels {
     pub gelu_backward: unsafe fn(&mut [f32], &[f32], &[f32]),
     pub attention: unsafe fn(&HeadForward<'_>),
     pub attention_backward: unsafe fn(&HeadBackward<'_>),
+    pub layer_norm: unsafe fn(LayerNormRows<'_>),
+    pub layer_norm_backward: unsafe fn(LayerNormBackwardRows<'_>),
+    pub sum_rows: unsafe fn(&mut [f32], &[f32]),
+}
+
+/// A block of rows for [`FastKernels::layer_norm`] (see `layernorm::forward_rows`).
+pub(crate) struct LayerNormRows<'a> {
+    pub out: &'a mut [f32],
+    pub mean: &'a mut [f32],
+    pub rstd: &'a mut [f32],
+    pub x: &'a [f32],
+    pub gamma: &'a [f32],
+    pub beta: &'a [f32],
+    pub eps: f32,
+}
+
+/// A block of rows for [`FastKernels::layer_norm_backward`] (see `layernorm::backward_rows`).
+pub(crate) struct LayerNormBackwardRows<'a> {
+    pub dx: &'a mut [f32],
+    pub partial: &'a mut [f32],
+    pub dout: &'a [f32],
+    pub x: &'a [f32],
+    pub gamma: &'a [f32],
+    pub mean: &'a [f32],
+    pub rstd: &'a [f32],
+}
+
+impl LayerNormRows<'_> {
+    #[inline(always)]
+    pub(crate) fn run(self) {
+        layernorm::forward_rows(self.out, self.mean, self.rstd, self.x, self.gamma, self.beta, self.eps)
+    }
+}
+
+impl LayerNormBackwardRows<'_> {
+    #[inline(always)]
+    pub(crate) fn run(self) {
+        layernorm::backward_rows(self.dx, self.partial, self.dout, self.x, self.gamma, self.mean, self.rstd)
+    }
 }
 
 /// The entry points of `variant`, or `None` for the reference (and for a variant this
@@ -126,4 +169,115 @@ pub(crate) fn attention_backward(
         // SAFETY: as in `attention_forward`: pair `bh` writes only its head's columns.
         unsafe { (kernels.attention_backward)(&job) }
     });
+}
+
+/// LayerNorm forward over `mean.len()` rows of `gamma.len()` values, in blocks of
+/// `layernorm::ROWS_PER_PIECE` rows.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layer_norm_forward(
+    kernels: &FastKernels,
+    par: &Parallel,
+    out: &mut [f32],
+    mean: &mut [f32],
+    rstd: &mut [f32],
+    x: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+) {
+    let (rows, dim) = (mean.len(), gamma.len());
+    assert!(out.len() == rows * dim && x.len() == rows * dim && rstd.len() == rows && beta.len() == dim);
+    if out.is_empty() {
+        return;
+    }
+    let block = layernorm::ROWS_PER_PIECE;
+    let (mean, rstd) = (SharedOut(mean.as_mut_ptr()), SharedOut(rstd.as_mut_ptr()));
+    par.chunks_mut(out, block * dim, |i, out| {
+        let n = out.len() / dim;
+        let x = &x[i * block * dim..][..out.len()];
+        // SAFETY: block `i` writes only its own `n` rows' statistics (inside `[rows]`, as
+        // asserted); `kernels` is a supported variant's.
+        unsafe {
+            let (mean, rstd) = (mean.slice(i * block, n), rstd.slice(i * block, n));
+            (kernels.layer_norm)(LayerNormRows { out, mean, rstd, x, gamma, beta, eps })
+        }
+    });
+}
+
+/// LayerNorm backward: `dx`, and `dgamma`/`dbeta` as the sum, in block order, of each row
+/// block's partials (`partials` is scratch of [`layer_norm_partials_len`] values).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layer_norm_backward(
+    kernels: &FastKernels,
+    par: &Parallel,
+    [dx, dgamma, dbeta, partials]: [&mut [f32]; 4],
+    dout: &[f32],
+    x: &[f32],
+    gamma: &[f32],
+    mean: &[f32],
+    rstd: &[f32],
+) {
+    let (rows, dim) = (mean.len(), gamma.len());
+    assert!(dx.len() == rows * dim && dout.len() == rows * dim && x.len() == rows * dim);
+    assert!(rstd.len() == rows && dgamma.len() == dim && dbeta.len() == dim);
+    assert_eq!(partials.len(), layer_norm_partials_len(rows, dim));
+    dgamma.fill(0.0);
+    dbeta.fill(0.0);
+    if dx.is_empty() {
+        return;
+    }
+    let block = layernorm::ROWS_PER_PIECE;
+    let dx = SharedOut(dx.as_mut_ptr());
+    par.chunks_mut(partials, 2 * dim, |i, partial| {
+        let (r0, n) = (i * block, block.min(rows - i * block));
+        let (dout, x) = (&dout[r0 * dim..][..n * dim], &x[r0 * dim..][..n * dim]);
+        let (mean, rstd) = (&mean[r0..][..n], &rstd[r0..][..n]);
+        // SAFETY: block `i` writes only its own rows of `dx` (`[rows, dim]`, as asserted).
+        unsafe {
+            let dx = dx.slice(r0 * dim, n * dim);
+            (kernels.layer_norm_backward)(LayerNormBackwardRows { dx, partial, dout, x, gamma, mean, rstd })
+        }
+    });
+    for partial in partials.chunks_exact(2 * dim) {
+        let (dg, db) = partial.split_at(dim);
+        dgamma.iter_mut().zip(dg).for_each(|(o, &p)| *o += p);
+        dbeta.iter_mut().zip(db).for_each(|(o, &p)| *o += p);
+    }
+}
+
+/// Scratch values [`layer_norm_backward`] needs for `rows` rows of `dim`.
+pub(crate) fn layer_norm_partials_len(rows: usize, dim: usize) -> usize {
+    rows.div_ceil(layernorm::ROWS_PER_PIECE) * 2 * dim
+}
+
+/// Column sums of `x` `[rows, out.len()]` into `out`, through per-block partials
+/// (`partials`: [`sum_rows_partials_len`] values of scratch).
+pub(crate) fn sum_rows(
+    kernels: &FastKernels,
+    par: &Parallel,
+    out: &mut [f32],
+    partials: &mut [f32],
+    x: &[f32],
+) {
+    let cols = out.len();
+    out.fill(0.0);
+    if cols == 0 || x.is_empty() {
+        return;
+    }
+    let rows = x.len() / cols;
+    assert_eq!(partials.len(), sum_rows_partials_len(rows, cols));
+    let block = sum_rows::ROWS_PER_PIECE;
+    par.chunks_mut(partials, cols, |i, partial| {
+        let x = &x[i * block * cols..][..block.min(rows - i * block) * cols];
+        // SAFETY: `kernels` is a supported variant's.
+        unsafe { (kernels.sum_rows)(partial, x) }
+    });
+    for partial in partials.chunks_exact(cols) {
+        out.iter_mut().zip(partial).for_each(|(o, &p)| *o += p);
+    }
+}
+
+/// Scratch values [`sum_rows`] needs for `rows` rows of `cols`.
+pub(crate) fn sum_rows_partials_len(rows: usize, cols: usize) -> usize {
+    rows.div_ceil(sum_rows::ROWS_PER_PIECE) * cols
 }

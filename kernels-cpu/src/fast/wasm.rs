@@ -7,7 +7,7 @@ use core::arch::wasm32::*;
 use crate::fast::attention::{self, HeadBackward, HeadForward};
 use crate::fast::gemm::{self, Microkernel, Piece};
 use crate::fast::simd::Simd;
-use crate::fast::{gelu, FastKernels};
+use crate::fast::{gelu, sum_rows, FastKernels, LayerNormBackwardRows, LayerNormRows};
 
 #[derive(Clone, Copy)]
 pub(crate) struct Simd128;
@@ -61,10 +61,25 @@ unsafe fn simd128_attention_backward(job: &HeadBackward<'_>) {
     attention::backward_head(job)
 }
 
+unsafe fn simd128_layer_norm(rows: LayerNormRows<'_>) {
+    rows.run()
+}
+
+unsafe fn simd128_layer_norm_backward(rows: LayerNormBackwardRows<'_>) {
+    rows.run()
+}
+
+unsafe fn simd128_sum_rows(partial: &mut [f32], x: &[f32]) {
+    sum_rows::block_sums(partial, x)
+}
+
 pub(crate) static SIMD128: FastKernels = FastKernels {
     matmul: Microkernel { mr: 4, nr: 8, piece: simd128_piece },
     gelu: simd128_gelu,
     gelu_backward: simd128_gelu_backward,
     attention: simd128_attention,
     attention_backward: simd128_attention_backward,
+    layer_norm: simd128_layer_norm,
+    layer_norm_backward: simd128_layer_norm_backward,
+    sum_rows: simd128_sum_rows,
 };

@@ -8,7 +8,7 @@ use std::arch::x86_64::*;
 use crate::fast::attention::{self, HeadBackward, HeadForward};
 use crate::fast::gemm::{self, Microkernel, Piece};
 use crate::fast::simd::Simd;
-use crate::fast::{gelu, FastKernels};
+use crate::fast::{gelu, sum_rows, FastKernels, LayerNormBackwardRows, LayerNormRows};
 
 #[derive(Clone, Copy)]
 pub(crate) struct Avx2;
@@ -96,6 +96,21 @@ unsafe fn avx2_attention_backward(job: &HeadBackward<'_>) {
     attention::backward_head(job)
 }
 
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_layer_norm(rows: LayerNormRows<'_>) {
+    rows.run()
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_layer_norm_backward(rows: LayerNormBackwardRows<'_>) {
+    rows.run()
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_sum_rows(partial: &mut [f32], x: &[f32]) {
+    sum_rows::block_sums(partial, x)
+}
+
 /// 12 × 32: 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers.
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_piece(job: &Piece<'_>) {
@@ -122,12 +137,30 @@ unsafe fn avx512_attention_backward(job: &HeadBackward<'_>) {
     attention::backward_head(job)
 }
 
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_layer_norm(rows: LayerNormRows<'_>) {
+    rows.run()
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_layer_norm_backward(rows: LayerNormBackwardRows<'_>) {
+    rows.run()
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_sum_rows(partial: &mut [f32], x: &[f32]) {
+    sum_rows::block_sums(partial, x)
+}
+
 pub(crate) static AVX2_FMA: FastKernels = FastKernels {
     matmul: Microkernel { mr: 6, nr: 16, piece: avx2_piece },
     gelu: avx2_gelu,
     gelu_backward: avx2_gelu_backward,
     attention: avx2_attention,
     attention_backward: avx2_attention_backward,
+    layer_norm: avx2_layer_norm,
+    layer_norm_backward: avx2_layer_norm_backward,
+    sum_rows: avx2_sum_rows,
 };
 
 pub(crate) static AVX512: FastKernels = FastKernels {
@@ -136,4 +169,7 @@ pub(crate) static AVX512: FastKernels = FastKernels {
     gelu_backward: avx512_gelu_backward,
     attention: avx512_attention,
     attention_backward: avx512_attention_backward,
+    layer_norm: avx512_layer_norm,
+    layer_norm_backward: avx512_layer_norm_backward,
+    sum_rows: avx512_sum_rows,
 };
