@@ -26,6 +26,8 @@
 //! [`import_safetensors`] move a checkpoint as one file;
 //! [`export_nanogpt`] and [`import_nanogpt`] in nanoGPT's names and layout (for PyTorch).
 
+mod adapter;
+mod adapter_safetensors;
 #[cfg(not(target_arch = "wasm32"))]
 mod blocking;
 mod checkpoint;
@@ -48,6 +50,11 @@ mod store;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 
+pub use adapter::{
+    base_weights_sha256, AdapterCheckpoint, AdapterConfigFile, AdapterStore, BaseRef, ADAPTER_CONFIG,
+    ADAPTER_M, ADAPTER_V, ADAPTER_WEIGHTS,
+};
+pub use adapter_safetensors::{export_adapter_safetensors, import_adapter_safetensors, PEFT_PREFIX};
 #[cfg(not(target_arch = "wasm32"))]
 pub use blocking::CheckpointDir;
 pub use checkpoint::Checkpoint;
