@@ -36,6 +36,114 @@ pub enum Command {
     DebugState(DebugStateArgs),
     /// List a run folder's checkpoint generations: step, val loss, size, whether it verifies.
     Checkpoints(CheckpointsArgs),
+    /// LoRA adapters on a frozen base: train, merge, list, export, import.
+    #[command(subcommand)]
+    Lora(LoraCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LoraCommand {
+    /// Train an adapter on a frozen base (`--base DIR` or `--base builtin`).
+    Train(LoraTrainArgs),
+    /// Fold an adapter into its base: a plain checkpoint that samples like base + adapter.
+    Merge(LoraMergeArgs),
+    /// List the adapters stored beside a base (`<base>/adapters/`).
+    List(LoraListArgs),
+    /// Write an adapter as a PEFT-named .safetensors file.
+    Export(LoraExportArgs),
+    /// Read a PEFT-named .safetensors adapter into an adapter folder.
+    Import(LoraImportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LoraTrainArgs {
+    /// The frozen base: a checkpoint folder, or `builtin` (a medium model trained on TinyShakespeare).
+    #[arg(long)]
+    pub base: PathBuf,
+    /// The UTF-8 text to adapt to.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// `qv-r4` (rank 4, alpha 8, q_proj,v_proj; the default) or `qvo-r8` (rank 8, alpha 16, q_proj,v_proj,o_proj).
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Adapter rank (default 4).
+    #[arg(long)]
+    pub rank: Option<usize>,
+    /// Adapter alpha; the term is scaled by alpha/rank (default 2 × rank).
+    #[arg(long)]
+    pub alpha: Option<f32>,
+    /// Linears to adapt, comma-separated: q_proj,k_proj,v_proj,o_proj,fc_in,fc_out (default q_proj,v_proj).
+    #[arg(long)]
+    pub targets: Option<String>,
+    /// The adapter folder to write (e.g. <base>/adapters/<name>).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Continue the adapter in --out exactly (to --steps total, default its own max_steps).
+    #[arg(long)]
+    pub resume: bool,
+    /// Steps in all (default 1000).
+    #[arg(long, allow_negative_numbers = true)]
+    pub steps: Option<i64>,
+    /// Peak learning rate of the adapter (default 1e-3), cosine to a tenth of it.
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Weight decay on the adapter's tensors (default 0).
+    #[arg(long, default_value_t = 0.0)]
+    pub weight_decay: f32,
+    /// Evaluate and save every this many steps.
+    #[arg(long, default_value_t = 100)]
+    pub eval_interval: usize,
+    /// Batch size (default: the base's).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Seed of the adapter's init and the batches (default: the base's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub compute: Compute,
+}
+
+#[derive(Args, Debug)]
+pub struct LoraMergeArgs {
+    #[arg(long)]
+    pub base: PathBuf,
+    /// An adapter folder, or the name of one in <base>/adapters/.
+    #[arg(long)]
+    pub adapter: PathBuf,
+    /// The checkpoint folder to write.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub compute: Compute,
+}
+
+#[derive(Args, Debug)]
+pub struct LoraListArgs {
+    #[arg(long)]
+    pub base: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct LoraExportArgs {
+    #[arg(long)]
+    pub base: PathBuf,
+    #[arg(long)]
+    pub adapter: PathBuf,
+    /// The .safetensors file to write.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct LoraImportArgs {
+    #[arg(long)]
+    pub base: PathBuf,
+    /// A PEFT-named .safetensors adapter (from `tinygpt lora export`).
+    #[arg(long = "in")]
+    pub input: PathBuf,
+    /// The adapter folder to create.
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -123,9 +231,12 @@ pub struct TrainArgs {
 
 #[derive(Args, Debug)]
 pub struct SampleArgs {
-    /// A checkpoint folder (written by `tinygpt train` or `tinygpt import`).
+    /// A checkpoint folder (written by `tinygpt train` or `tinygpt import`), or `builtin`.
     #[arg(long)]
     pub model: PathBuf,
+    /// A LoRA adapter on the model: a folder, or a name in <model>/adapters/.
+    #[arg(long)]
+    pub adapter: Option<PathBuf>,
     /// The generation to load (`gen-000003`, `3`, or `best`: the one with the lowest
     /// validation loss; default: the latest). `tinygpt checkpoints DIR` lists them.
     #[arg(long)]
@@ -148,9 +259,12 @@ pub struct SampleArgs {
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
-    /// A checkpoint folder.
+    /// A checkpoint folder, or `builtin`.
     #[arg(long)]
     pub model: PathBuf,
+    /// A LoRA adapter on the model: a folder, or a name in <model>/adapters/.
+    #[arg(long)]
+    pub adapter: Option<PathBuf>,
     /// The generation to load (`gen-000003`, `3`, or `best`: the one with the lowest
     /// validation loss; default: the latest). `tinygpt checkpoints DIR` lists them.
     #[arg(long)]

@@ -1,6 +1,7 @@
 //! `tinygpt`: train, sample, evaluate and benchmark a byte-level GPT from the terminal.
 
 mod args;
+mod base;
 mod checkpoint;
 mod commands;
 mod compute;
@@ -12,7 +13,7 @@ mod text;
 use clap::error::ErrorKind;
 use clap::Parser;
 
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, LoraCommand};
 
 fn main() {
     let cli = match Cli::try_parse() {
@@ -37,6 +38,11 @@ fn main() {
         Command::Import(a) => commands::transfer::import(a),
         Command::DebugState(a) => commands::debug_state::run(a),
         Command::Checkpoints(a) => commands::checkpoints::run(a),
+        Command::Lora(LoraCommand::Train(a)) => commands::lora::train(a),
+        Command::Lora(LoraCommand::Merge(a)) => commands::lora::merge(a),
+        Command::Lora(LoraCommand::List(a)) => commands::lora::list(a),
+        Command::Lora(LoraCommand::Export(a)) => commands::lora::export(a),
+        Command::Lora(LoraCommand::Import(a)) => commands::lora::import(a),
     };
     if let Err(e) = result {
         eprintln!("tinygpt: error: {e}");

@@ -1,10 +1,12 @@
-//! `tinygpt eval`: one JSON line of train and validation loss over fixed, seeded batches.
+//! `tinygpt eval`: one JSON line of train and validation loss over fixed, seeded batches,
+//! of a model or of a model with a LoRA adapter.
 
-use tinygpt_model::{Dataset, Split};
+use tinygpt_model::{Dataset, Gpt, Lora, Params, Split};
+use tinygpt_optim::{GroupOptions, Trainer};
 use tinygpt_tensor::Backend;
 
 use crate::args::EvalArgs;
-use crate::checkpoint::load;
+use crate::base::{adapter_dir, load_adapter, load_base};
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
 use crate::text;
@@ -21,13 +23,28 @@ impl WithBackend for Eval {
 
     fn run<B: Backend>(self, backend: B, _threads: usize) -> Result<(), CliError> {
         let args = self.0;
-        let ckpt = load(&args.model, args.generation.as_deref())?;
+        let base = load_base(&args.model, args.generation.as_deref())?;
+        let adapter = match &args.adapter {
+            Some(dir) => Some(load_adapter(&base, &adapter_dir(&base, dir))?),
+            None => None,
+        };
+        let ckpt = base.ckpt;
         let (name, bytes) = text::load(args.data.as_deref())?;
         let (context, seed) = (ckpt.model_config.context_length, ckpt.training_config.seed);
         let dataset = Dataset::new(&name, &bytes, context, seed)?;
-        // Evaluation reuses the trainer's fixed, seeded eval batches.
+        // Evaluation reuses the trainer's fixed, seeded eval batches (the base's, with or
+        // without the adapter, so the two are scored on the same windows).
         crate::memory::check_fits(&ckpt.model_config, ckpt.training_config.batch_size)?;
-        let trainer = ckpt.weights_only().resume(&backend, dataset)?;
+        let trainer = match adapter {
+            Some(a) => {
+                let config = ckpt.model_config.clone();
+                let model = Gpt::new(config.clone(), Params::from_flat(&backend, &config, &ckpt.weights)?)?;
+                let lora = Lora::from_flat(&backend, &config, a.lora, &a.weights)?;
+                let options = GroupOptions { weight_decay: 0.0, lr_scale: 1.0 };
+                Trainer::new_adapter(model, lora, options, ckpt.training_config, dataset)?
+            }
+            None => ckpt.resume(&backend, dataset)?,
+        };
         let train_loss = trainer.evaluate(Split::Train)?;
         let val_loss = trainer.evaluate(Split::Val)?;
         let c = trainer.config();

@@ -1,4 +1,5 @@
-//! `tinygpt sample`: streams generated text to stdout.
+//! `tinygpt sample`: streams generated text to stdout (from a model, or a model with a
+//! LoRA adapter folded in).
 
 use std::io::Write;
 
@@ -7,7 +8,7 @@ use tinygpt_model::{Gpt, Params, SampleConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::SampleArgs;
-use crate::checkpoint::load;
+use crate::base::{adapter_dir, load_adapter, load_base, merged_weights};
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
 
@@ -26,9 +27,14 @@ impl WithBackend for Sample {
 
     fn run<B: Backend>(self, backend: B, _threads: usize) -> Result<(), CliError> {
         let args = self.0;
-        let ckpt = load(&args.model, args.generation.as_deref())?;
-        let params = Params::from_flat(&backend, &ckpt.model_config, &ckpt.weights)?;
-        let model = Gpt::new(ckpt.model_config, params)?;
+        let base = load_base(&args.model, args.generation.as_deref())?;
+        // With an adapter: its merge into the base, the same function as base + adapter.
+        let weights = match &args.adapter {
+            Some(dir) => merged_weights(&base, &load_adapter(&base, &adapter_dir(&base, dir))?)?,
+            None => base.ckpt.weights.clone(),
+        };
+        let params = Params::from_flat(&backend, &base.ckpt.model_config, &weights)?;
+        let model = Gpt::new(base.ckpt.model_config, params)?;
         let config = SampleConfig {
             max_tokens: args.tokens,
             temperature: args.temperature,

@@ -1,0 +1,321 @@
+//! `tinygpt lora …`: adapters on a frozen base.
+//!
+//! - `train`: trains an adapter (a preset, or `--rank/--alpha/--targets`) on `--data`,
+//!   evaluating and saving it every `--eval-interval` steps and at the end into `--out`
+//!   (an adapter folder, e.g. `<base>/adapters/<name>`); `--resume` continues the one
+//!   there exactly. It ends with one JSON line: the validation loss of the base alone
+//!   (a fresh adapter adds exactly zero, so that is the run's first evaluation) and with
+//!   the adapter, the reduction, and the adapter's file size (`adapter.f32`) against the
+//!   base's (`weights.f32`).
+//! - `merge`: writes base + adapter as a plain checkpoint (`W' = W + (alpha/r)·B·A`).
+//! - `list`: the adapters stored beside a base.
+//! - `export` / `import`: an adapter as a PEFT-named `.safetensors` file.
+
+use std::path::Path;
+use std::time::Instant;
+
+use tinygpt_ckpt::{
+    export_adapter_safetensors, import_adapter_safetensors, AdapterCheckpoint, AdapterStore, BaseRef,
+    Checkpoint, CheckpointDir, NativeStorage,
+};
+use tinygpt_model::{Dataset, Gpt, Lora, LoraConfig, Params, Split};
+use tinygpt_optim::{GroupOptions, ResumeState, Trainer, TrainingConfig};
+use tinygpt_tensor::{block_on, Backend, Rng};
+
+use crate::args::{LoraExportArgs, LoraImportArgs, LoraListArgs, LoraMergeArgs, LoraTrainArgs};
+use crate::base::{adapter_dir, load_adapter, load_base, merged_weights, Base, ADAPTERS_DIR};
+use crate::compute::{dispatch, WithBackend};
+use crate::error::CliError;
+use crate::{memory, run_config, text};
+
+struct TrainAdapter {
+    args: LoraTrainArgs,
+    base: Base,
+    lora: LoraConfig,
+    resume: Option<AdapterCheckpoint>,
+    dataset: Dataset,
+    training: TrainingConfig,
+}
+
+/// The adapter's shape from `--preset` or `--rank/--alpha/--targets`.
+fn lora_config(args: &LoraTrainArgs) -> Result<LoraConfig, CliError> {
+    let custom = args.rank.is_some() || args.alpha.is_some() || args.targets.is_some();
+    match (&args.preset, custom) {
+        (Some(_), true) => Err(CliError::Usage("give --preset or --rank/--alpha/--targets, not both".into())),
+        (Some(name), false) => Ok(LoraConfig::preset(name)?),
+        (None, false) => Ok(LoraConfig::preset("qv-r4")?),
+        (None, true) => {
+            let rank = args.rank.unwrap_or(4);
+            let alpha = args.alpha.unwrap_or(2.0 * rank as f32);
+            let targets = args.targets.as_deref().unwrap_or("q_proj,v_proj");
+            Ok(LoraConfig::new(rank, alpha, &targets.split(',').collect::<Vec<_>>())?)
+        }
+    }
+}
+
+pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
+    crate::compute::threads(&args.compute)?;
+    let base = load_base(&args.base, None)?;
+    let (name, bytes) = text::load(Some(&args.data))?;
+    let store_has_adapter = args.out.join("latest.json").exists();
+    let resume = match (store_has_adapter, args.resume) {
+        (true, true) => Some(load_adapter(&base, &args.out)?),
+        (true, false) => {
+            return Err(CliError::Usage(format!(
+                "{} holds an adapter already: pass --resume to continue it, or choose another --out",
+                args.out.display()
+            )))
+        }
+        (false, true) => {
+            return Err(CliError::Usage(format!("--resume: {} holds no adapter", args.out.display())))
+        }
+        (false, false) => None,
+    };
+    let (lora, training) = match &resume {
+        Some(ckpt) => {
+            let mut training = ckpt.training_config.clone();
+            training.max_steps =
+                args.steps.map_or(Ok(training.max_steps), |s| run_config::positive("--steps", s))?;
+            (ckpt.lora.clone(), training)
+        }
+        None => {
+            let lora = lora_config(&args)?;
+            lora.validate(&base.ckpt.model_config)?;
+            let steps = run_config::positive("--steps", args.steps.unwrap_or(1000))?;
+            let lr = args.lr.unwrap_or(tinygpt_model::DEFAULT_LORA_LEARNING_RATE as f64) as f32;
+            let training = TrainingConfig {
+                max_steps: steps,
+                learning_rate: lr,
+                min_lr: lr / 10.0,
+                warmup_steps: (steps / 20).min(100),
+                weight_decay: args.weight_decay,
+                eval_interval: args.eval_interval.min(steps).max(1),
+                batch_size: args.batch.unwrap_or(base.ckpt.training_config.batch_size),
+                seed: args.seed.unwrap_or(base.ckpt.training_config.seed),
+                ..TrainingConfig::default()
+            };
+            training.validate()?;
+            (lora, training)
+        }
+    };
+    memory::check_fits(&base.ckpt.model_config, training.batch_size)?;
+    let dataset = Dataset::new(&name, &bytes, base.ckpt.model_config.context_length, training.seed)?;
+    let compute = args.compute.clone();
+    dispatch(&compute, TrainAdapter { args, base, lora, resume, dataset, training })
+}
+
+impl WithBackend for TrainAdapter {
+    type Output = ();
+
+    fn run<B: Backend>(self, backend: B, _threads: usize) -> Result<(), CliError> {
+        let TrainAdapter { args, base, lora, resume, dataset, training } = self;
+        let model_config = base.ckpt.model_config.clone();
+        let model =
+            Gpt::new(model_config.clone(), Params::from_flat(&backend, &model_config, &base.ckpt.weights)?)?;
+        let options = GroupOptions { weight_decay: training.weight_decay, lr_scale: 1.0 };
+        let fresh = resume.is_none();
+        let mut trainer = match resume {
+            Some(ckpt) => {
+                let adapter = Lora::from_flat(&backend, &model_config, lora, &ckpt.weights)?;
+                let state = ResumeState {
+                    weights: Vec::new(),
+                    adam_m: ckpt.adam_m,
+                    adam_v: ckpt.adam_v,
+                    progress: ckpt.progress,
+                    history: ckpt.loss_history,
+                };
+                Trainer::resume_adapter(model, adapter, options, training, dataset, state)?
+            }
+            None => {
+                let adapter =
+                    Lora::init(&backend, &model_config, lora, &mut Rng::new(training.seed ^ LORA_SALT))?;
+                Trainer::new_adapter(model, adapter, options, training, dataset)?
+            }
+        };
+        let base_ref = BaseRef { name: base.name.clone(), weights_sha256: base.weights_sha256() };
+        let store = AdapterStore::new(NativeStorage::open(&args.out)?);
+        let start_val = trainer.evaluate(Split::Val)?;
+        let adapter_params = trainer.adapter().expect("an adapter run").config().param_count(&model_config);
+        eprintln!(
+            "training a LoRA adapter ({} parameters: rank {}, alpha {}, {}) on base {} ({} parameters, frozen), \
+             data {} ({} bytes), from step {}; val loss now {start_val:.4}; saving to {}",
+            adapter_params,
+            trainer.adapter().unwrap().config().rank,
+            trainer.adapter().unwrap().config().alpha,
+            trainer.adapter().unwrap().config().target_modules.join(","),
+            base.name,
+            model_config.param_count(),
+            trainer.dataset().manifest().name,
+            trainer.dataset().manifest().raw_bytes,
+            trainer.progress().step,
+            args.out.display()
+        );
+        let mut last_val = start_val;
+        let started = Instant::now();
+        while !trainer.is_finished() {
+            let lap = Instant::now();
+            let report = trainer.step()?;
+            trainer.add_wall_time(lap.elapsed().as_secs_f64());
+            if report.eval_due {
+                last_val = trainer.evaluate(Split::Val)?;
+                trainer.record_eval(report.train_loss, last_val);
+                eprintln!("step {:6}  train {:.4}  val {:.4}", report.step, report.train_loss, last_val);
+                save(&store, &trainer, &base_ref)?;
+            }
+        }
+        save(&store, &trainer, &base_ref)?;
+        let adapter_bytes = trainer.adapter().unwrap().config().param_count(&model_config) as u64 * 4;
+        let base_bytes = model_config.param_count() as u64 * 4;
+        // A fresh adapter adds exactly zero, so the run's first evaluation is the base's.
+        let base_val = fresh.then_some(start_val);
+        println!(
+            "{}",
+            serde_json::json!({
+                "base_val_loss": base_val,
+                "start_val_loss": start_val,
+                "adapter_val_loss": last_val,
+                "val_loss_reduction": 1.0 - last_val / start_val,
+                "steps": trainer.progress().step,
+                "train_seconds": started.elapsed().as_secs_f64(),
+                "adapter_file_bytes": adapter_bytes,
+                "base_weights_bytes": base_bytes,
+                "adapter_over_base": adapter_bytes as f64 / base_bytes as f64,
+            })
+        );
+        Ok(())
+    }
+}
+
+/// Salt for the adapter's initial A draw, apart from the batch sampler's.
+const LORA_SALT: u64 = 0x10FA_0000_0000_0004;
+
+fn save<B: Backend>(
+    store: &AdapterStore<NativeStorage>,
+    trainer: &Trainer<B>,
+    base: &BaseRef,
+) -> Result<(), CliError> {
+    let state = block_on(trainer.resume_state())?;
+    let adapter = trainer.adapter().expect("an adapter run");
+    let ckpt = AdapterCheckpoint {
+        base: base.clone(),
+        model_config: trainer.model().config().clone(),
+        lora: adapter.config().clone(),
+        training_config: trainer.config().clone(),
+        dataset: trainer.dataset().manifest().clone(),
+        progress: state.progress,
+        loss_history: state.history,
+        weights: state.weights,
+        adam_m: state.adam_m,
+        adam_v: state.adam_v,
+    };
+    block_on(store.save(&ckpt))?;
+    Ok(())
+}
+
+/// `tinygpt lora merge`: base + adapter → a plain weights-only checkpoint folder.
+pub fn merge(args: LoraMergeArgs) -> Result<(), CliError> {
+    let base = load_base(&args.base, None)?;
+    let adapter = load_adapter(&base, &adapter_dir(&base, &args.adapter))?;
+    let weights = merged_weights(&base, &adapter)?;
+    let ckpt = Checkpoint { weights, dataset: adapter.dataset.clone(), ..base.ckpt.clone() };
+    if args.out.join("latest.json").exists() {
+        return Err(CliError::Usage(format!(
+            "{} holds a checkpoint already; choose another --out",
+            args.out.display()
+        )));
+    }
+    let report = CheckpointDir::open(&args.out)?.save(&ckpt)?;
+    eprintln!(
+        "wrote {} (base {} + adapter {}: rank {}, {}), {} bytes",
+        args.out.display(),
+        base.name,
+        args.adapter.display(),
+        adapter.lora.rank,
+        adapter.lora.target_modules.join(","),
+        report.bytes
+    );
+    Ok(())
+}
+
+/// `tinygpt lora list`: one line per adapter in `<base>/adapters/`.
+pub fn list(args: LoraListArgs) -> Result<(), CliError> {
+    let base = load_base(&args.base, None)?;
+    let dir = args.base.join(ADAPTERS_DIR);
+    let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+        Ok(entries) => {
+            entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+        }
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    if names.is_empty() {
+        eprintln!("no adapters in {}", dir.display());
+    }
+    let sha = base.weights_sha256();
+    for name in names {
+        let store = AdapterStore::new(NativeStorage::open(dir.join(&name))?);
+        match block_on(store.config()) {
+            Ok(c) => println!(
+                "{name}  rank {}  alpha {}  targets {}  {}",
+                c.rank,
+                c.alpha,
+                c.target_modules.join(","),
+                if c.base_model.weights_sha256 == sha { "fits this base" } else { "trained on another base" }
+            ),
+            Err(e) => println!("{name}  unreadable: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// `tinygpt lora export`: the adapter as a PEFT-named `.safetensors`.
+pub fn export(args: LoraExportArgs) -> Result<(), CliError> {
+    let base = load_base(&args.base, None)?;
+    let adapter = load_adapter(&base, &adapter_dir(&base, &args.adapter))?;
+    let bytes = export_adapter_safetensors(&adapter)?;
+    write(&args.out, &bytes)?;
+    eprintln!("wrote {} ({} bytes)", args.out.display(), bytes.len());
+    Ok(())
+}
+
+/// `tinygpt lora import`: a PEFT-named `.safetensors` into an adapter folder (weights only).
+pub fn import(args: LoraImportArgs) -> Result<(), CliError> {
+    let base = load_base(&args.base, None)?;
+    let bytes = std::fs::read(&args.input).map_err(|source| CliError::Io {
+        what: "cannot read",
+        path: args.input.clone(),
+        source,
+    })?;
+    let (config, lora, weights) = import_adapter_safetensors(&bytes, &base.ckpt.model_config)
+        .map_err(|source| CliError::Import { path: args.input.clone(), source })?;
+    let ckpt = AdapterCheckpoint {
+        base: config.base_model,
+        model_config: base.ckpt.model_config.clone(),
+        lora,
+        training_config: TrainingConfig::default(),
+        dataset: base.ckpt.dataset.clone(),
+        progress: base.ckpt.progress.clone(),
+        loss_history: Vec::new(),
+        weights,
+        adam_m: Vec::new(),
+        adam_v: Vec::new(),
+    };
+    ckpt.check_base(&base.name, &base.ckpt.weights)?;
+    if args.out.join("latest.json").exists() {
+        return Err(CliError::Usage(format!(
+            "{} holds an adapter already; choose another --out",
+            args.out.display()
+        )));
+    }
+    block_on(AdapterStore::new(NativeStorage::open(&args.out)?).save(&ckpt))?;
+    eprintln!("imported into {}", args.out.display());
+    Ok(())
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    tinygpt_ckpt::write_file_atomically(path, bytes).map_err(|source| CliError::Io {
+        what: "cannot write",
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,140 @@
+//! `tinygpt lora …` and `--adapter` end to end on a tiny base: train, resume, list,
+//! sample, eval, merge, export/import, and one clear line for a wrong base.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tinygpt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = tinygpt(args);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tinygpt-lora-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn adapter_train_resume_list_sample_eval_merge_and_transfer() {
+    let dir = scratch("flow");
+    let base = dir.join("base");
+    ok(&["train", "--preset", "tiny", "--steps", "3", "--threads", "1", "--out", s(&base)]);
+    let data = dir.join("code.txt");
+    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
+    let adapter = base.join("adapters").join("code");
+    let train = |steps: &str, extra: &[&str]| {
+        let mut args = vec!["lora", "train", "--base", s(&base), "--data", s(&data), "--steps", steps];
+        args.extend(["--eval-interval", "2", "--lr", "0.01", "--threads", "1", "--out", s(&adapter)]);
+        args.extend(extra);
+        tinygpt(&args)
+    };
+    let out = train("4", &["--preset", "qvo-r8"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    assert_eq!(line["steps"], 4);
+    assert!(line["adapter_val_loss"].as_f64().unwrap() < line["base_val_loss"].as_f64().unwrap(), "{line}");
+    assert!(line["adapter_over_base"].as_f64().unwrap() > 0.0);
+    // Beside the base, never a copy of it.
+    let files: Vec<String> = walk(&adapter);
+    assert!(
+        files.iter().any(|f| f.ends_with("adapter.f32")) && !files.iter().any(|f| f.ends_with("weights.f32"))
+    );
+    // A second train into the same folder is refused; --resume continues it.
+    let again = train("4", &[]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--resume"));
+    let resumed = train("6", &["--resume"]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let line: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    assert_eq!(line["steps"], 6);
+
+    let listed = String::from_utf8(ok(&["lora", "list", "--base", s(&base)]).stdout).unwrap();
+    assert!(
+        listed.contains("code") && listed.contains("rank 8") && listed.contains("fits this base"),
+        "{listed}"
+    );
+
+    // Sample with and without the adapter (by name), and from the merged model.
+    let sample = |model: &Path, adapter: Option<&str>| {
+        let mut args =
+            vec!["sample", "--model", s(model), "--prompt", "fn", "--tokens", "40", "--temperature", "0"];
+        args.extend(adapter.map(|a| ["--adapter", a]).into_iter().flatten());
+        String::from_utf8(ok(&args).stdout).unwrap()
+    };
+    let (plain, adapted) = (sample(&base, None), sample(&base, Some("code")));
+    assert_ne!(plain, adapted, "the adapter changes what is sampled");
+    let merged = dir.join("merged");
+    ok(&["lora", "merge", "--base", s(&base), "--adapter", "code", "--out", s(&merged)]);
+    assert_eq!(sample(&merged, None), adapted, "the merged model samples like base + adapter");
+
+    let eval = |adapter: Option<&str>| {
+        let mut args = vec!["eval", "--model", s(&base), "--data", s(&data)];
+        args.extend(adapter.map(|a| ["--adapter", a]).into_iter().flatten());
+        let v: serde_json::Value = serde_json::from_slice(&ok(&args).stdout).unwrap();
+        v["val_loss"].as_f64().unwrap()
+    };
+    assert!(eval(Some("code")) < eval(None), "the adapter lowers the loss on its own data");
+
+    // PEFT .safetensors out and back in: the same samples.
+    let file = dir.join("code.safetensors");
+    ok(&["lora", "export", "--base", s(&base), "--adapter", "code", "--out", s(&file)]);
+    let imported = base.join("adapters").join("imported");
+    ok(&["lora", "import", "--base", s(&base), "--in", s(&file), "--out", s(&imported)]);
+    assert_eq!(sample(&base, Some("imported")), adapted);
+
+    // Another base (other weights, same shape) refuses the adapter in one line naming both.
+    let other = dir.join("other");
+    ok(&["train", "--preset", "tiny", "--steps", "3", "--seed", "9", "--threads", "1", "--out", s(&other)]);
+    let out = tinygpt(&["sample", "--model", s(&other), "--adapter", s(&adapter), "--tokens", "5"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(s(&base)) && stderr.contains(s(&other)) && stderr.contains("sha256"), "{stderr}");
+}
+
+#[test]
+fn bad_adapter_options_are_one_line_errors() {
+    let dir = scratch("bad");
+    let data = dir.join("d.txt");
+    std::fs::write(&data, "x".repeat(5000)).unwrap();
+    let out_dir = dir.join("a");
+    for (extra, needle) in [
+        (vec!["--preset", "qv-r99"], "qv-r4"),
+        (vec!["--targets", "q_proj,zz"], "zz"),
+        (vec!["--preset", "qv-r4", "--rank", "2"], "not both"),
+        (vec!["--rank", "0"], "rank"),
+    ] {
+        let mut args = vec!["lora", "train", "--base", "builtin", "--data", s(&data), "--out", s(&out_dir)];
+        args.extend(extra);
+        let out = tinygpt(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle) && !stderr.contains("panicked"), "{needle}: {stderr}");
+    }
+    let out = tinygpt(&["sample", "--model", "builtin", "--adapter", s(&dir.join("none")), "--tokens", "3"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path.display().to_string());
+        }
+    }
+    out
+}
