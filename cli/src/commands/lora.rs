@@ -151,6 +151,7 @@ impl WithBackend for TrainAdapter {
             args.out.display()
         );
         let mut last_val = start_val;
+        let mut saved_at = None;
         let started = Instant::now();
         while !trainer.is_finished() {
             let lap = Instant::now();
@@ -161,9 +162,12 @@ impl WithBackend for TrainAdapter {
                 trainer.record_eval(report.train_loss, last_val);
                 eprintln!("step {:6}  train {:.4}  val {:.4}", report.step, report.train_loss, last_val);
                 save(&store, &trainer, &base_ref)?;
+                saved_at = Some(report.step);
             }
         }
-        save(&store, &trainer, &base_ref)?;
+        if saved_at != Some(trainer.progress().step) {
+            save(&store, &trainer, &base_ref)?;
+        }
         let adapter_bytes = trainer.adapter().unwrap().config().param_count(&model_config) as u64 * 4;
         let base_bytes = model_config.param_count() as u64 * 4;
         // A fresh adapter adds exactly zero, so the run's first evaluation is the base's.
