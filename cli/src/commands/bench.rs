@@ -51,6 +51,7 @@ impl WithBackend for Bench {
         let training = TrainingConfig { max_steps: training.max_steps.max(WARMUP_STEPS + steps), ..training };
         let dataset = Dataset::new("tinyshakespeare", text::TINY_SHAKESPEARE, model.context_length, 1)?;
         let params = model.param_count();
+        let estimate = tinygpt_model::training_memory_bytes(&model, training.batch_size);
         let tokens = training.batch_size * model.context_length;
         let mut trainer = Trainer::new(&backend, model, training, dataset)?;
         for _ in 0..WARMUP_STEPS {
@@ -75,8 +76,23 @@ impl WithBackend for Bench {
             "params": params,
             "ms_per_step": (ms_per_step * 1000.0).round() / 1000.0,
             "tok_per_s": (tokens as f64 / (ms_per_step / 1000.0)).round(),
+            // Memory: the process's peak resident set (Linux only; null elsewhere) against
+            // parameters × 16 bytes (weights, gradients, two AdamW moments) plus the
+            // activations `training_memory_bytes` estimates (which counts the attention
+            // probabilities a flash-style backend never stores).
+            "peak_rss_bytes": peak_rss_bytes(),
+            "params_x16_bytes": params as u64 * 16,
+            "activation_bytes": estimate.saturating_sub(params as u64 * 16),
         });
         println!("{line}");
         Ok(())
     }
+}
+
+/// The process's peak resident set size (`VmHWM` in `/proc/self/status`), where there is one.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
 }
