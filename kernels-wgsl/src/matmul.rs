@@ -64,10 +64,11 @@ fn plan_tiled(tuning: &Tuning, m: usize, n: usize, k: usize, splittable: bool) -
     if !splittable {
         return (tile, 1);
     }
-
     let large = tiles(TILE_LARGE, m, n);
-    let large_split = tuning.split_k(large, k);
-    if tuning.split_large && large_split > 1 && large * large_split >= tuning.split_target_groups {
+    let large_split = tuning.split_k_large(large, k);
+    // (A quarter of the split target: slices of k shorter than `split_k_large`'s would
+    // cost more than the smaller tile's lower arithmetic per load.)
+    if tuning.split_large && large_split > 1 && large * large_split >= tuning.split_target_groups / 4 {
         return (TILE_LARGE, large_split);
     }
     (tile, tuning.split_k(tiles(tile, m, n), k))

@@ -314,7 +314,8 @@ impl Backend for WgpuBackend {
         let params = [u(n), u(dim), u(table_rows)];
         let lists = self.alloc::<u32>(table_rows * (n + 1));
         self.run_1d(&K_EMBEDDING_POSITIONS, &params, &[ids.bind(), lists.bind()], table_rows);
-        let groups = (table_rows * dim).div_ceil(WG);
+        // A workgroup per 16 columns of a table row (see embedding.wgsl).
+        let groups = table_rows * dim.div_ceil(16);
         self.run_1d(&K_EMBEDDING_BACKWARD, &params, &[dout.bind(), lists.bind(), out.bind()], groups);
         out
     }

@@ -78,10 +78,23 @@ impl Tuning {
 
     /// How many slices of k a product with `tiles` output tiles is split into (1: not split).
     pub fn split_k(&self, tiles: usize, k: usize) -> usize {
+        self.split_k_towards(tiles, k, self.split_target_groups, self.min_k_slice)
+    }
+
+    /// [`Tuning::split_k`] for the large tile over a long k (`plan_tiled`): twice the
+    /// workgroups, in slices of at least 4 × `min_k_slice`. On the H200, at the
+    /// shakespeare-char recipe's 16,384 rows: 1536 × 384 gradients 40 TFLOP/s (29 slices)
+    /// against 34 (15 slices, the plain rule); 384 × 384 ones 28 (32 slices: 288
+    /// workgroups, just over a wave) against 33 (57 slices): a net gain at that shape.
+    pub fn split_k_large(&self, tiles: usize, k: usize) -> usize {
+        self.split_k_towards(tiles, k, 2 * self.split_target_groups, 4 * self.min_k_slice)
+    }
+
+    fn split_k_towards(&self, tiles: usize, k: usize, target: usize, min_slice: usize) -> usize {
         if tiles == 0 || tiles >= self.split_below_tiles.min(self.split_target_groups) {
             return 1;
         }
-        self.split_target_groups.div_ceil(tiles).min(k / self.min_k_slice).max(1)
+        target.div_ceil(tiles).min(k / min_slice).max(1)
     }
 }
 
@@ -100,5 +113,8 @@ mod tests {
         // A weight gradient at `large`: 36 tiles, k = 1536.
         assert_eq!(t.split_k(36, 1536), 12);
         assert_eq!(t.split_k(4, 100), 1);
+        // Weight gradients at the shakespeare-char recipe (k = 16,384 rows), large tiles.
+        assert_eq!(t.split_k_large(9, 16384), 32);
+        assert_eq!(t.split_k_large(36, 16384), 29);
     }
 }

@@ -5,8 +5,8 @@
 //
 // The backward pass is deterministic without atomics, in two launches: one workgroup per
 // table row lists the positions i with ids[i] == r in ascending order (a scratch
-// [table_rows, n + 1] u32 buffer), then one invocation per table element (r, j) adds
-// dout[i, j] over its row's list: the CPU reference's order, and n·dim loads in all.
+// [table_rows, n + 1] u32 buffer), then 16 invocations per table element (r, j) add
+// dout[i, j] over its row's list (see embedding_backward): n·dim loads in all.
 
 struct Params {
     n: u32,
@@ -77,19 +77,35 @@ fn embedding_positions(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
     }
 }
 
-@compute @workgroup_size(256)
+// A workgroup owns 16 columns of one table row; its 16 lanes of 16 invocations each add
+// every 16th entry of the row's list (ascending), then the lane sums are added in lane
+// order: a frequent byte (a space: thousands of positions) is not one long dependent loop.
+const LANES: u32 = 16u;
+
+var<workgroup> lane_sums: array<f32, 256>;
+
+@compute @workgroup_size(16, 16)
 fn embedding_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                      @builtin(local_invocation_index) lid: u32) {
-    let idx = flat_group(wid, nwg) * WG + lid;
-    if (idx >= p.table_rows * p.dim) {
-        return;
-    }
-    let r = idx / p.dim;
-    let j = idx % p.dim;
-    let base = r * (p.n + 1u);
+                      @builtin(local_invocation_id) l: vec3<u32>) {
+    let blocks = (p.dim + 15u) / 16u;
+    let g = flat_group(wid, nwg);
+    let r = g / blocks;
+    let j = (g % blocks) * 16u + l.x;
+    let live = r < p.table_rows && j < p.dim;
     var acc = 0.0;
-    for (var t = 1u; t <= lists[base]; t++) {
-        acc += dout[lists[base + t] * p.dim + j];
+    if (live) {
+        let base = r * (p.n + 1u);
+        for (var t = 1u + l.y; t <= lists[base]; t += LANES) {
+            acc += dout[lists[base + t] * p.dim + j];
+        }
     }
-    out[idx] = acc;
+    lane_sums[l.y * 16u + l.x] = acc;
+    workgroupBarrier();
+    if (live && l.y == 0u) {
+        var sum = lane_sums[l.x];
+        for (var lane = 1u; lane < LANES; lane++) {
+            sum += lane_sums[lane * 16u + l.x];
+        }
+        out[r * p.dim + j] = sum;
+    }
 }
