@@ -1,6 +1,6 @@
-// `cargo xtask bench-web`: training speed of the scalar and SIMD builds in headless
-// Chromium, `small` and `medium` presets. One JSON line per run, then the SIMD/scalar ratio
-// per preset. Timing is the page's wall clock between progress messages after warm-up, so
+// `cargo xtask bench-web`: training speed of the scalar, SIMD and SIMD + threads builds in
+// headless Chromium, `small` and `medium` presets. One JSON line per run (with the machine's
+// hardware threads), then the SIMD/scalar and threads/SIMD ratios per preset. Timing is the page's wall clock between progress messages after warm-up, so
 // it is the speed a user sees (slicing and messaging included). After the timed steps it
 // times three pauses and a stop (`pause_ms_max`, `stop_ms`: click to the worker's answer).
 //
@@ -12,7 +12,7 @@ import { WEBGPU_FLAGS, openBrowser, openPage, setField } from './harness.mjs';
 
 const list = (name, fallback) => (process.env[name] ? process.env[name].split(',') : fallback);
 const PRESETS = list('TINYGPT_BENCH_PRESETS', ['small', 'medium']);
-const BACKENDS = list('TINYGPT_BENCH_BACKENDS', ['wasm', 'wasm-simd']);
+const BACKENDS = list('TINYGPT_BENCH_BACKENDS', ['wasm', 'wasm-simd', 'wasm-simd-threads']);
 const WARMUP = 2;
 const STEPS = Number(process.env.TINYGPT_BENCH_STEPS || 12);
 
@@ -20,7 +20,7 @@ async function run(context, backend, preset) {
   const page = await openPage(context, `?backend=${backend}&storage=memory&preset=${preset}`);
   const info = await page.evaluate(() => {
     const p = window.tinygpt.state;
-    return { backend: p.capabilities.backend };
+    return { backend: p.capabilities.backend, threads: p.capabilities.threads ?? 1, hardwareThreads: p.capabilities.hardwareThreads };
   });
   if (info.backend !== backend) throw new Error(`asked for ${backend}, got ${info.backend}`);
   const total = WARMUP + STEPS + 1;
@@ -58,6 +58,8 @@ async function run(context, backend, preset) {
   return {
     backend,
     preset,
+    threads: info.threads,
+    hardware_threads: info.hardwareThreads,
     ms_per_step: +msPerStep.toFixed(2),
     tok_per_s: Math.round((tokensPerStep * 1000) / msPerStep),
     steps: s1 - s0,
@@ -96,10 +98,11 @@ try {
     }
   }
   for (const preset of PRESETS) {
-    const scalar = results.find((r) => r.preset === preset && r.backend === 'wasm');
-    const simd = results.find((r) => r.preset === preset && r.backend === 'wasm-simd');
-    if (!scalar || !simd) continue;
-    console.log(JSON.stringify({ preset, simd_over_scalar: +(simd.tok_per_s / scalar.tok_per_s).toFixed(3) }));
+    const find = (backend) => results.find((r) => r.preset === preset && r.backend === backend);
+    const [scalar, simd, threads] = ['wasm', 'wasm-simd', 'wasm-simd-threads'].map(find);
+    const ratio = (a, b) => (a && b ? +(a.tok_per_s / b.tok_per_s).toFixed(3) : undefined);
+    const line = { preset, simd_over_scalar: ratio(simd, scalar), threads_over_simd: ratio(threads, simd) };
+    if (line.simd_over_scalar !== undefined || line.threads_over_simd !== undefined) console.log(JSON.stringify(line));
   }
 } finally {
   await browser.close();

@@ -1,5 +1,6 @@
 // The SIMD build trains like the scalar one: same seed, 20 steps of `tiny`, every loss
-// equal within 1e-5 relative.
+// equal within 1e-5 relative; the SIMD + threads build gives the SIMD build's losses bit
+// for bit (kernels split work by size, never by thread count).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -30,6 +31,8 @@ test(`SIMD and scalar builds give the same ${STEPS} losses (within ${RELATIVE_TO
   try {
     const scalar = await losses(browser.context, 'wasm');
     const simd = await losses(browser.context, 'wasm-simd');
+    const threads = await losses(browser.context, 'wasm-simd-threads');
+    assert.deepEqual(threads, simd, 'the threads build gives the SIMD build\'s losses exactly');
     assert.deepEqual(scalar.steps, Array.from({ length: STEPS }, (_, i) => i + 1));
     assert.deepEqual(simd.steps, scalar.steps);
     assert.equal(scalar.val.length, 2);

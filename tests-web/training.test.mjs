@@ -40,13 +40,16 @@ test('the page loads without console errors and is crossOriginIsolated', { timeo
     const origin = new URL(page.url()).origin;
     const foreign = requests.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith('data:') && !u.startsWith('blob:'));
     assert.deepEqual(foreign, [], 'requests to another origin');
-    for (const path of ['/vendor/uplot/uPlot.esm.js', '/pkg/simd/tinygpt_worker_bg.wasm', '/data/tinyshakespeare.txt']) {
+    for (const path of ['/vendor/uplot/uPlot.esm.js', '/pkg/simd-threads/tinygpt_worker_bg.wasm', '/data/tinyshakespeare.txt']) {
       assert.ok(requests.includes(`${origin}${path}`), `${path} was loaded`);
     }
     assert.equal(await page.evaluate(() => typeof SharedArrayBuffer), 'function');
     const caps = await page.evaluate(() => window.tinygpt.state.capabilities);
     assert.equal(caps.simd, true);
-    assert.equal(caps.backend, 'wasm-simd', 'auto picks the SIMD build when it validates');
+    assert.equal(caps.backend, 'wasm-simd-threads', 'auto picks the SIMD + threads build on a cross-origin isolated page');
+    const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+    assert.equal(caps.threads, cores, 'one kernel thread per hardware thread');
+    assert.match(await page.textContent('#cap-threads'), new RegExp(`^threads: ${cores} `));
     assert.equal(caps.crossOriginIsolated, true);
     assert.match(await page.textContent('#dataset-name'), /tinyshakespeare\.txt/);
     assert.match(await page.textContent('#dataset-id'), /^[0-9a-f]{64}$/);
@@ -143,13 +146,14 @@ test('tiny trains in the worker: loss falls, no long task, pause/resume/stop ans
 });
 
 // Bigger presets take a step in row parts (worker/src/parts.rs), so commands still get in
-// between parts: a step of `small` is about 360 ms and of `medium` about 1 s in SIMD wasm.
-for (const preset of ['small', 'medium']) {
-  test(`${preset} trains in parts: pause and stop answer within 200 ms, progress at least once a second`, { timeout: 180_000 }, async () => {
+// between parts. The threads build (auto's choice here) and the SIMD build cut the same
+// parts, the SIMD build taking each about twice as long on 2 cores.
+for (const [preset, backend] of [['small', 'wasm-simd-threads'], ['medium', 'wasm-simd-threads'], ['medium', 'wasm-simd']]) {
+  test(`${preset} trains in parts on ${backend}: pause and stop answer within 200 ms, progress at least once a second`, { timeout: 180_000 }, async () => {
     const browser = await openBrowser();
     try {
-      const page = await openPage(browser.context, `?storage=memory&preset=${preset}`);
-      assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'wasm-simd');
+      const page = await openPage(browser.context, `?storage=memory&preset=${preset}&backend=${backend}`);
+      assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), backend);
       await setField(page, 'max_steps', 1000);
       // Validation batches are cut in parts too: evaluate often so pauses land in them as well.
       await setField(page, 'eval_interval', 2);
@@ -179,7 +183,7 @@ for (const preset of ['small', 'medium']) {
       }
       const stopMs = await timeAnswer(page, 'stop', 'done', "m.reason === 'stopped'");
       const stoppedAt = await stepNow(page);
-      console.log(`${preset}: pause ${pauses.map((ms) => ms.toFixed(0)).join(', ')} ms; stop ${stopMs.toFixed(0)} ms; ` +
+      console.log(`${preset} ${backend}: pause ${pauses.map((ms) => ms.toFixed(0)).join(', ')} ms; stop ${stopMs.toFixed(0)} ms; ` +
         `longest progress gap ${longestGap.toFixed(0)} ms; ${stoppedAt} steps`);
       for (const ms of pauses) assert.ok(ms < 200, `pause took ${ms.toFixed(0)} ms`);
       assert.ok(stopMs < 200, `stop took ${stopMs.toFixed(0)} ms`);

@@ -95,7 +95,7 @@ export interface DatasetInput {
   bytes: Uint8Array;
 }
 
-export type BackendChoice = 'auto' | 'webgpu' | 'wasm' | 'wasm-simd';
+export type BackendChoice = 'auto' | 'webgpu' | 'wasm' | 'wasm-simd' | 'wasm-simd-threads';
 export type StorageChoice = 'auto' | 'opfs' | 'idb' | 'memory';
 
 // ---- worker → page ---------------------------------------------------------------------
@@ -195,6 +195,8 @@ export interface Capabilities {
   quotaBytes?: number;
   usageBytes?: number;
   hardwareThreads: number;
+  /** Threads the CPU kernels run on in the wasm-simd-threads build; absent otherwise. */
+  threads?: number;
   /** Why training does not run on WebGPU, in one line, when it does not. */
   backendNote?: string;
   /** The WebGPU adapter the browser offers, when it offers one. */
@@ -266,7 +268,7 @@ export interface CheckpointInfo {
   best: boolean;
 }
 
-export type BackendKind = 'wasm' | 'wasm-simd' | 'webgpu';
+export type BackendKind = 'wasm' | 'wasm-simd' | 'wasm-simd-threads' | 'webgpu';
 export type StorageKind = 'opfs' | 'indexeddb' | 'memory' | 'none';
 export type RunState = 'training' | 'paused' | 'finished' | 'stopped';
 export type DoneReason = 'finished' | 'stopped' | 'earlyStopped';

@@ -119,16 +119,34 @@ async function probeWebgpu() {
   };
 }
 
-/** Loads `pkg/simd` or `pkg/scalar` as the page asked (`auto`: SIMD when it validates). */
-async function load(backend) {
-  const simd = simdSupported();
-  const useSimd = backend === 'wasm-simd' || (backend !== 'wasm' && simd);
-  if (useSimd && !simd) {
+/**
+ * The build `backend` asks for: `simd-threads` (auto's first choice: SIMD kernels on a
+ * pool of workers sharing memory, which needs a cross-origin isolated page for
+ * SharedArrayBuffer), `simd`, or `scalar`. Every build carries the WebGPU backend.
+ */
+function chooseBuild(backend, simd) {
+  const isolated = self.crossOriginIsolated === true;
+  if (backend === 'wasm-simd-threads' && !isolated) {
+    throw new Error('The threads build needs a cross-origin isolated page (COOP/COEP headers); choose "wasm-simd".');
+  }
+  if ((backend === 'wasm-simd' || backend === 'wasm-simd-threads') && !simd) {
     throw new Error('This browser does not support WebAssembly SIMD; choose the "wasm" backend.');
   }
-  const url = new URL(useSimd ? './pkg/simd/tinygpt_worker.js' : './pkg/scalar/tinygpt_worker.js', import.meta.url);
+  if (backend === 'wasm-simd-threads' || (['auto', 'webgpu'].includes(backend) && simd && isolated)) return 'simd-threads';
+  if (backend === 'wasm-simd' || (backend !== 'wasm' && simd)) return 'simd';
+  return 'scalar';
+}
+
+/** Loads the build `backend` asks for (see `chooseBuild`) and starts its threads. */
+async function load(backend) {
+  const simd = simdSupported();
+  const build = chooseBuild(backend, simd);
+  const url = new URL(`./pkg/${build}/tinygpt_worker.js`, import.meta.url);
   const pkg = await import(url.href);
   await pkg.default();
+  // rayon's global pool, one thread per core (the kernels split work by size, so the
+  // count changes speed, never results).
+  if (build === 'simd-threads') await pkg.initThreadPool(navigator.hardwareConcurrency || 1);
   const env = {
     simd,
     crossOriginIsolated: self.crossOriginIsolated === true,

@@ -44,9 +44,14 @@ pub struct RunSummary {
 }
 
 impl Engine {
-    /// A CPU session: the WASM build's own kernels (`kind` says scalar or SIMD).
+    /// A CPU session: the WASM build's own kernels (`kind` says scalar, SIMD, or SIMD on
+    /// rayon's global pool, which wasm-bindgen-rayon's `initThreadPool` has started).
     pub fn cpu(kind: BackendKind) -> Self {
-        Engine::Cpu(Session::new(CpuBackend::new(1), kind))
+        let backend = match kind {
+            BackendKind::WasmSimdThreads => CpuBackend::on_global_pool(),
+            _ => CpuBackend::new(1),
+        };
+        Engine::Cpu(Session::new(backend, kind))
     }
 
     /// A session on `gpu` (reported as `webgpu`).

@@ -24,5 +24,11 @@ pub mod session;
 #[cfg(target_arch = "wasm32")]
 mod web;
 
+/// `initThreadPool(n)` for the page's JS (the `threads` build only): starts rayon's global
+/// pool of `n` Web Workers sharing this module's memory; `worker.js` awaits it before
+/// `new WorkerApp`.
+#[cfg(all(target_arch = "wasm32", feature = "threads"))]
+pub use wasm_bindgen_rayon::init_thread_pool;
+
 pub use error::WorkerError;
 pub use session::Session;

@@ -82,10 +82,11 @@ pub struct DatasetInput {
 }
 
 /// Which backend the page asks for. `auto`: WebGPU when an adapter exists and the
-/// worker's self-test passes on it (`worker/src/self_test.rs`), else the SIMD build when
-/// the browser validates it, else scalar wasm. `webgpu` is the same as `auto` except that
-/// the page asked for the GPU explicitly (it still falls back, saying why). `wasm` and
-/// `wasm-simd` never touch the GPU.
+/// worker's self-test passes on it (`worker/src/self_test.rs`), else the SIMD + threads
+/// build when the page is cross-origin isolated, else the SIMD build when the browser
+/// validates it, else scalar wasm. `webgpu` is the same as `auto` except that the page
+/// asked for the GPU explicitly (it still falls back, saying why). `wasm`, `wasm-simd` and
+/// `wasm-simd-threads` never touch the GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendChoice {
@@ -94,6 +95,7 @@ pub enum BackendChoice {
     Webgpu,
     Wasm,
     WasmSimd,
+    WasmSimdThreads,
 }
 
 /// Where checkpoints go; `auto` is OPFS, falling back to IndexedDB.
@@ -113,6 +115,9 @@ pub enum StorageChoice {
 pub enum BackendKind {
     Wasm,
     WasmSimd,
+    /// The SIMD kernels on a pool of Web Workers sharing the module's memory
+    /// (wasm-bindgen-rayon); same results as `wasm-simd`, bit for bit.
+    WasmSimdThreads,
     Webgpu,
 }
 
@@ -203,6 +208,10 @@ pub struct Capabilities {
     pub usage_bytes: Option<f64>,
     /// `navigator.hardwareConcurrency`.
     pub hardware_threads: usize,
+    /// Threads the CPU kernels run on in the `wasm-simd-threads` build (absent in the
+    /// single-threaded builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
     /// Why training does not run on WebGPU, in one line, when it does not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend_note: Option<String>,

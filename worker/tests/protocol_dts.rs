@@ -246,6 +246,7 @@ fn out_samples() -> Vec<OutMessage> {
                 quota_bytes: Some(1e10),
                 usage_bytes: Some(1e6),
                 hardware_threads: 2,
+                threads: Some(2),
                 backend_note: Some("No WebGPU adapter: training on wasm-simd.".into()),
                 webgpu: Some(WebgpuInfo {
                     adapter: "google swiftshader".into(),
@@ -375,17 +376,27 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
             | E::Internal => {}
         }
     }
-    let backends = [BackendKind::Wasm, BackendKind::WasmSimd, BackendKind::Webgpu];
+    let backends =
+        [BackendKind::Wasm, BackendKind::WasmSimd, BackendKind::WasmSimdThreads, BackendKind::Webgpu];
     let storages = [StorageKind::Opfs, StorageKind::Indexeddb, StorageKind::Memory, StorageKind::None];
     let states = [RunState::Training, RunState::Paused, RunState::Finished, RunState::Stopped];
     let reasons = [DoneReason::Finished, DoneReason::Stopped, DoneReason::EarlyStopped];
-    let choices = [BackendChoice::Auto, BackendChoice::Webgpu, BackendChoice::Wasm, BackendChoice::WasmSimd];
+    let choices = [
+        BackendChoice::Auto,
+        BackendChoice::Webgpu,
+        BackendChoice::Wasm,
+        BackendChoice::WasmSimd,
+        BackendChoice::WasmSimdThreads,
+    ];
     let storage_choices =
         [StorageChoice::Auto, StorageChoice::Opfs, StorageChoice::Idb, StorageChoice::Memory];
     let schedules = [tinygpt_optim::ScheduleKind::Constant, tinygpt_optim::ScheduleKind::Cosine];
     for b in backends {
         match b {
-            BackendKind::Wasm | BackendKind::WasmSimd | BackendKind::Webgpu => {}
+            BackendKind::Wasm
+            | BackendKind::WasmSimd
+            | BackendKind::WasmSimdThreads
+            | BackendKind::Webgpu => {}
         }
     }
     for s in storages {
@@ -400,7 +411,11 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
     }
     for c in choices {
         match c {
-            BackendChoice::Auto | BackendChoice::Webgpu | BackendChoice::Wasm | BackendChoice::WasmSimd => {}
+            BackendChoice::Auto
+            | BackendChoice::Webgpu
+            | BackendChoice::Wasm
+            | BackendChoice::WasmSimd
+            | BackendChoice::WasmSimdThreads => {}
         }
     }
     for c in storage_choices {

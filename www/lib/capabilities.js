@@ -32,5 +32,6 @@ export function renderCapabilities(caps, persisted) {
   yesNo($('cap-persisted'), persisted, 'yes', 'no (the browser may evict it under pressure)', 'warn');
   $('cap-quota').textContent =
     caps.quotaBytes != null ? `${formatBytes(caps.usageBytes)} used of ${formatBytes(caps.quotaBytes)}` : 'unknown';
-  $('cap-threads').textContent = String(caps.hardwareThreads);
+  $('cap-threads').textContent =
+    caps.threads != null ? `threads: ${caps.threads} (of ${caps.hardwareThreads} hardware threads)` : `1 (of ${caps.hardwareThreads} hardware threads)`;
 }

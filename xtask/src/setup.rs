@@ -2,6 +2,8 @@
 //! what is missing, so running it again is cheap (CI runs it on every clean checkout).
 //!
 //! - the `wasm32-unknown-unknown` target (rustup);
+//! - the pinned nightly of the threads build, with `rust-src` and the wasm target (rustup,
+//!   about 20 s; see `web_build::THREADS_TOOLCHAIN`);
 //! - `wasm-bindgen-cli` at Cargo.lock's wasm-bindgen version (`cargo install`, no `--locked`:
 //!   that pins a webpki-roots release the registry here lacks);
 //! - Debian's `chromium`, `chromium-driver` and `mesa-vulkan-drivers` (apt-get);
@@ -35,6 +37,7 @@ pub fn setup() -> Result<(), String> {
 /// The browser (apt) is for the tests only.
 pub fn web_build_tools() -> Result<(), String> {
     wasm_target()?;
+    threads_toolchain()?;
     wasm_bindgen_cli()?;
     npm_packages()
 }
@@ -50,6 +53,36 @@ pub fn rust_target(target: &str) -> Result<(), String> {
         return Ok(());
     }
     run(Command::new("rustup").args(["target", "add", target]))
+}
+
+/// The nightly the `simd-threads` web build needs (`-Z build-std` rebuilds std with
+/// atomics from `rust-src`), in the minimal profile.
+fn threads_toolchain() -> Result<(), String> {
+    let toolchain = crate::web_build::THREADS_TOOLCHAIN;
+    let listed = output_of("rustup", &["toolchain", "list"]).unwrap_or_default();
+    if listed.lines().any(|l| l.starts_with(toolchain)) {
+        let components = output_of("rustup", &["component", "list", "--installed", "--toolchain", toolchain])
+            .unwrap_or_default();
+        let targets = output_of("rustup", &["target", "list", "--installed", "--toolchain", toolchain])
+            .unwrap_or_default();
+        if components.lines().any(|l| l.starts_with("rust-src"))
+            && targets.lines().any(|l| l.trim() == "wasm32-unknown-unknown")
+        {
+            return Ok(());
+        }
+    }
+    eprintln!("xtask: installing {toolchain} for the threads web build (about 20 seconds, once)");
+    run(Command::new("rustup").args([
+        "toolchain",
+        "install",
+        toolchain,
+        "--profile",
+        "minimal",
+        "--component",
+        "rust-src",
+        "--target",
+        "wasm32-unknown-unknown",
+    ]))
 }
 
 fn wasm_bindgen_cli() -> Result<(), String> {

@@ -5,12 +5,16 @@
 //! index.html, *.js, style.css, ...   copied from www/
 //! pkg/scalar/tinygpt_worker{.js,_bg.wasm}   wasm-bindgen --target web, no SIMD
 //! pkg/simd/tinygpt_worker{.js,_bg.wasm}     the same with -C target-feature=+simd128
+//! pkg/simd-threads/...                      SIMD + threads (wasm-bindgen-rayon, shared memory)
 //! vendor/uplot/uPlot.esm.js, uPlot.min.css  from node_modules (npm ci)
 //! data/tinyshakespeare.txt                  the default dataset
 //! build-info.json                           variants and the wasm-bindgen version
 //! ```
-//! Each variant builds into its own target dir (`target/wasm-<variant>`), because the two
+//! Each variant builds into its own target dir (`target/wasm-<variant>`), because they
 //! differ in RUSTFLAGS and would otherwise rebuild each other from scratch every time.
+//! The threads build needs the pinned nightly [`THREADS_TOOLCHAIN`] (std rebuilt with
+//! atomics: `-Z build-std`), installed by `setup::web_build_tools`; the page loads it only
+//! when the page is cross-origin isolated (TOOLCHAIN.md, "WASM threads").
 //! No wasm-opt: Debian's (binaryen 108) breaks wasm-bindgen 0.2.130 output (TOOLCHAIN.md).
 //! Missing build tools (wasm target, wasm-bindgen-cli at Cargo.lock's version, npm
 //! packages) are installed first, see `setup::web_build_tools`.
@@ -24,16 +28,40 @@ use crate::util::{
     workspace_root,
 };
 
-/// A wasm build of the worker: its folder under `dist/pkg/` and the extra rustc flags.
+/// A wasm build of the worker: its folder under `dist/pkg/`, the extra rustc flags, and for
+/// the threads build the toolchain, crate features and cargo flags it needs.
 #[derive(Clone, Copy, Debug)]
 pub struct Variant {
     pub name: &'static str,
     pub rustflags: &'static str,
+    /// A rustup toolchain other than the default.
+    pub toolchain: Option<&'static str>,
+    pub features: &'static str,
+    pub cargo_args: &'static [&'static str],
 }
 
-pub const VARIANTS: [Variant; 2] = [
-    Variant { name: "scalar", rustflags: "" },
-    Variant { name: "simd", rustflags: "-C target-feature=+simd128" },
+/// The nightly the threads build is pinned to (the one wasm-bindgen-rayon documents).
+pub const THREADS_TOOLCHAIN: &str = "nightly-2025-11-15";
+
+/// Shared memory (at most 4 GiB, the wasm32 address space), imported so the worker threads
+/// share it, and the thread-local-storage exports wasm-bindgen's thread start-up calls.
+const THREADS_RUSTFLAGS: &str = "-C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals \
+    -C link-arg=--shared-memory -C link-arg=--max-memory=4294967296 -C link-arg=--import-memory \
+    -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size \
+    -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base";
+
+const PLAIN: Variant = Variant { name: "", rustflags: "", toolchain: None, features: "", cargo_args: &[] };
+
+pub const VARIANTS: [Variant; 3] = [
+    Variant { name: "scalar", ..PLAIN },
+    Variant { name: "simd", rustflags: "-C target-feature=+simd128", ..PLAIN },
+    Variant {
+        name: "simd-threads",
+        rustflags: THREADS_RUSTFLAGS,
+        toolchain: Some(THREADS_TOOLCHAIN),
+        features: "threads",
+        cargo_args: &["-Z", "build-std=panic_abort,std"],
+    },
 ];
 
 /// web-sys hides its WebGPU and some storage bindings behind this cfg; RUSTFLAGS replaces
@@ -89,10 +117,27 @@ pub fn build() -> Result<(), String> {
 /// Release build of the worker cdylib for one variant; returns the `.wasm` path.
 fn cargo_build(root: &Path, variant: Variant) -> Result<PathBuf, String> {
     let target_dir = root.join("target").join(format!("wasm-{}", variant.name));
-    let rustflags = format!("{BASE_RUSTFLAGS} {}", variant.rustflags).trim().to_string();
-    run(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let rustflags =
+        format!("{BASE_RUSTFLAGS} {}", variant.rustflags).split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cargo = match variant.toolchain {
+        // `rustup run` rather than `cargo +toolchain`: CARGO may name a cargo binary, not
+        // rustup's proxy.
+        Some(toolchain) => {
+            let mut c = Command::new("rustup");
+            c.args(["run", toolchain, "cargo"]);
+            c.env_remove("RUSTUP_TOOLCHAIN").env_remove("RUSTC").env_remove("RUSTDOC");
+            c
+        }
+        None => Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())),
+    };
+    cargo
         .current_dir(root)
         .args(["build", "--release", "--target", "wasm32-unknown-unknown", "-p", "tinygpt-worker", "--lib"])
+        .args(variant.cargo_args);
+    if !variant.features.is_empty() {
+        cargo.args(["--features", variant.features]);
+    }
+    run(cargo
         .arg("--target-dir")
         .arg(&target_dir)
         .env("RUSTFLAGS", rustflags)

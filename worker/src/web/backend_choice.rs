@@ -21,7 +21,9 @@ pub struct Probe<'a> {
 /// The engine to train on and, when it is not WebGPU, why not (one line).
 pub async fn choose(choice: BackendChoice, probe: Probe<'_>, wasm: BackendKind) -> (Engine, Option<String>) {
     let why_not = match choice {
-        BackendChoice::Wasm | BackendChoice::WasmSimd => format!("{} was chosen", name(wasm)),
+        BackendChoice::Wasm | BackendChoice::WasmSimd | BackendChoice::WasmSimdThreads => {
+            format!("{} was chosen", name(wasm))
+        }
         BackendChoice::Auto | BackendChoice::Webgpu => match open_webgpu(&probe).await {
             Ok(engine) => return (engine, None),
             Err(why) => why,
@@ -47,6 +49,7 @@ async fn open_webgpu(probe: &Probe<'_>) -> Result<Engine, String> {
 pub fn name(kind: BackendKind) -> &'static str {
     match kind {
         BackendKind::WasmSimd => "wasm-simd",
+        BackendKind::WasmSimdThreads => "wasm-simd-threads",
         BackendKind::Wasm => "wasm",
         BackendKind::Webgpu => "webgpu",
     }

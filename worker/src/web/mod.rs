@@ -51,9 +51,15 @@ struct Environment {
     webgpu_note: Option<String>,
 }
 
-/// This build's CPU kernels: SIMD when compiled with `+simd128`.
-const WASM_BACKEND: BackendKind =
-    if cfg!(target_feature = "simd128") { BackendKind::WasmSimd } else { BackendKind::Wasm };
+/// This build's CPU kernels: SIMD when compiled with `+simd128`, on threads in the
+/// `threads` build.
+const WASM_BACKEND: BackendKind = if cfg!(feature = "threads") {
+    BackendKind::WasmSimdThreads
+} else if cfg!(target_feature = "simd128") {
+    BackendKind::WasmSimd
+} else {
+    BackendKind::Wasm
+};
 
 /// The session while no call holds it (see the module docs).
 type Slot = RefCell<Option<Engine>>;
@@ -409,6 +415,7 @@ impl Inner {
             quota_bytes,
             usage_bytes,
             hardware_threads: self.env.hardware_threads,
+            threads: threads(),
             backend_note: self.backend_note.borrow().clone(),
             webgpu: self.env.webgpu.clone(),
         };
@@ -482,6 +489,14 @@ async fn estimate() -> (Option<f64>, Option<f64>) {
         Ok(e) => (Some(e.quota_bytes as f64), Some(e.usage_bytes as f64)),
         Err(_) => (None, None),
     }
+}
+
+/// The CPU kernels' threads in the threads build; `None` in the single-threaded ones.
+fn threads() -> Option<usize> {
+    #[cfg(feature = "threads")]
+    return Some(rayon::current_num_threads());
+    #[cfg(not(feature = "threads"))]
+    None
 }
 
 fn web_sys_log(text: &str) {
