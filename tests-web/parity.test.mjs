@@ -9,11 +9,11 @@ import { openBrowser, openPage, setField } from './harness.mjs';
 const STEPS = 20;
 const RELATIVE_TOLERANCE = 1e-5;
 
-async function losses(context, backend) {
-  const page = await openPage(context, `?backend=${backend}&storage=memory`);
+async function losses(context, backend, { preset = 'tiny', steps = STEPS } = {}) {
+  const page = await openPage(context, `?backend=${backend}&storage=memory&preset=${preset}`);
   assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), backend);
-  await setField(page, 'max_steps', STEPS);
-  await setField(page, 'eval_interval', 10);
+  await setField(page, 'max_steps', steps);
+  await setField(page, 'eval_interval', steps / 2);
   await setField(page, 'eval_batches', 2);
   await page.click('#train');
   await page.waitForFunction(() => window.tinygpt.state.runState === 'finished', null, { timeout: 120_000 });
@@ -45,6 +45,20 @@ test(`SIMD and scalar builds give the same ${STEPS} losses (within ${RELATIVE_TO
       assert.ok(rel <= RELATIVE_TOLERANCE, `${what}: scalar ${a}, simd ${b} (relative ${rel.toExponential(2)})`);
     }
     console.log(`parity: ${pairs.length} losses, worst relative difference ${worst.toExponential(2)}`);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('SIMD + threads and SIMD builds give the same losses bit for bit on a step taken in parts (small)', { timeout: 300_000 }, async () => {
+  // small is cut into row parts (worker/src/parts.rs): eight of 2 rows in both builds.
+  const browser = await openBrowser();
+  try {
+    const simd = await losses(browser.context, 'wasm-simd', { preset: 'small', steps: 4 });
+    const threads = await losses(browser.context, 'wasm-simd-threads', { preset: 'small', steps: 4 });
+    assert.equal(simd.train.length, 4);
+    assert.equal(simd.val.length, 2);
+    assert.deepEqual(threads, simd);
   } finally {
     await browser.close();
   }
