@@ -3,8 +3,9 @@
 //! so one release binary runs on any x86-64 and still uses AVX-512 where it exists), fixed
 //! at compile time on wasm32 (`simd128` is a build flag there, not a probe).
 //!
-//! A fast variant replaces only the kernels it has a fast version of (today matmul and
-//! GELU); every other op runs the reference kernel.
+//! A fast variant replaces only the kernels it has a fast version of (today matmul, GELU,
+//! the flash-style training attention pair, LayerNorm and `sum_rows`); every other op runs
+//! the reference kernel.
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,5 +1,5 @@
 //! The fast kernel variants (see `crate::variant`): one generic implementation per op
-//! (`gemm.rs`, `gelu.rs`), instantiated per instruction set in `x86.rs` and `wasm.rs`
+//! (`gemm.rs`, `gelu.rs`, `attention.rs`, `layernorm.rs`, `sum_rows.rs`), instantiated per instruction set in `x86.rs` and `wasm.rs`
 //! behind the matching target features. What an ISA adds is its [`Simd`](simd::Simd)
 //! impl, its tile size and a table of entry points, never a copy of a kernel.
 
