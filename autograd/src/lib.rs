@@ -16,3 +16,8 @@ mod tape;
 
 pub use gradients::Gradients;
 pub use tape::{Tape, Var};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -26,3 +26,8 @@ mod rule;
 
 pub use checked::Checked;
 pub use rule::Rule;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -28,3 +28,8 @@ pub use backend::CpuBackend;
 pub use error::CpuBackendError;
 pub use storage::CpuBuffer;
 pub use variant::{KernelVariant, Kernels};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

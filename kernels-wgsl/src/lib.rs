@@ -46,3 +46,8 @@ pub use backend::{AdapterSummary, MatmulPath, WgpuBackend, WgpuStats};
 pub use error::WgpuBackendError;
 pub use pool::GpuBuffer;
 pub use profile::KernelTime;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -29,3 +29,8 @@ pub use executor::block_on;
 pub use rng::Rng;
 pub use shape::Shape;
 pub use tensor::{Indices, Tensor};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -39,7 +39,10 @@ fn ckpt_browser_tests(cargo: &str) -> Result<(), String> {
         .args(["test", "-p", "tinygpt-ckpt", "--target", "wasm32-unknown-unknown", "--target-dir"])
         .arg(workspace_root().join("target/wasm-test"))
         .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", "wasm-bindgen-test-runner")
-        .env("CHROMEDRIVER", "/usr/bin/chromedriver"))
+        .env("CHROMEDRIVER", "/usr/bin/chromedriver")
+        // Each test binary's whole run must fit in the runner's limit (20 s by default);
+        // web_page's seven storage tests take ~18 s on an idle 2-core VM, more under load.
+        .env("WASM_BINDGEN_TEST_TIMEOUT", "300"))
 }
 
 /// The backend conformance kit on the wgpu backend over WebGPU (SwiftShader in headless
