@@ -80,3 +80,8 @@ pub use nanogpt::{
 pub use native::{create_dir_durably, write_file_atomically, NativeStorage};
 pub use safetensors::{export_safetensors, import_safetensors};
 pub use store::{BlobInfo, Storage};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

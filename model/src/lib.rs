@@ -30,3 +30,8 @@ pub use memory::{check_training_memory, training_memory_bytes};
 pub use params::Params;
 pub use sample::{pick_token, Generation, SampleConfig};
 pub use structure::{Block, GptParts, Init, LayerNorm, Linear, LinearKind, TensorDecl};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

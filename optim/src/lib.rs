@@ -25,3 +25,8 @@ pub use reference_state::{reference_state, ReferenceState};
 pub use schedule::learning_rate;
 pub use state::{LossPoint, TrainerProgress};
 pub use trainer::{ResumeState, StepDone, StepReport, Trainer, BATCH_SALT, EVAL_SALT_TRAIN, EVAL_SALT_VAL};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
