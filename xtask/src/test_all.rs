@@ -1,6 +1,7 @@
 //! `cargo xtask test`: the project's one test command (README, `.ci/run`).
 //!
-//! `cargo fmt --check` → setup → `cargo test --workspace` → the ckpt crate's browser-store
+//! `cargo fmt --check` → setup → `cargo test --workspace` → a publish dry run of every
+//! library crate → the ckpt crate's browser-store
 //! tests under wasm-bindgen-test in headless Chromium → the conformance kit on kernels-cpu's
 //! simd128 variant under Node's WASI → the backend conformance kit on WebGPU
 //! in headless Chromium → the page's browser tests (`test-web`).
@@ -24,10 +25,19 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
         .current_dir(workspace_root())
         .args(["test", "--workspace"])
         .env("TINYGPT_REQUIRE_PYTHON", "1"))?;
+    publish_dry_run(&cargo)?;
     ckpt_browser_tests(&cargo)?;
     simd128_conformance_tests(&cargo)?;
     webgpu_conformance_tests(&cargo)?;
     web_test::test_task(&[])
+}
+
+/// Every library crate packaged and built from its package alone, in dependency order
+/// (`cargo publish --workspace --dry-run`: what crates.io would receive, versions on the
+/// path dependencies, metadata, files inside each crate's folder); cli and worker are
+/// `publish = false`. About four minutes on 2 cores (it builds wgpu once more, unoptimised).
+fn publish_dry_run(cargo: &str) -> Result<(), String> {
+    run(Command::new(cargo).current_dir(workspace_root()).args(["publish", "--workspace", "--dry-run"]))
 }
 
 /// The ckpt crate's OPFS and IndexedDB stores, tested in Chromium by wasm-bindgen-test
