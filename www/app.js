@@ -483,7 +483,10 @@ function generate() {
     maxTokens: Math.max(1, Math.round(Number($('length').value))),
     temperature: Number($('temperature').value),
     topK: Math.max(0, Math.round(Number($('top-k').value))),
-    seed: Math.floor(Math.random() * 2 ** 32),
+    topP: Number($('top-p').value) || 1,
+    seed: $('seed').value === '' ? Math.floor(Math.random() * 2 ** 32) : Math.max(0, Math.round(Number($('seed').value))),
+    // One stop sequence; `\n` and `\t` in the field stand for a newline and a tab.
+    stop: $('stop').value === '' ? [] : [$('stop').value.replaceAll('\\n', '\n').replaceAll('\\t', '\t')],
   });
   updateButtons();
 }

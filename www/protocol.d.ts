@@ -57,6 +57,10 @@ export interface SampleMessage {
   /** 0 keeps every token. */
   topK: number;
   seed: number;
+  /** Nucleus sampling: above 0, at most 1 (the default: every token). */
+  topP?: number;
+  /** The sample ends right after any of these (compared as UTF-8 bytes). */
+  stop?: string[];
 }
 
 export interface SaveMessage {

@@ -31,6 +31,8 @@ pub enum Command {
     Export(ExportArgs),
     /// Turn a .safetensors file (ours, or nanoGPT's) back into a checkpoint folder.
     Import(ImportArgs),
+    /// Time generation with and without the key/value cache; one JSON line each.
+    BenchGenerate(BenchGenerateArgs),
     /// Write one training step's reference state (batch, logits, loss, every gradient, the
     /// next 10 losses) as a .safetensors file for another implementation to diff against.
     DebugState(DebugStateArgs),
@@ -251,8 +253,20 @@ pub struct SampleArgs {
     /// 0 keeps every token.
     #[arg(long, default_value_t = 40)]
     pub top_k: usize,
+    /// Nucleus sampling: keep the most likely tokens whose probabilities sum to at least
+    /// this (after --top-k); 1 keeps every token.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub top_p: f32,
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
+    /// End the sample right after this byte sequence (repeatable; `\n`, `\t`, `\\` and
+    /// `\xHH` escapes name any byte).
+    #[arg(long)]
+    pub stop: Vec<String>,
+    /// Run the whole window for every token instead of one position with the key/value
+    /// cache (the same text, slower).
+    #[arg(long)]
+    pub no_cache: bool,
     #[command(flatten)]
     pub compute: Compute,
 }
@@ -337,6 +351,17 @@ pub struct ImportArgs {
     /// with the default training config (`train --resume --force --data` changes the data).
     #[arg(long, value_enum, default_value_t = FileFormat::Tinygpt)]
     pub format: FileFormat,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchGenerateArgs {
+    #[arg(long, default_value = "medium")]
+    pub preset: String,
+    /// Tokens to generate, in context lengths (the window fills and slides this often).
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
+    pub windows: i64,
+    #[command(flatten)]
+    pub compute: Compute,
 }
 
 #[derive(Args, Debug)]

@@ -36,6 +36,7 @@ fn main() {
         Command::Bench(a) => commands::bench::run(a),
         Command::Export(a) => commands::transfer::export(a),
         Command::Import(a) => commands::transfer::import(a),
+        Command::BenchGenerate(a) => commands::bench_generate::run(a),
         Command::DebugState(a) => commands::debug_state::run(a),
         Command::Checkpoints(a) => commands::checkpoints::run(a),
         Command::Lora(LoraCommand::Train(a)) => commands::lora::train(a),

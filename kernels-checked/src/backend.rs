@@ -4,8 +4,8 @@
 use std::future::Future;
 
 use tinygpt_tensor::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend, DropoutMask,
-    LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend, CachedAttentionDims,
+    DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 use crate::operand::Operand;
@@ -221,6 +221,25 @@ impl<B: Backend> Backend for Checked<B> {
             vec![In::finite("out", &y.out, values), In::ruled("probs", &y.probs, scores, Rule::Probability)]
         };
         self.op("attention", || attention_shape(&dims), ins, |b| b.attention(q, k, v, dims), outs)
+    }
+    fn cached_attention(
+        &self,
+        q: &Self::Storage,
+        k_cache: &Self::Storage,
+        v_cache: &Self::Storage,
+        dims: CachedAttentionDims,
+    ) -> Self::Storage {
+        let c = dims.channels();
+        // Only the written cache rows are read (the rest may hold anything).
+        let written = (dims.past + dims.rows) * c;
+        let ins = vec![
+            In::finite("q", q, dims.rows * c),
+            In::finite("k_cache", k_cache, written),
+            In::finite("v_cache", v_cache, written),
+        ];
+        let shape = || format!("{dims:?}");
+        let run = |b: &B| b.cached_attention(q, k_cache, v_cache, dims);
+        self.op("cached_attention", shape, ins, run, |y| vec![In::finite("out", y, dims.rows * c)])
     }
     fn attention_backward(
         &self,

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::CpuBackend;
 use tinygpt_tensor::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend, DropoutMask,
-    LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend, CachedAttentionDims,
+    DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 /// The CPU backend, counting every call. Clones share the counts.
@@ -118,6 +118,9 @@ impl Backend for Counting {
     }
     fn attention(&self, q: &S, k: &S, v: &S, dims: AttentionDims) -> AttentionOut<S> {
         self.count("attention").attention(q, k, v, dims)
+    }
+    fn cached_attention(&self, q: &S, k_cache: &S, v_cache: &S, dims: CachedAttentionDims) -> S {
+        self.count("cached_attention").cached_attention(q, k_cache, v_cache, dims)
     }
     fn attention_backward(
         &self,

@@ -5,13 +5,13 @@ use std::future::{ready, Future};
 
 use tinygpt_tensor::{
     assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend,
-    DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    CachedAttentionDims, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 use crate::kernels::adamw::{self, AdamWBufs};
 use crate::kernels::attention::{self, AttentionGradBufs};
 use crate::kernels::layernorm::{self, RowStats};
-use crate::kernels::{copy, cross_entropy, dropout, elementwise, embedding, gelu, matmul};
+use crate::kernels::{cached_attention, copy, cross_entropy, dropout, elementwise, embedding, gelu, matmul};
 use crate::storage::CpuBuffer;
 use crate::{fast, CpuBackend};
 
@@ -271,6 +271,23 @@ impl Backend for CpuBackend {
         let mut probs = self.zeroed(dims.batch * dims.heads * dims.seq * dims.seq);
         attention::attention_forward(&self.par, &mut out, &mut probs, &q.read(), &k.read(), &v.read(), dims);
         AttentionOut { out: self.wrap(out), probs: self.wrap(probs) }
+    }
+
+    fn cached_attention(
+        &self,
+        q: &Self::Storage,
+        k_cache: &Self::Storage,
+        v_cache: &Self::Storage,
+        dims: CachedAttentionDims,
+    ) -> Self::Storage {
+        let c = dims.channels();
+        assert!(dims.past + dims.rows <= dims.capacity, "cached_attention: {dims:?} reaches past the cache");
+        expect_len("cached_attention", "q", q, dims.rows * c);
+        expect_len("cached_attention", "k_cache", k_cache, dims.capacity * c);
+        expect_len("cached_attention", "v_cache", v_cache, dims.capacity * c);
+        let mut out = vec![0f32; dims.rows * c];
+        cached_attention::cached_attention(&mut out, &q.read(), &k_cache.read(), &v_cache.read(), dims);
+        CpuBuffer::new(out)
     }
 
     fn attention_backward(

@@ -4,8 +4,8 @@
 use std::future::Future;
 
 use tinygpt_tensor::{
-    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend, DropoutMask,
-    LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend,
+    CachedAttentionDims, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 use crate::matmul::{Causal, Gemm, Operand};
@@ -21,6 +21,7 @@ const SUM_ROWS: &str = include_str!("shaders/sum_rows.wgsl");
 const EMBEDDING: &str = include_str!("shaders/embedding.wgsl");
 const LAYERNORM: &str = include_str!("shaders/layernorm.wgsl");
 const ATTENTION: &str = include_str!("shaders/attention.wgsl");
+const ATTENTION_CACHED: &str = include_str!("shaders/attention_cached.wgsl");
 const CROSS_ENTROPY: &str = include_str!("shaders/cross_entropy.wgsl");
 const ADAMW: &str = include_str!("shaders/adamw.wgsl");
 const COPY: &str = include_str!("shaders/copy.wgsl");
@@ -62,6 +63,11 @@ const K_LAYER_NORM_DPARAMS: Kernel = Kernel {
     parts: &[BLOCK_REDUCE, LAYERNORM],
     entry: "layer_norm_dparams",
     bindings: &[(7, R), (1, R), (8, R), (9, R), (4, W), (10, W)],
+};
+const K_ATTENTION_CACHED: Kernel = Kernel {
+    parts: &[BLOCK_REDUCE, ATTENTION_CACHED],
+    entry: "attention_cached",
+    bindings: &[(1, R), (2, R), (3, R), (4, W), (5, W)],
 };
 const K_ATTENTION_SOFTMAX: Kernel = Kernel {
     parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
@@ -411,6 +417,29 @@ impl Backend for WgpuBackend {
         };
         self.gemm(&weights, v, None, &out, &per_head.weighted(false));
         AttentionOut { out, probs }
+    }
+
+    fn cached_attention(
+        &self,
+        q: &Self::Storage,
+        k_cache: &Self::Storage,
+        v_cache: &Self::Storage,
+        dims: CachedAttentionDims,
+    ) -> Self::Storage {
+        let c = dims.channels();
+        assert!(dims.past + dims.rows <= dims.capacity, "cached_attention: {dims:?} reaches past the cache");
+        expect_len("cached_attention", "q", q, dims.rows * c);
+        expect_len("cached_attention", "k_cache", k_cache, dims.capacity * c);
+        expect_len("cached_attention", "v_cache", v_cache, dims.capacity * c);
+        let out = self.alloc(dims.rows * c);
+        let groups = dims.rows * dims.heads;
+        let scores = self.alloc::<f32>(groups * dims.capacity);
+        let scale = 1.0 / (dims.head_dim as f32).sqrt();
+        let params =
+            [u(dims.rows), u(dims.past), u(dims.heads), u(dims.head_dim), u(dims.capacity), f(scale)];
+        let bufs = [q.bind(), k_cache.bind(), v_cache.bind(), out.bind(), scores.bind()];
+        self.run_1d(&K_ATTENTION_CACHED, &params, &bufs, groups);
+        out
     }
 
     fn attention_backward(

@@ -2,8 +2,8 @@ use std::fmt::Debug;
 use std::future::Future;
 
 use crate::dims::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, LayerNormGrads, LayerNormOut,
-    MatmulDims,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims,
+    LayerNormGrads, LayerNormOut, MatmulDims,
 };
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
@@ -158,6 +158,14 @@ pub trait Backend: Clone + Debug + 'static {
         v: &Self::Storage,
         dims: AttentionDims,
     ) -> AttentionOut<Self::Storage>;
+    /// See [`CachedAttentionDims`]: `[rows, channels]` out.
+    fn cached_attention(
+        &self,
+        q: &Self::Storage,
+        k_cache: &Self::Storage,
+        v_cache: &Self::Storage,
+        dims: CachedAttentionDims,
+    ) -> Self::Storage;
     fn attention_backward(
         &self,
         dout: &Self::Storage,

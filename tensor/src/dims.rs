@@ -38,6 +38,28 @@ impl std::str::FromStr for MatmulDims {
     }
 }
 
+/// Attention of new positions against a key/value cache (incremental decoding): row `r`
+/// of `q` `[rows, heads * head_dim]` is position `past + r` and attends to rows
+/// `0..=past + r` of `k_cache` and `v_cache` `[capacity, heads * head_dim]` (rows past
+/// `past + rows` are never read). The math is [`AttentionDims`]' (scale `1/sqrt(head_dim)`,
+/// softmax over the attended positions), so the output rows are those full causal
+/// attention over the cached positions gives; `past + rows <= capacity`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachedAttentionDims {
+    pub rows: usize,
+    pub past: usize,
+    pub capacity: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+}
+
+impl CachedAttentionDims {
+    /// `heads * head_dim`, the model width.
+    pub fn channels(&self) -> usize {
+        self.heads * self.head_dim
+    }
+}
+
 /// Causal multi-head self-attention over `q`, `k`, `v`, each `[batch, seq, heads * head_dim]`;
 /// head `h` owns columns `h*head_dim .. (h+1)*head_dim`. Scores are scaled by
 /// `1/sqrt(head_dim)` and position `t` attends to positions `0..=t`.

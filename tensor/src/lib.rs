@@ -20,8 +20,8 @@ mod tensor;
 
 pub use backend::{assert_copy_in_bounds, Backend};
 pub use dims::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, LayerNormGrads, LayerNormOut,
-    MatmulDims,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims,
+    LayerNormGrads, LayerNormOut, MatmulDims,
 };
 pub use dropout::DropoutMask;
 pub use error::{BadValue, TensorError};

@@ -1,5 +1,8 @@
 use crate::backend::Backend;
-use crate::dims::{AttentionDims, AttentionGrads, AttentionSaved, LayerNormGrads, LayerNormOut, MatmulDims};
+use crate::dims::{
+    AttentionDims, AttentionGrads, AttentionSaved, CachedAttentionDims, LayerNormGrads, LayerNormOut,
+    MatmulDims,
+};
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
 use crate::executor::block_on;
@@ -252,6 +255,33 @@ impl<B: Backend> Tensor<B> {
         let out = self.backend.attention(&self.storage, &k.storage, &v.storage, dims);
         let probs_shape = [dims.batch, dims.heads, dims.seq, dims.seq];
         (self.wrap(out.out, self.shape.clone()), self.wrap(out.probs, probs_shape))
+    }
+
+    /// Attention of the new positions `self` (`q`, `[rows, channels]`, positions `past..past
+    /// + rows`) against the key/value caches `[capacity, channels]` (see
+    /// [`CachedAttentionDims`]) → `[rows, channels]`.
+    pub fn cached_attention(&self, k_cache: &Self, v_cache: &Self, past: usize, heads: usize) -> Self {
+        check("cached_attention", self.shape.rank() == 2 && k_cache.shape.rank() == 2, || {
+            format!("q {} and the caches {} must be [rows, channels]", self.shape, k_cache.shape)
+        });
+        let (rows, channels, capacity) = (self.dims()[0], self.dims()[1], k_cache.dims()[0]);
+        check(
+            "cached_attention",
+            k_cache.shape == v_cache.shape
+                && k_cache.dims()[1] == channels
+                && heads > 0
+                && channels % heads == 0
+                && past + rows <= capacity,
+            || {
+                format!(
+                    "q {}, k {}, v {}, past {past}, {heads} heads",
+                    self.shape, k_cache.shape, v_cache.shape
+                )
+            },
+        );
+        let dims = CachedAttentionDims { rows, past, capacity, heads, head_dim: channels / heads };
+        let out = self.backend.cached_attention(&self.storage, &k_cache.storage, &v_cache.storage, dims);
+        self.wrap(out, self.shape.clone())
     }
 
     /// Backward of [`Tensor::attention`]: `self` is `dout`; returns `(dq, dk, dv)`.

@@ -47,6 +47,12 @@ pub enum InMessage {
         temperature: f32,
         top_k: usize,
         seed: u64,
+        /// Nucleus sampling, above 0 and at most 1 (default 1: every token).
+        #[serde(default)]
+        top_p: Option<f32>,
+        /// The sample ends right after any of these (their UTF-8 bytes); none by default.
+        #[serde(default)]
+        stop: Option<Vec<String>>,
     },
     /// Saves the current run now.
     Save,

@@ -9,15 +9,15 @@ use tinygpt_tensor::{Backend, TensorError};
 use crate::protocol::OutMessage;
 
 #[derive(Debug)]
-pub struct Sampler {
-    generation: Generation,
+pub struct Sampler<B: Backend> {
+    generation: Generation<B>,
     stream: Utf8Stream,
     text: String,
     /// The clock's milliseconds when the sample was requested.
     pub started_ms: f64,
 }
 
-impl Sampler {
+impl<B: Backend> Sampler<B> {
     pub fn new(prompt: &[u8], config: SampleConfig, started_ms: f64) -> Self {
         Sampler {
             generation: Generation::new(prompt, config),
@@ -54,7 +54,7 @@ impl Sampler {
 
     /// Samples one token; returns the text it completes (empty inside a multi-byte character,
     /// and the pending rest once the last token is in). Awaits the logits' readback.
-    pub async fn advance<B: Backend>(&mut self, model: &Gpt<B>) -> Result<String, TensorError> {
+    pub async fn advance(&mut self, model: &Gpt<B>) -> Result<String, TensorError> {
         let token = self.generation.next_token(model).await?;
         let mut piece = self.stream.push(token);
         if self.is_done() {

@@ -61,6 +61,10 @@ pub struct SampleRequest {
     pub temperature: f32,
     pub top_k: usize,
     pub seed: u64,
+    /// 1 keeps every token.
+    pub top_p: f32,
+    /// Byte sequences that end the sample.
+    pub stop: Vec<Vec<u8>>,
 }
 
 /// One run and how far it got.
@@ -108,7 +112,7 @@ pub struct Session<B: Backend> {
     backend: B,
     kind: BackendKind,
     run: Option<Run<B>>,
-    sampler: Option<Sampler>,
+    sampler: Option<Sampler<B>>,
 }
 
 impl<B: Backend> Session<B> {
@@ -289,8 +293,16 @@ impl<B: Backend> Session<B> {
             max_tokens: request.max_tokens,
             temperature: request.temperature,
             top_k: request.top_k,
+            top_p: request.top_p,
             seed: request.seed,
+            stop: request.stop,
+            cached: true,
         };
+        if let Err(reason) = config.check() {
+            let mut reason = reason.replace("top_p", "topP");
+            reason[..1].make_ascii_uppercase();
+            return Err(WorkerError::new(ErrorCode::InvalidConfig, format!("{reason}.")));
+        }
         let cancelled = self.cancel_sample(now_ms);
         self.sampler = Some(Sampler::new(request.prompt.as_bytes(), config, now_ms));
         Ok(cancelled.into_iter().collect())

@@ -30,7 +30,15 @@ fn session() -> Session<CpuBackend> {
 }
 
 fn sample(max_tokens: usize) -> SampleRequest {
-    SampleRequest { prompt: "ROMEO:".into(), max_tokens, temperature: 0.8, top_k: 40, seed: 7 }
+    SampleRequest {
+        prompt: "ROMEO:".into(),
+        max_tokens,
+        temperature: 0.8,
+        top_k: 40,
+        seed: 7,
+        top_p: 1.0,
+        stop: vec![],
+    }
 }
 
 /// A clock that moves 10 ms each time it is read, so slices and progress are deterministic.
@@ -100,6 +108,21 @@ fn a_sample_longer_than_the_documented_cap_is_refused() {
     let doc = include_str!("../PROTOCOL.md");
     assert!(doc.contains("maxTokens (1 to 10,000)"), "PROTOCOL.md documents the cap");
     assert_eq!(MAX_SAMPLE_TOKENS, 10_000);
+}
+
+#[test]
+fn bad_sampling_options_are_refused_by_name() {
+    let mut s = session();
+    s.start(tiny(json!({"max_steps": 2})), shakespeare(), 0.0).unwrap();
+    s.pause().unwrap();
+    for top_p in [0.0, 1.5, f32::NAN] {
+        let err = s.sample(SampleRequest { top_p, ..sample(10) }, 0.0).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidConfig);
+        assert!(err.message.starts_with("TopP must be"), "{}", err.message);
+    }
+    let err = s.sample(SampleRequest { stop: vec![vec![]], ..sample(10) }, 0.0).unwrap_err();
+    assert!(err.message.contains("stop"), "{}", err.message);
+    s.sample(SampleRequest { top_p: 0.9, stop: vec![b"\n".to_vec()], ..sample(10) }, 0.0).unwrap();
 }
 
 #[test]

@@ -198,8 +198,15 @@ fn sampling_streams_the_same_text_as_generate() {
     let mut s = session();
     s.start(tiny(json!({"max_steps": 3})), shakespeare(), 0.0).unwrap();
     s.pause().unwrap();
-    let request =
-        SampleRequest { prompt: "ROMEO:".into(), max_tokens: 40, temperature: 0.8, top_k: 40, seed: 7 };
+    let request = SampleRequest {
+        prompt: "ROMEO:".into(),
+        max_tokens: 40,
+        temperature: 0.8,
+        top_k: 40,
+        seed: 7,
+        top_p: 1.0,
+        stop: vec![],
+    };
     s.sample(request, 0.0).unwrap();
     let (messages, _) = run_until_idle(&mut s, 0.0);
     let chunks: String = messages

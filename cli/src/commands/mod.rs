@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod bench_generate;
 pub mod checkpoints;
 pub mod debug_state;
 pub mod eval;

@@ -12,21 +12,61 @@ use crate::base::{adapter_dir, load_adapter, load_base, merged_weights};
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
 
-struct Sample(SampleArgs);
+struct Sample {
+    args: SampleArgs,
+    config: SampleConfig,
+}
 
 pub fn run(args: SampleArgs) -> Result<(), CliError> {
-    if !(args.temperature.is_finite() && args.temperature >= 0.0) {
-        return Err(CliError::Usage(format!("--temperature must be 0 or more, got {}", args.temperature)));
-    }
+    let stop = args.stop.iter().map(|s| unescape(s)).collect::<Result<Vec<_>, _>>()?;
+    let config = SampleConfig {
+        max_tokens: args.tokens,
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+        stop,
+        cached: !args.no_cache,
+    };
+    config.check().map_err(|e| CliError::Usage(format!("--{}", e.replace('_', "-"))))?;
     let compute = args.compute.clone();
-    dispatch(&compute, Sample(args))
+    dispatch(&compute, Sample { args, config })
+}
+
+/// A `--stop` value's bytes: UTF-8, with `\n`, `\t`, `\r`, `\\` and `\xHH` escapes.
+pub fn unescape(text: &str) -> Result<Vec<u8>, CliError> {
+    let bad = || CliError::Usage(format!("--stop {text:?}: a backslash starts \\n, \\t, \\r, \\\\ or \\xHH"));
+    let mut out = Vec::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            let mut buf = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            continue;
+        }
+        match chars.next().ok_or_else(bad)? {
+            'n' => out.push(b'\n'),
+            't' => out.push(b'\t'),
+            'r' => out.push(b'\r'),
+            '\\' => out.push(b'\\'),
+            'x' => {
+                let hex: String = chars.by_ref().take(2).collect();
+                out.push(u8::from_str_radix(&hex, 16).ok().filter(|_| hex.len() == 2).ok_or_else(bad)?);
+            }
+            _ => return Err(bad()),
+        }
+    }
+    if out.is_empty() {
+        return Err(CliError::Usage("--stop must not be empty".into()));
+    }
+    Ok(out)
 }
 
 impl WithBackend for Sample {
     type Output = ();
 
     fn run<B: Backend>(self, backend: B, _threads: usize) -> Result<(), CliError> {
-        let args = self.0;
+        let Sample { args, config } = self;
         let base = load_base(&args.model, args.generation.as_deref())?;
         // With an adapter: its merge into the base, the same function as base + adapter.
         let weights = match &args.adapter {
@@ -35,12 +75,6 @@ impl WithBackend for Sample {
         };
         let params = Params::from_flat(&backend, &base.ckpt.model_config, &weights)?;
         let model = Gpt::new(base.ckpt.model_config, params)?;
-        let config = SampleConfig {
-            max_tokens: args.tokens,
-            temperature: args.temperature,
-            top_k: args.top_k,
-            seed: args.seed,
-        };
         let mut stdout = std::io::stdout().lock();
         let mut stream = Utf8Stream::new();
         let _ = write!(stdout, "{}", args.prompt);

@@ -47,7 +47,7 @@ impl Head {
     }
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut s = 0f32;
     for (&x, &y) in a.iter().zip(b) {
         s += x * y;
@@ -56,7 +56,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// `acc += alpha * x`.
-fn axpy(acc: &mut [f32], alpha: f32, x: &[f32]) {
+pub(crate) fn axpy(acc: &mut [f32], alpha: f32, x: &[f32]) {
     for (a, &v) in acc.iter_mut().zip(x) {
         *a += alpha * v;
     }

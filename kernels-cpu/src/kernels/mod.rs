@@ -3,6 +3,7 @@
 
 pub(crate) mod adamw;
 pub(crate) mod attention;
+pub(crate) mod cached_attention;
 pub(crate) mod copy;
 pub(crate) mod cross_entropy;
 pub(crate) mod dropout;

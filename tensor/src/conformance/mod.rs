@@ -92,6 +92,7 @@ macro_rules! __conformance_tests {
             gelu_backward,
             attention,
             attention_backward,
+            cached_attention,
             attention_dropout,
             attention_dropout_backward,
             attention_for_training,

@@ -290,8 +290,10 @@ impl Inner {
                 }
                 Ok(())
             }
-            InMessage::Sample { prompt, max_tokens, temperature, top_k, seed } => {
-                let request = SampleRequest { prompt, max_tokens, temperature, top_k, seed };
+            InMessage::Sample { prompt, max_tokens, temperature, top_k, seed, top_p, stop } => {
+                let top_p = top_p.unwrap_or(1.0);
+                let stop = stop.unwrap_or_default().into_iter().map(String::into_bytes).collect();
+                let request = SampleRequest { prompt, max_tokens, temperature, top_k, seed, top_p, stop };
                 self.post_all(self.session()?.sample(request, self.now()))
             }
             InMessage::Save => self.save(true).await,

@@ -7,7 +7,7 @@ use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{normal, read, weighted_sum};
 use crate::conformance::reference::attention as reference;
 use crate::conformance::Tolerance;
-use crate::{AttentionDims, Backend, DropoutMask, Rng};
+use crate::{AttentionDims, Backend, CachedAttentionDims, DropoutMask, Rng};
 
 /// `(batch, seq, heads, head_dim)`: all ones, seq 1, odd head counts and widths.
 const CASES: [(usize, usize, usize, usize); 6] =
@@ -182,4 +182,38 @@ pub(super) async fn attention_backward_case<B: Backend>(
 
 fn widen(x: &[f32]) -> Vec<f64> {
     x.iter().map(|&v| v as f64).collect()
+}
+
+/// `cached_attention`: the new rows against caches of `past + rows` written positions (and
+/// NaN beyond them, which must never be read) equal those rows of full causal attention
+/// over all the positions (the f64 reference), for a prefill (`past` 0), single-position
+/// decoding steps and a few rows at once.
+pub async fn cached_attention<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0xCAC4E);
+    // (seq, heads, head_dim, past): rows = seq - past.
+    for (seq, heads, head_dim, past) in [
+        (1, 1, 1, 0),
+        (5, 3, 4, 0),
+        (5, 3, 4, 4),
+        (9, 1, 7, 8),
+        (17, 2, 8, 11),
+        (70, 2, 3, 69),
+        (70, 4, 16, 0),
+    ] {
+        let dims = AttentionDims { batch: 1, seq, heads, head_dim, dropout: None };
+        let c = dims.channels();
+        let (q, k, v) =
+            (normal(&mut rng, seq * c, 1.0), normal(&mut rng, seq * c, 1.0), normal(&mut rng, seq * c, 1.0));
+        let (full, _) = reference::attention(&q, &k, &v, dims);
+        let capacity = seq + 3;
+        let cache = |x: &[f32]| {
+            let mut buf = x.to_vec();
+            buf.resize(capacity * c, f32::NAN);
+            backend.upload(&buf)
+        };
+        let cached = CachedAttentionDims { rows: seq - past, past, capacity, heads, head_dim };
+        let out = backend.cached_attention(&backend.upload(&q[past * c..]), &cache(&k), &cache(&v), cached);
+        let out = read(backend, &out, "out").await;
+        Tolerance::ACCUMULATED.assert_close(&format!("cached_attention {cached:?}"), &out, &full[past * c..]);
+    }
 }
