@@ -223,7 +223,8 @@ fn sampling_streams_the_same_text_as_generate() {
     assert_eq!(&chunks, text);
     assert!(*tokens_per_second > 0.0);
     // The session passes the request through unchanged: the text of `Gpt::generate`'s bytes.
-    let config = SampleConfig { max_tokens: 40, temperature: 0.8, top_k: 40, seed: 7, ..SampleConfig::default() };
+    let config =
+        SampleConfig { max_tokens: 40, temperature: 0.8, top_k: 40, seed: 7, ..SampleConfig::default() };
     let model = s.run().unwrap().trainer.model();
     let expected = block_on(model.generate(b"ROMEO:", &config, |_| true)).unwrap();
     assert_eq!(text, &decode(&expected));
