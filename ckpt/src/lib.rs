@@ -81,7 +81,8 @@ pub use native::{create_dir_durably, write_file_atomically, NativeStorage};
 pub use safetensors::{export_safetensors, import_safetensors};
 pub use store::{BlobInfo, Storage};
 
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
+/// The README's examples, compiled and run as doctests (natively: the example uses the
+/// native `CheckpointDir` and the CPU backend).
+#[cfg(all(doctest, not(target_arch = "wasm32")))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
