@@ -216,7 +216,7 @@ impl<B: Backend> Backend for Checked<B> {
         dims: AttentionDims,
     ) -> AttentionOut<Self::Storage> {
         let (values, scores) = attention_sizes(&dims);
-        let ins = vec![In::finite("q", q, values), In::finite("k", k, values), In::finite("v", v, values)];
+        let ins = attention_inputs(None, q, k, v, values);
         let outs = |y: &AttentionOut<Self::Storage>| {
             vec![In::finite("out", &y.out, values), In::ruled("probs", &y.probs, scores, Rule::Probability)]
         };
@@ -251,21 +251,10 @@ impl<B: Backend> Backend for Checked<B> {
         dims: AttentionDims,
     ) -> AttentionGrads<Self::Storage> {
         let (values, scores) = attention_sizes(&dims);
-        let ins = vec![
-            In::finite("dout", dout, values),
-            In::finite("q", q, values),
-            In::finite("k", k, values),
-            In::finite("v", v, values),
-            In::ruled("probs", probs, scores, Rule::Probability),
-        ];
+        let mut ins = attention_inputs(Some(dout), q, k, v, values);
+        ins.push(In::ruled("probs", probs, scores, Rule::Probability));
         let run = |b: &B| b.attention_backward(dout, q, k, v, probs, dims);
-        let outs = |g: &AttentionGrads<Self::Storage>| {
-            vec![
-                In::finite("dq", &g.dq, values),
-                In::finite("dk", &g.dk, values),
-                In::finite("dv", &g.dv, values),
-            ]
-        };
+        let outs = |g: &AttentionGrads<Self::Storage>| attention_grads(g, values);
         self.op("attention_backward", || attention_shape(&dims), ins, run, outs)
     }
 
@@ -279,7 +268,7 @@ impl<B: Backend> Backend for Checked<B> {
         dims: AttentionDims,
     ) -> AttentionSaved<Self::Storage> {
         let (values, _) = attention_sizes(&dims);
-        let ins = vec![In::finite("q", q, values), In::finite("k", k, values), In::finite("v", v, values)];
+        let ins = attention_inputs(None, q, k, v, values);
         let outs = |y: &AttentionSaved<Self::Storage>| {
             vec![In::finite("out", &y.out, values), In::whole("saved", &y.saved)]
         };
@@ -296,21 +285,10 @@ impl<B: Backend> Backend for Checked<B> {
         dims: AttentionDims,
     ) -> AttentionGrads<Self::Storage> {
         let (values, _) = attention_sizes(&dims);
-        let ins = vec![
-            In::finite("dout", dout, values),
-            In::finite("q", q, values),
-            In::finite("k", k, values),
-            In::finite("v", v, values),
-            In::whole("saved", saved),
-        ];
+        let mut ins = attention_inputs(Some(dout), q, k, v, values);
+        ins.push(In::whole("saved", saved));
         let run = |b: &B| b.attention_backward_saved(dout, q, k, v, saved, dims);
-        let outs = |g: &AttentionGrads<Self::Storage>| {
-            vec![
-                In::finite("dq", &g.dq, values),
-                In::finite("dk", &g.dk, values),
-                In::finite("dv", &g.dv, values),
-            ]
-        };
+        let outs = |g: &AttentionGrads<Self::Storage>| attention_grads(g, values);
         self.op("attention_backward_saved", || attention_shape(&dims), ins, run, outs)
     }
 
@@ -373,6 +351,18 @@ impl<B: Backend> Backend for Checked<B> {
 /// (`[batch, heads, seq, seq]`).
 fn attention_sizes(dims: &AttentionDims) -> (usize, usize) {
     (dims.batch * dims.seq * dims.channels(), dims.batch * dims.heads * dims.seq * dims.seq)
+}
+
+/// An attention op's inputs in argument order: `dout` (backward passes), then q, k, v.
+fn attention_inputs<S: Clone>(dout: Option<&S>, q: &S, k: &S, v: &S, values: usize) -> Vec<In<S>> {
+    let mut ins: Vec<In<S>> = dout.map(|d| In::finite("dout", d, values)).into_iter().collect();
+    ins.extend([In::finite("q", q, values), In::finite("k", k, values), In::finite("v", v, values)]);
+    ins
+}
+
+/// An attention backward pass's outputs: dq, dk, dv.
+fn attention_grads<S: Clone>(g: &AttentionGrads<S>, values: usize) -> Vec<In<S>> {
+    vec![In::finite("dq", &g.dq, values), In::finite("dk", &g.dk, values), In::finite("dv", &g.dv, values)]
 }
 
 fn matmul_shape(d: &MatmulDims) -> String {
