@@ -94,3 +94,29 @@ export async function setField(page, name, value) {
 export function waitStep(page, atLeast, timeout = 120_000) {
   return page.waitForFunction((n) => window.tinygpt.state.step >= n, atLeast, { timeout });
 }
+
+/**
+ * Clicks `button` and resolves with the ms until the worker's answer of `type` for which
+ * `predicate` (a JS expression over the message `m`) holds: how pause and stop latency is timed.
+ */
+export function timeAnswer(page, button, type, predicate) {
+  return page.evaluate(
+    ([button, type, predicate]) =>
+      new Promise((resolve) => {
+        const check = new Function('m', `return ${predicate};`);
+        const t0 = performance.now();
+        let answered = false;
+        window.tinygpt.client.on(type, (m) => {
+          if (!answered && check(m)) {
+            answered = true;
+            resolve(performance.now() - t0);
+          }
+        });
+        document.getElementById(button).click();
+      }),
+    [button, type, predicate],
+  );
+}
+
+/** The step the page last showed. */
+export const stepNow = (page) => page.evaluate(() => window.tinygpt.state.step);

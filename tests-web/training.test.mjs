@@ -5,29 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { ARTIFACTS, openBrowser, openPage, setField, waitStep } from './harness.mjs';
-
-/** Clicks `button` and resolves with the ms until the worker's `status`/`done` answer. */
-function timeAnswer(page, button, type, predicate) {
-  return page.evaluate(
-    ([button, type, predicate]) =>
-      new Promise((resolve) => {
-        const check = new Function('m', `return ${predicate};`);
-        const t0 = performance.now();
-        let answered = false;
-        window.tinygpt.client.on(type, (m) => {
-          if (!answered && check(m)) {
-            answered = true;
-            resolve(performance.now() - t0);
-          }
-        });
-        document.getElementById(button).click();
-      }),
-    [button, type, predicate],
-  );
-}
-
-const stepNow = (page) => page.evaluate(() => window.tinygpt.state.step);
+import { ARTIFACTS, openBrowser, openPage, setField, stepNow, timeAnswer, waitStep } from './harness.mjs';
 
 test('the page loads without console errors and is crossOriginIsolated', { timeout: 120_000 }, async () => {
   const browser = await openBrowser();

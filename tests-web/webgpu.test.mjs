@@ -5,29 +5,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WEBGPU_FLAGS, openBrowser, openPage, setField, waitReady, waitStep } from './harness.mjs';
+import { WEBGPU_FLAGS, openBrowser, openPage, setField, stepNow, timeAnswer, waitReady, waitStep } from './harness.mjs';
 
-/** Clicks `button` and resolves with the ms until the worker's answer of `type` matching `predicate`. */
-function timeAnswer(page, button, type, predicate) {
-  return page.evaluate(
-    ([button, type, predicate]) =>
-      new Promise((resolve) => {
-        const check = new Function('m', `return ${predicate};`);
-        const t0 = performance.now();
-        let answered = false;
-        window.tinygpt.client.on(type, (m) => {
-          if (!answered && check(m)) {
-            answered = true;
-            resolve(performance.now() - t0);
-          }
-        });
-        document.getElementById(button).click();
-      }),
-    [button, type, predicate],
-  );
-}
-
-const stepNow = (page) => page.evaluate(() => window.tinygpt.state.step);
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 /** Records every `progress.backend` the page receives, in `window.__backends`. */
