@@ -132,9 +132,9 @@ impl Backend for CpuBackend {
         let (a, b, bias) = (&a.read(), &b.read(), bias.as_deref().map(|b| &b[..]));
         match self.fast {
             // Every output is set to its bias (or 0) before the products are added.
-            Some(fast) => self.produce_all(dims.m * dims.n, |out| {
-                fast::gemm::matmul(&fast.matmul, &self.par, out, a, b, bias, dims)
-            }),
+            Some(fast) => {
+                self.produce_all(dims.m * dims.n, |out| fast::matmul(fast, &self.par, out, a, b, bias, dims))
+            }
             None => {
                 self.produce(dims.m * dims.n, |out| matmul::matmul_forward(&self.par, out, a, b, bias, dims))
             }
@@ -285,9 +285,10 @@ impl Backend for CpuBackend {
         expect_len("cached_attention", "q", q, dims.rows * c);
         expect_len("cached_attention", "k_cache", k_cache, dims.capacity * c);
         expect_len("cached_attention", "v_cache", v_cache, dims.capacity * c);
-        let mut out = vec![0f32; dims.rows * c];
-        cached_attention::cached_attention(&mut out, &q.read(), &k_cache.read(), &v_cache.read(), dims);
-        CpuBuffer::new(out)
+        // Every output is written (each head's columns start from zero in the kernel).
+        self.produce_all(dims.rows * c, |out| {
+            cached_attention::cached_attention(out, &q.read(), &k_cache.read(), &v_cache.read(), dims)
+        })
     }
 
     fn attention_backward(

@@ -18,7 +18,7 @@ fn run_ops(backend: &CpuBackend) -> Vec<(String, Vec<f32>)> {
 
     // The second shape spans several pieces in every direction of the fast matmul
     // (48-row, 256-column pieces, 256-deep k slices).
-    for (m, k, n) in [(150, 67, 133), (101, 600, 530)] {
+    for (m, k, n) in [(150, 67, 133), (101, 600, 530), (3, 600, 530)] {
         let (a, b, bias) = (normal(m * k), normal(k * n), normal(n));
         for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
             let dims = MatmulDims { m, k, n, trans_a, trans_b };

@@ -13,6 +13,7 @@
 mod attention;
 mod gelu;
 pub(crate) mod gemm;
+pub(crate) mod gemv;
 mod layernorm;
 mod math;
 mod shared_out;
@@ -23,7 +24,7 @@ mod wasm;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-use tinygpt_tensor::AttentionDims;
+use tinygpt_tensor::{AttentionDims, MatmulDims};
 
 use attention::{HeadBackward, HeadForward};
 use shared_out::SharedOut;
@@ -39,6 +40,8 @@ use crate::KernelVariant;
 /// [`KernelVariant::is_supported`] is true (the backend checks it once, when built).
 pub(crate) struct FastKernels {
     pub matmul: gemm::Microkernel,
+    /// A few rows against a transposed weight (decoding): see `gemv.rs`.
+    pub gemv: unsafe fn(&gemv::Columns<'_>),
     pub gelu: unsafe fn(&mut [f32], &[f32]),
     pub gelu_backward: unsafe fn(&mut [f32], &[f32], &[f32]),
     pub attention: unsafe fn(&HeadForward<'_>),
@@ -95,6 +98,25 @@ pub(crate) fn kernels_for(variant: KernelVariant) -> Option<&'static FastKernels
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         KernelVariant::Simd128 => Some(&wasm::SIMD128),
         _ => None,
+    }
+}
+
+/// `C = op(A)·op(B) (+ bias)`: a few rows against a linear layer's weight (one decoded
+/// token) stream the weight as it lies (`gemv.rs`); everything else goes through packed
+/// panels (`gemm.rs`). Which one is decided by the shape alone.
+pub(crate) fn matmul(
+    kernels: &FastKernels,
+    par: &Parallel,
+    c: &mut [f32],
+    a: &[f32],
+    b: &[f32],
+    bias: Option<&[f32]>,
+    dims: MatmulDims,
+) {
+    if gemv::applies(dims) {
+        gemv::matmul(kernels.gemv, par, c, a, b, bias, dims)
+    } else {
+        gemm::matmul(&kernels.matmul, par, c, a, b, bias, dims)
     }
 }
 

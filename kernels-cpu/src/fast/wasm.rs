@@ -6,6 +6,7 @@ use core::arch::wasm32::*;
 
 use crate::fast::attention::{self, HeadBackward, HeadForward};
 use crate::fast::gemm::{self, Microkernel, Piece};
+use crate::fast::gemv::{self, Columns};
 use crate::fast::simd::Simd;
 use crate::fast::{gelu, sum_rows, FastKernels, LayerNormBackwardRows, LayerNormRows};
 
@@ -45,6 +46,11 @@ unsafe fn simd128_piece(job: &Piece<'_>) {
     gemm::piece::<Simd128, 4, 2>(job)
 }
 
+/// 2 weight rows × up to 4 rows of A: 8 accumulators, as on AVX2.
+unsafe fn simd128_gemv(job: &Columns<'_>) {
+    gemv::columns::<Simd128, 2>(job)
+}
+
 unsafe fn simd128_gelu(out: &mut [f32], x: &[f32]) {
     gelu::forward(out, x)
 }
@@ -75,6 +81,7 @@ unsafe fn simd128_sum_rows(partial: &mut [f32], x: &[f32]) {
 
 pub(crate) static SIMD128: FastKernels = FastKernels {
     matmul: Microkernel { mr: 4, nr: 8, piece: simd128_piece },
+    gemv: simd128_gemv,
     gelu: simd128_gelu,
     gelu_backward: simd128_gelu_backward,
     attention: simd128_attention,

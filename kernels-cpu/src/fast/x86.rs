@@ -7,6 +7,7 @@ use std::arch::x86_64::*;
 
 use crate::fast::attention::{self, HeadBackward, HeadForward};
 use crate::fast::gemm::{self, Microkernel, Piece};
+use crate::fast::gemv::{self, Columns};
 use crate::fast::simd::Simd;
 use crate::fast::{gelu, sum_rows, FastKernels, LayerNormBackwardRows, LayerNormRows};
 
@@ -76,6 +77,12 @@ unsafe fn avx2_piece(job: &Piece<'_>) {
     gemm::piece::<Avx2, 6, 2>(job)
 }
 
+/// 2 weight rows × up to 4 rows of A: 8 accumulators + 4 rows + 1 weight vector.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_gemv(job: &Columns<'_>) {
+    gemv::columns::<Avx2, 2>(job)
+}
+
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_gelu(out: &mut [f32], x: &[f32]) {
     gelu::forward(out, x)
@@ -117,6 +124,12 @@ unsafe fn avx512_piece(job: &Piece<'_>) {
     gemm::piece::<Avx512, 12, 2>(job)
 }
 
+/// 4 weight rows × up to 4 rows of A: 16 accumulators + 4 rows + 1 weight vector.
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_gemv(job: &Columns<'_>) {
+    gemv::columns::<Avx512, 4>(job)
+}
+
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_gelu(out: &mut [f32], x: &[f32]) {
     gelu::forward(out, x)
@@ -154,6 +167,7 @@ unsafe fn avx512_sum_rows(partial: &mut [f32], x: &[f32]) {
 
 pub(crate) static AVX2_FMA: FastKernels = FastKernels {
     matmul: Microkernel { mr: 6, nr: 16, piece: avx2_piece },
+    gemv: avx2_gemv,
     gelu: avx2_gelu,
     gelu_backward: avx2_gelu_backward,
     attention: avx2_attention,
@@ -165,6 +179,7 @@ pub(crate) static AVX2_FMA: FastKernels = FastKernels {
 
 pub(crate) static AVX512: FastKernels = FastKernels {
     matmul: Microkernel { mr: 12, nr: 32, piece: avx512_piece },
+    gemv: avx512_gemv,
     gelu: avx512_gelu,
     gelu_backward: avx512_gelu_backward,
     attention: avx512_attention,

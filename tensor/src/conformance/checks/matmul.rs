@@ -7,9 +7,27 @@ use crate::conformance::reference::dense;
 use crate::conformance::Tolerance;
 use crate::{Backend, MatmulDims, Rng};
 
-/// `(m, k, n)`: ones, sizes off multiples of 4 and 8, an exact 4x8 tile, a long k.
-const SHAPES: [(usize, usize, usize); 8] =
-    [(1, 1, 1), (1, 5, 3), (3, 1, 7), (4, 8, 8), (5, 9, 17), (13, 7, 33), (33, 70, 9), (8, 16, 24)];
+/// `(m, k, n)`: ones, sizes off multiples of 4 and 8, an exact 4x8 tile, a long k; then the
+/// few-row shapes of decoding one token (or two) at a time, with odd k and n and a k past
+/// 128 (vector lanes plus a tail), a few blocks of rows, and one row past the CPU's
+/// few-row path (16 rows).
+const SHAPES: [(usize, usize, usize); 15] = [
+    (1, 1, 1),
+    (1, 5, 3),
+    (3, 1, 7),
+    (4, 8, 8),
+    (5, 9, 17),
+    (13, 7, 33),
+    (33, 70, 9),
+    (8, 16, 24),
+    (1, 37, 65),
+    (2, 129, 70),
+    (2, 7, 3),
+    (3, 16, 5),
+    (4, 300, 33),
+    (9, 33, 17),
+    (17, 19, 40),
+];
 
 fn layouts() -> impl Iterator<Item = (bool, bool)> {
     [(false, false), (false, true), (true, false), (true, true)].into_iter()
