@@ -33,7 +33,7 @@ use crate::layout::{
     sha256_hex, FileEntry, TrainerState, DATASET_MANIFEST, FORMAT_VERSION, LOSS_HISTORY, MAX_JSON_BYTES,
     MAX_LOSS_HISTORY_BYTES, TRAINER_STATE, TRAINING_CONFIG,
 };
-use crate::store::Storage;
+use crate::store::BlobStore;
 
 pub const ADAPTER_CONFIG: &str = "adapter_config.json";
 pub const ADAPTER_WEIGHTS: &str = "adapter.f32";
@@ -192,12 +192,12 @@ struct Pointer {
     previous: Vec<String>,
 }
 
-/// One adapter's saved generations in a [`Storage`] (a folder beside the base, OPFS, …).
+/// One adapter's saved generations in a [`BlobStore`] (a folder beside the base, OPFS, …).
 pub struct AdapterStore<S> {
     storage: S,
 }
 
-impl<S: Storage> AdapterStore<S> {
+impl<S: BlobStore> AdapterStore<S> {
     pub fn new(storage: S) -> Self {
         AdapterStore { storage }
     }

@@ -10,18 +10,18 @@ use crate::checkpoint::Checkpoint;
 use crate::decode::LoadOptions;
 use crate::error::Result;
 use crate::generations::{BestLoad, CheckpointStore, GenerationInfo, SaveReport};
-use crate::native::NativeStorage;
+use crate::native::DirStore;
 
 /// Checkpoint generations in a local directory.
 #[derive(Debug)]
 pub struct CheckpointDir {
-    store: CheckpointStore<NativeStorage>,
+    store: CheckpointStore<DirStore>,
 }
 
 impl CheckpointDir {
     /// Fails if `path` is a file; the directory is created by the first save.
     pub fn open(path: impl Into<PathBuf>) -> Result<Self> {
-        Ok(CheckpointDir { store: CheckpointStore::new(NativeStorage::open(path)?) })
+        Ok(CheckpointDir { store: CheckpointStore::new(DirStore::open(path)?) })
     }
 
     /// See [`CheckpointStore::with_keep`].
@@ -63,7 +63,7 @@ impl CheckpointDir {
     }
 
     /// The async store underneath.
-    pub fn store(&self) -> &CheckpointStore<NativeStorage> {
+    pub fn store(&self) -> &CheckpointStore<DirStore> {
         &self.store
     }
 }

@@ -19,7 +19,7 @@ use crate::layout::{
     DATASET_MANIFEST, FILES, FORMAT_VERSION, LOSS_HISTORY, MAX_JSON_BYTES, MAX_LOSS_HISTORY_BYTES,
     MODEL_CONFIG, TRAINER_STATE, TRAINING_CONFIG, WEIGHTS,
 };
-use crate::store::Storage;
+use crate::store::BlobStore;
 
 /// How strict a load is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub struct LoadOptions {
 }
 
 /// Reads the checkpoint whose files are the blobs `prefix + name` of `storage`.
-pub(crate) async fn read_checkpoint<S: Storage>(
+pub(crate) async fn read_checkpoint<S: BlobStore>(
     storage: &S,
     prefix: &str,
     options: &LoadOptions,
@@ -114,7 +114,7 @@ struct Files<'a, S> {
     listing: BTreeMap<String, u64>,
 }
 
-impl<S: Storage> Files<'_, S> {
+impl<S: BlobStore> Files<'_, S> {
     fn location(&self, name: &str) -> String {
         self.storage.location(&format!("{}{name}", self.prefix))
     }

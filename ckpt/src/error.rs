@@ -81,7 +81,7 @@ pub enum CkptError {
     Io { file: String, source: std::io::Error },
 
     #[error("{file}: {reason}")]
-    Storage { file: String, reason: String },
+    Store { file: String, reason: String },
 
     #[error("saved {saved}, but removing old generations failed: {reason}")]
     Prune { saved: String, reason: String },

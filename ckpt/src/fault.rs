@@ -1,10 +1,10 @@
-//! Fault injection around any [`Storage`], to prove that an interrupted save leaves the
+//! Fault injection around any [`BlobStore`], to prove that an interrupted save leaves the
 //! previous checkpoint loadable.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::error::{CkptError, Result};
-use crate::store::{BlobInfo, Storage};
+use crate::store::{BlobInfo, BlobStore};
 
 /// What happens at the failing write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub enum Fault {
 /// Passes reads through and lets the first `writes_allowed` writes (`put`, `put_atomic`
 /// and `delete` each count one) succeed, then injects `fault`.
 #[derive(Debug)]
-pub struct FaultyStorage<S> {
+pub struct FaultyStore<S> {
     inner: S,
     fault: Fault,
     writes_allowed: usize,
@@ -29,9 +29,9 @@ pub struct FaultyStorage<S> {
     crashed: AtomicBool,
 }
 
-impl<S: Storage> FaultyStorage<S> {
+impl<S: BlobStore> FaultyStore<S> {
     pub fn new(inner: S, fault: Fault, writes_allowed: usize) -> Self {
-        FaultyStorage {
+        FaultyStore {
             inner,
             fault,
             writes_allowed,
@@ -77,11 +77,11 @@ impl<S: Storage> FaultyStorage<S> {
     }
 
     fn crash_error(&self, key: &str) -> CkptError {
-        CkptError::Storage { file: self.inner.location(key), reason: "injected crash".into() }
+        CkptError::Store { file: self.inner.location(key), reason: "injected crash".into() }
     }
 }
 
-impl<S: Storage> Storage for FaultyStorage<S> {
+impl<S: BlobStore> BlobStore for FaultyStore<S> {
     fn location(&self, key: &str) -> String {
         self.inner.location(key)
     }

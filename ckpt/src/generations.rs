@@ -7,7 +7,7 @@
 //! ```
 //! A save writes a new generation completely (trainer_state.json last), reads every file
 //! back and compares it with what was written, and only then replaces latest.json with
-//! [`Storage::put_atomic`]. A save interrupted anywhere before that flip leaves
+//! [`BlobStore::put_atomic`]. A save interrupted anywhere before that flip leaves
 //! latest.json and the generations it names untouched; the abandoned generation is removed
 //! by the next successful save. After the flip, generations not named by the pointer
 //! (beyond the newest `keep`) are deleted.
@@ -25,7 +25,7 @@
 //! <root>/best.json        {"format_version": 1, "best": "gen-000040", "step": 8000,
 //!                          "val_loss": 1.4672, "trainer_state_sha256": "…"}
 //! ```
-//! best.json is flipped with the same [`Storage::put_atomic`] as latest.json, after it
+//! best.json is flipped with the same [`BlobStore::put_atomic`] as latest.json, after it
 //! (an interrupted save leaves the old best pointed at and unpruned), and records the
 //! sha256 of the generation's trainer_state.json (which checksums every other file), so a
 //! pointer that no longer matches its generation is refused by name. Pruning never removes
@@ -46,7 +46,7 @@ use crate::encode::encode;
 use crate::error::{CkptError, Result};
 use crate::json::{from_json, to_json};
 use crate::layout::{sha256_hex, FILES, FORMAT_VERSION, TRAINER_STATE};
-use crate::store::Storage;
+use crate::store::BlobStore;
 
 /// The pointer's key.
 pub const POINTER: &str = "latest.json";
@@ -124,7 +124,7 @@ pub struct GenerationInfo {
     pub best: bool,
 }
 
-/// Saves, loads and lists checkpoints in a [`Storage`].
+/// Saves, loads and lists checkpoints in a [`BlobStore`].
 #[derive(Debug)]
 pub struct CheckpointStore<S> {
     storage: S,
@@ -154,7 +154,7 @@ fn parse_generation(id: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-impl<S: Storage> CheckpointStore<S> {
+impl<S: BlobStore> CheckpointStore<S> {
     /// A store keeping the last 2 generations, loading strictly.
     pub fn new(storage: S) -> Self {
         CheckpointStore { storage, keep: 2, options: LoadOptions::default() }

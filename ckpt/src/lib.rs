@@ -5,9 +5,9 @@
 //! buffers, SHA-256 of every file in trainer_state.json) as one *generation* of a
 //! [`CheckpointStore`]; a pointer (latest.json) moves to it only after it was written and
 //! read back, so a crash at any point leaves the previous checkpoint loadable (see
-//! `generations.rs`). Stores are anything implementing [`Storage`]: a local directory
-//! ([`NativeStorage`], with the synchronous [`CheckpointDir`] facade), memory
-//! ([`MemoryStorage`]), and in the browser OPFS and IndexedDB (`web`).
+//! `generations.rs`). Stores are anything implementing [`BlobStore`]: a local directory
+//! ([`DirStore`], with the synchronous [`CheckpointDir`] facade), memory
+//! ([`MemoryStore`]), and in the browser OPFS and IndexedDB (`web`).
 //!
 //! ```no_run
 //! # #[cfg(not(target_arch = "wasm32"))]
@@ -61,7 +61,7 @@ pub use checkpoint::Checkpoint;
 pub use compat::check_compatible;
 pub use decode::LoadOptions;
 pub use error::{CkptError, Result};
-pub use fault::{Fault, FaultyStorage};
+pub use fault::{Fault, FaultyStore};
 pub use generations::{
     val_loss_at_step, BestInfo, BestLoad, CheckpointStore, GenerationInfo, SaveReport, BEST_POINTER, POINTER,
 };
@@ -71,15 +71,15 @@ pub use layout::{
 };
 #[cfg(not(target_arch = "wasm32"))]
 pub use lock::{WriterLock, LOCK_FILE};
-pub use memory::MemoryStorage;
+pub use memory::MemoryStore;
 pub use nanogpt::{
     export_nanogpt, import_nanogpt, nanogpt_tensors, to_nanogpt_layout, ImportDefaults, NanoTensor,
     NanoValues, LM_HEAD,
 };
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::{create_dir_durably, write_file_atomically, NativeStorage};
+pub use native::{create_dir_durably, write_file_atomically, DirStore};
 pub use safetensors::{export_safetensors, import_safetensors};
-pub use store::{BlobInfo, Storage};
+pub use store::{BlobInfo, BlobStore};
 
 /// The README's examples, compiled and run as doctests (natively: the example uses the
 /// native `CheckpointDir` and the CPU backend).

@@ -30,7 +30,7 @@ impl WriterLock {
         if dir.exists() && !dir.is_dir() {
             return Err(CkptError::NotADirectory { path: dir.display().to_string() });
         }
-        create_dir_durably(dir).map_err(|e| CkptError::Storage {
+        create_dir_durably(dir).map_err(|e| CkptError::Store {
             file: dir.display().to_string(),
             reason: format!("cannot create the checkpoint folder ({e}); choose a writable place"),
         })?;

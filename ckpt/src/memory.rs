@@ -1,33 +1,33 @@
-//! An in-memory [`Storage`], for tests and for building files before a download.
+//! An in-memory [`BlobStore`], for tests and for building files before a download.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::Result;
-use crate::store::{check_key, BlobInfo, Storage};
+use crate::store::{check_key, BlobInfo, BlobStore};
 
 /// Blobs in a shared map: clones see the same contents, so a test can hold one handle
-/// while a [`crate::FaultyStorage`] wraps another.
+/// while a [`crate::FaultyStore`] wraps another.
 #[derive(Clone, Debug)]
-pub struct MemoryStorage {
+pub struct MemoryStore {
     blobs: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
     label: String,
 }
 
-impl Default for MemoryStorage {
+impl Default for MemoryStore {
     fn default() -> Self {
         Self::with_label("memory:")
     }
 }
 
-impl MemoryStorage {
+impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
     }
 
     /// A store whose messages name keys as `label + key`.
     pub fn with_label(label: &str) -> Self {
-        MemoryStorage { blobs: Arc::default(), label: label.to_string() }
+        MemoryStore { blobs: Arc::default(), label: label.to_string() }
     }
 
     /// A copy of every blob, for comparing states in tests.
@@ -51,7 +51,7 @@ impl MemoryStorage {
     }
 }
 
-impl Storage for MemoryStorage {
+impl BlobStore for MemoryStore {
     /// `label + key`; the root alone is the label without its trailing `:`, so that
     /// messages read "memory: no checkpoint found", not "memory:: …".
     fn location(&self, key: &str) -> String {

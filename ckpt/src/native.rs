@@ -1,4 +1,4 @@
-//! A directory on the local file system as [`Storage`]: a group is a subdirectory.
+//! A directory on the local file system as [`BlobStore`]: a group is a subdirectory.
 //!
 //! Every `put` writes `.<name>.tmp`, fsyncs it, renames it over `<name>` and fsyncs the
 //! directory, so each blob is replaced atomically and is on disk when `put` returns; new
@@ -9,14 +9,14 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{CkptError, Result};
-use crate::store::{check_key, BlobInfo, Storage};
+use crate::store::{check_key, BlobInfo, BlobStore};
 
 #[derive(Clone, Debug)]
-pub struct NativeStorage {
+pub struct DirStore {
     root: PathBuf,
 }
 
-impl NativeStorage {
+impl DirStore {
     /// A store rooted at `root`, which is created on the first write. Fails if `root`
     /// exists and is not a directory.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
@@ -24,7 +24,7 @@ impl NativeStorage {
         if root.exists() && !root.is_dir() {
             return Err(CkptError::NotADirectory { path: root.display().to_string() });
         }
-        Ok(NativeStorage { root })
+        Ok(DirStore { root })
     }
 
     pub fn root(&self) -> &Path {
@@ -130,7 +130,7 @@ pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     })
 }
 
-impl Storage for NativeStorage {
+impl BlobStore for DirStore {
     fn location(&self, key: &str) -> String {
         self.root.join(key).display().to_string()
     }

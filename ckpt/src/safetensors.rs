@@ -21,8 +21,8 @@ use crate::decode::{parse_model_config, read_checkpoint, LoadOptions};
 use crate::encode::encode;
 use crate::error::{CkptError, Result};
 use crate::layout::{ADAM_M, ADAM_V, MODEL_CONFIG, WEIGHTS};
-use crate::memory::MemoryStorage;
-use crate::store::Storage;
+use crate::memory::MemoryStore;
+use crate::store::BlobStore;
 
 /// How import errors name the file.
 const FILE: &str = "safetensors";
@@ -82,7 +82,7 @@ pub fn import_safetensors(bytes: &[u8], options: &LoadOptions) -> Result<Checkpo
     let tensors = SafeTensors::deserialize(bytes).map_err(st_error)?;
     let metadata = header.metadata().as_ref().ok_or_else(|| st_error("the header has no __metadata__"))?;
 
-    let files = MemoryStorage::with_label("safetensors:");
+    let files = MemoryStore::with_label("safetensors:");
     for (name, text) in metadata.iter() {
         if name.ends_with(".json") {
             put(&files, name, text.as_bytes())?;
@@ -166,7 +166,7 @@ pub(crate) fn check_unique_names(header: &[u8]) -> Result<()> {
     }
 }
 
-fn put(files: &MemoryStorage, name: &str, bytes: &[u8]) -> Result<()> {
+fn put(files: &MemoryStore, name: &str, bytes: &[u8]) -> Result<()> {
     block_on(files.put(name, bytes))
         .map_err(|_| st_error(format!("__metadata__ key {name:?} is not a file name")))
 }

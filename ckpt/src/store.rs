@@ -19,7 +19,7 @@ pub struct BlobInfo {
 ///
 /// Futures are not required to be `Send`: browser handles are bound to their thread.
 #[allow(async_fn_in_trait)]
-pub trait Storage {
+pub trait BlobStore {
     /// Where `key` lives, for messages: a path, `opfs:…`, `indexeddb:…` or `memory:…`.
     fn location(&self, key: &str) -> String;
 
@@ -27,7 +27,7 @@ pub trait Storage {
     /// An interrupted `put` may leave `key` missing or holding part of `bytes`.
     async fn put(&self, key: &str, bytes: &[u8]) -> Result<()>;
 
-    /// Like [`Storage::put`], but all or nothing: a reader, also after a crash, finds the
+    /// Like [`BlobStore::put`], but all or nothing: a reader, also after a crash, finds the
     /// old blob or the new one, never a mix. Used to flip the pointer to a new generation.
     async fn put_atomic(&self, key: &str, bytes: &[u8]) -> Result<()>;
 
@@ -45,7 +45,7 @@ pub trait Storage {
 }
 
 /// A borrowed store is a store, so one storage can serve a `CheckpointStore` and a test.
-impl<S: Storage> Storage for &S {
+impl<S: BlobStore> BlobStore for &S {
     fn location(&self, key: &str) -> String {
         (**self).location(key)
     }
@@ -88,7 +88,7 @@ pub(crate) fn check_key(storage_location: &str, key: &str, allow_group: bool) ->
     if ok {
         Ok(())
     } else {
-        Err(CkptError::Storage {
+        Err(CkptError::Store {
             file: format!("{storage_location}{key}"),
             reason: "invalid key: use `name` or `group/name` of [A-Za-z0-9._-], not starting with '.'".into(),
         })

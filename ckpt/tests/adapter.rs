@@ -2,7 +2,7 @@
 
 use tinygpt_ckpt::{
     base_weights_sha256, export_adapter_safetensors, import_adapter_safetensors, AdapterCheckpoint,
-    AdapterStore, BaseRef, MemoryStorage, Storage, PEFT_PREFIX,
+    AdapterStore, BaseRef, BlobStore, MemoryStore, PEFT_PREFIX,
 };
 use tinygpt_model::{Dataset, LoraConfig, ModelConfig, Preset};
 use tinygpt_optim::{LossPoint, TrainerProgress, TrainingConfig};
@@ -43,7 +43,7 @@ fn model() -> ModelConfig {
 
 #[test]
 fn an_adapter_round_trips_and_keeps_one_previous_generation() {
-    let store = AdapterStore::new(MemoryStorage::new());
+    let store = AdapterStore::new(MemoryStore::new());
     for seed in 1..=3 {
         let ckpt = adapter(seed, seed != 2);
         let id = block_on(store.save(&ckpt)).unwrap();
@@ -76,7 +76,7 @@ fn a_different_base_is_refused_in_one_line_naming_both() {
 
 #[test]
 fn a_flipped_byte_or_a_wrong_shape_is_refused() {
-    let storage = MemoryStorage::new();
+    let storage = MemoryStore::new();
     let store = AdapterStore::new(&storage);
     block_on(store.save(&adapter(1, true))).unwrap();
     let key = "gen-000001/adapter.f32";
@@ -86,15 +86,14 @@ fn a_flipped_byte_or_a_wrong_shape_is_refused() {
     let err = block_on(store.load_latest(&model())).unwrap_err().to_string();
     assert!(err.contains("adapter.f32") && err.contains("sha256"), "{err}");
     // The same adapter on a base of another width does not fit.
-    let storage = MemoryStorage::new();
+    let storage = MemoryStore::new();
     let store = AdapterStore::new(&storage);
     block_on(store.save(&adapter(1, true))).unwrap();
     let wider = Preset::by_name("small").unwrap().model;
     let err = block_on(store.load_latest(&wider)).unwrap_err().to_string();
     assert!(err.contains("adapter_config.json"), "{err}");
     // An empty folder is no adapter.
-    let err =
-        block_on(AdapterStore::new(MemoryStorage::new()).load_latest(&model())).unwrap_err().to_string();
+    let err = block_on(AdapterStore::new(MemoryStore::new()).load_latest(&model())).unwrap_err().to_string();
     assert!(err.contains("latest.json"), "{err}");
     let _ = block_on(storage.list(""));
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{assert_same, checkpoint};
-use tinygpt_ckpt::{Checkpoint, CheckpointStore, MemoryStorage, NativeStorage, Storage, BEST_POINTER};
+use tinygpt_ckpt::{BlobStore, Checkpoint, CheckpointStore, DirStore, MemoryStore, BEST_POINTER};
 use tinygpt_tensor::block_on;
 
 /// `checkpoint(step, seed)` whose validation loss at its own step is `val`.
@@ -15,7 +15,7 @@ fn with_val(step: usize, val: f32) -> Checkpoint {
     ckpt
 }
 
-fn generations<S: Storage>(storage: &S) -> Vec<String> {
+fn generations<S: BlobStore>(storage: &S) -> Vec<String> {
     let mut ids: Vec<String> = block_on(storage.list(""))
         .unwrap()
         .into_iter()
@@ -25,7 +25,7 @@ fn generations<S: Storage>(storage: &S) -> Vec<String> {
     ids
 }
 
-fn best_survives_pruning<S: Storage>(storage: S) {
+fn best_survives_pruning<S: BlobStore>(storage: S) {
     let store = CheckpointStore::new(&storage);
     let vals = [(10, 2.0), (20, 1.0), (30, 1.5), (40, 1.8), (50, 1.9)];
     for (step, val) in vals {
@@ -56,20 +56,20 @@ fn best_survives_pruning<S: Storage>(storage: S) {
 
 #[test]
 fn memory_store_keeps_the_best_generation_through_pruning() {
-    best_survives_pruning(MemoryStorage::new());
+    best_survives_pruning(MemoryStore::new());
 }
 
 #[test]
 fn native_store_keeps_the_best_generation_through_pruning() {
     let tmp = tempfile::tempdir().unwrap();
-    best_survives_pruning(NativeStorage::open(tmp.path().join("run")).unwrap());
+    best_survives_pruning(DirStore::open(tmp.path().join("run")).unwrap());
     assert!(tmp.path().join("run").join(BEST_POINTER).is_file());
 }
 
 #[test]
 fn a_corrupt_best_json_is_refused_by_name_and_recomputed_from_verified_generations() {
     let tmp = tempfile::tempdir().unwrap();
-    let storage = NativeStorage::open(tmp.path()).unwrap();
+    let storage = DirStore::open(tmp.path()).unwrap();
     let store = CheckpointStore::new(&storage);
     for (step, val) in [(10, 2.0), (20, 1.0), (30, 1.5)] {
         block_on(store.save(&with_val(step, val))).unwrap();
@@ -108,7 +108,7 @@ fn a_corrupt_best_json_is_refused_by_name_and_recomputed_from_verified_generatio
 
 #[test]
 fn without_any_evaluation_there_is_no_best() {
-    let storage = MemoryStorage::new();
+    let storage = MemoryStore::new();
     let store = CheckpointStore::new(&storage);
     block_on(store.save(&checkpoint(5, 1))).unwrap();
     assert!(block_on(storage.get(BEST_POINTER)).unwrap().is_none());
@@ -118,7 +118,7 @@ fn without_any_evaluation_there_is_no_best() {
 
 #[test]
 fn deleting_the_best_generation_removes_best_json() {
-    let storage = MemoryStorage::new();
+    let storage = MemoryStore::new();
     let store = CheckpointStore::new(&storage).with_keep(3);
     block_on(store.save(&with_val(10, 1.0))).unwrap();
     block_on(store.save(&with_val(20, 2.0))).unwrap();

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{assert_same, checkpoint};
-use tinygpt_ckpt::{CheckpointStore, CkptError, MemoryStorage, FILES};
+use tinygpt_ckpt::{CheckpointStore, CkptError, MemoryStore, FILES};
 use tinygpt_tensor::block_on;
 
 const GEN: &str = "gen-000001/";
@@ -24,7 +24,7 @@ fn positions(len: usize) -> Vec<usize> {
 
 #[test]
 fn bit_flips_in_any_file_of_a_generation_are_refused_naming_the_file_or_change_nothing() {
-    let mem = MemoryStorage::new();
+    let mem = MemoryStore::new();
     let saved = checkpoint(25, 1);
     block_on(CheckpointStore::new(mem.clone()).save(&saved)).unwrap();
     let original = mem.snapshot();
@@ -57,7 +57,7 @@ fn bit_flips_in_any_file_of_a_generation_are_refused_naming_the_file_or_change_n
 
 #[test]
 fn a_bit_flip_in_trainer_state_is_refused_not_loaded_as_another_step() {
-    let mem = MemoryStorage::new();
+    let mem = MemoryStore::new();
     block_on(CheckpointStore::new(mem.clone()).save(&checkpoint(25, 1))).unwrap();
     let key = format!("{GEN}trainer_state.json");
     let text = String::from_utf8(mem.snapshot()[&key].clone()).unwrap();
@@ -72,7 +72,7 @@ fn a_bit_flip_in_trainer_state_is_refused_not_loaded_as_another_step() {
 
 #[test]
 fn pruning_never_keeps_a_corrupt_generation_in_place_of_an_intact_one() {
-    let mem = MemoryStorage::new();
+    let mem = MemoryStore::new();
     let store = CheckpointStore::new(mem.clone());
     block_on(store.save(&checkpoint(10, 1))).unwrap();
     block_on(store.save(&checkpoint(20, 1))).unwrap();
@@ -93,7 +93,7 @@ fn pruning_never_keeps_a_corrupt_generation_in_place_of_an_intact_one() {
 
 #[test]
 fn a_corrupt_latest_names_the_newest_intact_generation() {
-    let mem = MemoryStorage::new();
+    let mem = MemoryStore::new();
     let store = CheckpointStore::new(mem.clone());
     block_on(store.save(&checkpoint(10, 1))).unwrap();
     block_on(store.save(&checkpoint(20, 1))).unwrap();

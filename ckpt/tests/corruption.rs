@@ -6,28 +6,28 @@ mod common;
 use common::checkpoint;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tinygpt_ckpt::{CheckpointDir, CheckpointStore, CkptError, LoadOptions, MemoryStorage};
+use tinygpt_ckpt::{CheckpointDir, CheckpointStore, CkptError, LoadOptions, MemoryStore};
 use tinygpt_tensor::block_on;
 
 const GEN: &str = "gen-000001/";
 
-fn saved() -> MemoryStorage {
-    let mem = MemoryStorage::new();
+fn saved() -> MemoryStore {
+    let mem = MemoryStore::new();
     block_on(CheckpointStore::new(mem.clone()).save(&checkpoint(25, 1))).unwrap();
     mem
 }
 
-fn file(mem: &MemoryStorage, name: &str) -> Vec<u8> {
+fn file(mem: &MemoryStore, name: &str) -> Vec<u8> {
     mem.snapshot()[&format!("{GEN}{name}")].clone()
 }
 
-fn load(mem: &MemoryStorage) -> CkptError {
+fn load(mem: &MemoryStore) -> CkptError {
     block_on(CheckpointStore::new(mem.clone()).load_latest()).expect_err("the corruption must be noticed")
 }
 
 /// Replaces `name` and records its new size and checksum in trainer_state.json, so the
 /// load gets past the checksums to the check under test.
-fn replace_sealed(mem: &MemoryStorage, name: &str, bytes: Vec<u8>) {
+fn replace_sealed(mem: &MemoryStore, name: &str, bytes: Vec<u8>) {
     let mut state: Value = serde_json::from_slice(&file(mem, "trainer_state.json")).unwrap();
     let sha: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     state["files"][name] = json!({"bytes": bytes.len(), "sha256": sha});
@@ -38,7 +38,7 @@ fn replace_sealed(mem: &MemoryStorage, name: &str, bytes: Vec<u8>) {
     mem.set_raw(&format!("{GEN}trainer_state.json"), Some(serde_json::to_vec(&state).unwrap()));
 }
 
-fn edit_json(mem: &MemoryStorage, name: &str, edit: impl FnOnce(&mut Value)) {
+fn edit_json(mem: &MemoryStore, name: &str, edit: impl FnOnce(&mut Value)) {
     let mut value: Value = serde_json::from_slice(&file(mem, name)).unwrap();
     edit(&mut value);
     replace_sealed(mem, name, serde_json::to_vec(&value).unwrap());

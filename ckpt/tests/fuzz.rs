@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tinygpt_ckpt::{
     export_safetensors, import_safetensors, Checkpoint, CheckpointDir, CheckpointStore, CkptError,
-    LoadOptions, MemoryStorage,
+    LoadOptions, MemoryStore,
 };
 use tinygpt_model::ModelConfig;
 use tinygpt_tensor::{block_on, Rng};
@@ -210,7 +210,7 @@ fn tally(counts: &mut BTreeMap<String, usize>, result: &Result<Checkpoint, CkptE
 }
 
 fn saved_store() -> BTreeMap<String, Vec<u8>> {
-    let mem = MemoryStorage::new();
+    let mem = MemoryStore::new();
     let store = CheckpointStore::new(mem.clone());
     block_on(store.save(&checkpoint(20, 1))).unwrap();
     block_on(store.save(&checkpoint(25, 2))).unwrap();
@@ -228,7 +228,7 @@ fn mutated_directories_give_typed_errors_or_valid_loads() {
         for _ in 0..=rng.below(3) / 2 {
             what.push(mutate_store(&mut rng, &mut files));
         }
-        let mem = MemoryStorage::new();
+        let mem = MemoryStore::new();
         for (k, v) in &files {
             mem.set_raw(k, Some(v.clone()));
         }
@@ -292,7 +292,7 @@ fn a_huge_but_valid_config_is_refused_without_allocating_for_it() {
     config["tensors"] = serde_json::to_value(big.tensor_specs()).unwrap();
     files.insert(format!("{gen}model_config.json"), serde_json::to_vec(&config).unwrap());
     reseal(&mut files, gen, "model_config.json");
-    let mem = MemoryStorage::new();
+    let mem = MemoryStore::new();
     for (k, v) in &files {
         mem.set_raw(k, Some(v.clone()));
     }

@@ -7,11 +7,11 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{assert_same, checkpoint};
-use tinygpt_ckpt::{CheckpointStore, CkptError, Fault, FaultyStorage, MemoryStorage, NativeStorage, Storage};
+use tinygpt_ckpt::{BlobStore, CheckpointStore, CkptError, DirStore, Fault, FaultyStore, MemoryStore};
 use tinygpt_tensor::block_on;
 
 /// Every blob of `storage`, read through the trait.
-fn contents<S: Storage>(storage: &S) -> BTreeMap<String, Vec<u8>> {
+fn contents<S: BlobStore>(storage: &S) -> BTreeMap<String, Vec<u8>> {
     let blobs = block_on(storage.list("")).unwrap();
     blobs.into_iter().map(|b| (b.key.clone(), block_on(storage.get(&b.key)).unwrap().unwrap())).collect()
 }
@@ -24,7 +24,7 @@ fn committed(all: &BTreeMap<String, Vec<u8>>, id: &str) -> BTreeMap<String, Vec<
         .collect()
 }
 
-fn generations<S: Storage>(storage: &S) -> Vec<String> {
+fn generations<S: BlobStore>(storage: &S) -> Vec<String> {
     let mut ids: Vec<String> = block_on(storage.list(""))
         .unwrap()
         .into_iter()
@@ -36,14 +36,14 @@ fn generations<S: Storage>(storage: &S) -> Vec<String> {
 
 /// Saves two generations, then a third whose `n`-th write fails with `fault`, for every
 /// `n`; checks what must survive. `fresh` gives an empty store for each attempt.
-fn interrupt_every_write<S: Storage>(fresh: impl Fn() -> S, fault: Fault) {
+fn interrupt_every_write<S: BlobStore>(fresh: impl Fn() -> S, fault: Fault) {
     let (a1, a2, b, c) = (checkpoint(10, 1), checkpoint(20, 2), checkpoint(30, 3), checkpoint(40, 4));
 
     let storage = fresh();
     let store = CheckpointStore::new(&storage);
     block_on(store.save(&a1)).unwrap();
     block_on(store.save(&a2)).unwrap();
-    let counting = FaultyStorage::counting(&storage);
+    let counting = FaultyStore::counting(&storage);
     let b_bytes = block_on(CheckpointStore::new(&counting).save(&b)).unwrap().bytes;
     // Writes 0..8 are the files, 8 flips the pointer, 9 flips best.json (b has the lowest
     // validation loss), 10 prunes gen-000001 (a delete, which a quota never refuses).
@@ -60,7 +60,7 @@ fn interrupt_every_write<S: Storage>(fresh: impl Fn() -> S, fault: Fault) {
         block_on(store.save(&a2)).unwrap();
         let before = committed(&contents(&storage), "gen-000002/");
 
-        let faulty = FaultyStorage::new(&storage, fault, n);
+        let faulty = FaultyStore::new(&storage, fault, n);
         let err = block_on(CheckpointStore::new(&faulty).save(&b)).expect_err("the fault must surface");
         assert!(faulty.fired());
 
@@ -108,12 +108,12 @@ fn interrupt_every_write<S: Storage>(fresh: impl Fn() -> S, fault: Fault) {
 
 #[test]
 fn memory_crash_after_each_write() {
-    interrupt_every_write(MemoryStorage::new, Fault::Crash);
+    interrupt_every_write(MemoryStore::new, Fault::Crash);
 }
 
 #[test]
 fn memory_quota_exceeded_at_each_write() {
-    interrupt_every_write(MemoryStorage::new, Fault::QuotaExceeded);
+    interrupt_every_write(MemoryStore::new, Fault::QuotaExceeded);
 }
 
 /// [`interrupt_every_write`] over native stores, each in a fresh directory.
@@ -123,7 +123,7 @@ fn native_interrupt_every_write(fault: Fault) {
     interrupt_every_write(
         || {
             counter.set(counter.get() + 1);
-            NativeStorage::open(tmp.path().join(format!("run{}", counter.get()))).unwrap()
+            DirStore::open(tmp.path().join(format!("run{}", counter.get()))).unwrap()
         },
         fault,
     );
@@ -142,7 +142,7 @@ fn native_quota_exceeded_at_each_write() {
 #[test]
 fn native_leftover_temp_files_are_ignored_and_pruned() {
     let tmp = tempfile::tempdir().unwrap();
-    let storage = NativeStorage::open(tmp.path()).unwrap();
+    let storage = DirStore::open(tmp.path()).unwrap();
     let store = CheckpointStore::new(&storage);
     block_on(store.save(&checkpoint(10, 1))).unwrap();
     // What a kill between write and rename leaves: a temp file in a new generation, and

@@ -6,12 +6,12 @@ mod common;
 use std::fs;
 
 use common::{assert_same, checkpoint, digest, GOLDEN_LAYOUT};
-use tinygpt_ckpt::{CheckpointDir, CheckpointStore, CkptError, MemoryStorage};
+use tinygpt_ckpt::{CheckpointDir, CheckpointStore, CkptError, MemoryStore};
 use tinygpt_tensor::block_on;
 
 #[test]
 fn memory_round_trip_is_bit_exact() {
-    let store = CheckpointStore::new(MemoryStorage::new());
+    let store = CheckpointStore::new(MemoryStore::new());
     let ckpt = checkpoint(25, 1);
     let report = block_on(store.save(&ckpt)).unwrap();
     assert_eq!((report.id.as_str(), report.step), ("gen-000001", 25));
@@ -23,8 +23,8 @@ fn memory_round_trip_is_bit_exact() {
 
 #[test]
 fn the_layout_bytes_are_a_pure_function_of_the_checkpoint() {
-    let a = MemoryStorage::new();
-    let b = MemoryStorage::new();
+    let a = MemoryStore::new();
+    let b = MemoryStore::new();
     block_on(CheckpointStore::new(a.clone()).save(&checkpoint(25, 1))).unwrap();
     block_on(CheckpointStore::new(b.clone()).save(&checkpoint(25, 1))).unwrap();
     assert_eq!(a.snapshot(), b.snapshot());
@@ -34,7 +34,7 @@ fn the_layout_bytes_are_a_pure_function_of_the_checkpoint() {
 
 #[test]
 fn the_json_files_follow_the_documented_layout() {
-    let mem = MemoryStorage::new();
+    let mem = MemoryStore::new();
     let ckpt = checkpoint(25, 1);
     block_on(CheckpointStore::new(mem.clone()).save(&ckpt)).unwrap();
     let files = mem.snapshot();
@@ -72,7 +72,7 @@ fn the_json_files_follow_the_documented_layout() {
 
 #[test]
 fn the_last_k_generations_are_kept_and_older_ones_load() {
-    let mem = MemoryStorage::new();
+    let mem = MemoryStore::new();
     let store = CheckpointStore::new(mem.clone()).with_keep(3);
     for step in 1..=5 {
         let report = block_on(store.save(&checkpoint(step * 10, step as u64))).unwrap();
@@ -100,7 +100,7 @@ fn the_last_k_generations_are_kept_and_older_ones_load() {
 
 #[test]
 fn weights_only_checkpoints_have_no_moment_files() {
-    let mem = MemoryStorage::new();
+    let mem = MemoryStore::new();
     let store = CheckpointStore::new(mem.clone());
     let ckpt = checkpoint(3, 2).weights_only();
     block_on(store.save(&ckpt)).unwrap();
@@ -113,7 +113,7 @@ fn weights_only_checkpoints_have_no_moment_files() {
 
 #[test]
 fn inconsistent_checkpoints_are_not_saved() {
-    let store = CheckpointStore::new(MemoryStorage::new());
+    let store = CheckpointStore::new(MemoryStore::new());
     let mut short = checkpoint(3, 2);
     short.weights.pop();
     let err = block_on(store.save(&short)).unwrap_err().to_string();
@@ -168,7 +168,7 @@ fn native_round_trip_writes_the_layout_to_disk() {
     );
 
     // The same bytes as the memory store writes.
-    let mem = MemoryStorage::new();
+    let mem = MemoryStore::new();
     let store = CheckpointStore::new(mem.clone());
     block_on(store.save(&first)).unwrap();
     block_on(store.save(&second)).unwrap();

@@ -7,7 +7,7 @@ mod web_common;
 
 use common::{checkpoint, GOLDEN_EXPORT};
 use sha2::{Digest, Sha256};
-use tinygpt_ckpt::web::{estimate, request_persistence, IdbStorage, OpfsStorage, WebStorage};
+use tinygpt_ckpt::web::{estimate, request_persistence, IdbStore, OpfsStore, WebStore};
 use tinygpt_ckpt::{export_safetensors, import_safetensors, CheckpointStore, LoadOptions};
 use wasm_bindgen_test::*;
 
@@ -15,35 +15,35 @@ wasm_bindgen_test_configure!(run_in_browser);
 
 #[wasm_bindgen_test]
 async fn opfs_round_trip() {
-    let opfs = OpfsStorage::open("ckpt-page-opfs").await.unwrap();
+    let opfs = OpfsStore::open("ckpt-page-opfs").await.unwrap();
     assert!(!opfs.uses_sync_access_handles(), "a page has no sync access handles");
     web_common::round_trip(&opfs).await;
 }
 
 #[wasm_bindgen_test]
 async fn indexed_db_round_trip() {
-    web_common::round_trip(&IdbStorage::open("ckpt-page-idb").await.unwrap()).await;
+    web_common::round_trip(&IdbStore::open("ckpt-page-idb").await.unwrap()).await;
 }
 
 #[wasm_bindgen_test]
 async fn opfs_interrupted_saves() {
-    web_common::interrupted_saves(&OpfsStorage::open("ckpt-page-opfs-crash").await.unwrap()).await;
+    web_common::interrupted_saves(&OpfsStore::open("ckpt-page-opfs-crash").await.unwrap()).await;
 }
 
 #[wasm_bindgen_test]
 async fn indexed_db_interrupted_saves() {
-    web_common::interrupted_saves(&IdbStorage::open("ckpt-page-idb-crash").await.unwrap()).await;
+    web_common::interrupted_saves(&IdbStore::open("ckpt-page-idb-crash").await.unwrap()).await;
 }
 
 #[wasm_bindgen_test]
 async fn quota_errors_leave_the_previous_checkpoint() {
-    web_common::quota_exceeded(&OpfsStorage::open("ckpt-page-opfs-quota").await.unwrap()).await;
-    web_common::quota_exceeded(&IdbStorage::open("ckpt-page-idb-quota").await.unwrap()).await;
+    web_common::quota_exceeded(&OpfsStore::open("ckpt-page-opfs-quota").await.unwrap()).await;
+    web_common::quota_exceeded(&IdbStore::open("ckpt-page-idb-quota").await.unwrap()).await;
 }
 
 #[wasm_bindgen_test]
 async fn web_storage_prefers_opfs_and_reports_the_quota() {
-    let storage = WebStorage::open("ckpt-page-auto").await.unwrap();
+    let storage = WebStore::open("ckpt-page-auto").await.unwrap();
     assert_eq!(storage.kind(), "opfs");
     let persisted = request_persistence().await.unwrap();
     CheckpointStore::new(&storage).save(&checkpoint(10, 1)).await.unwrap();

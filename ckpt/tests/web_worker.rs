@@ -5,8 +5,8 @@
 mod common;
 mod web_common;
 
-use tinygpt_ckpt::web::{IdbStorage, OpfsStorage, WebStorage};
-use tinygpt_ckpt::{Checkpoint, CheckpointStore, Storage};
+use tinygpt_ckpt::web::{IdbStore, OpfsStore, WebStore};
+use tinygpt_ckpt::{BlobStore, Checkpoint, CheckpointStore};
 use tinygpt_model::Preset;
 use wasm_bindgen_test::*;
 
@@ -14,24 +14,24 @@ wasm_bindgen_test_configure!(run_in_dedicated_worker);
 
 #[wasm_bindgen_test]
 async fn opfs_with_sync_access_handles_round_trip() {
-    let opfs = OpfsStorage::open("ckpt-worker-opfs").await.unwrap();
+    let opfs = OpfsStore::open("ckpt-worker-opfs").await.unwrap();
     assert!(opfs.uses_sync_access_handles());
     web_common::round_trip(&opfs).await;
 }
 
 #[wasm_bindgen_test]
 async fn opfs_with_sync_access_handles_interrupted_saves() {
-    web_common::interrupted_saves(&OpfsStorage::open("ckpt-worker-opfs-crash").await.unwrap()).await;
+    web_common::interrupted_saves(&OpfsStore::open("ckpt-worker-opfs-crash").await.unwrap()).await;
 }
 
 #[wasm_bindgen_test]
 async fn indexed_db_in_a_worker() {
-    let idb = IdbStorage::open("ckpt-worker-idb").await.unwrap();
+    let idb = IdbStore::open("ckpt-worker-idb").await.unwrap();
     web_common::round_trip(&idb).await;
     web_common::quota_exceeded(&idb).await;
 }
 
-async fn time_save_load<S: Storage>(kind: &str, storage: &S, ckpt: &Checkpoint) {
+async fn time_save_load<S: BlobStore>(kind: &str, storage: &S, ckpt: &Checkpoint) {
     web_common::clear(storage).await;
     let store = CheckpointStore::new(storage);
     let t = web_common::now_ms();
@@ -54,8 +54,8 @@ async fn time_save_load<S: Storage>(kind: &str, storage: &S, ckpt: &Checkpoint) 
 async fn large_preset_save_and_load_timing() {
     let config = Preset::by_name("large").unwrap().model;
     let ckpt = common::checkpoint_for(config, 100, 1);
-    let auto = WebStorage::open("ckpt-worker-bench").await.unwrap();
+    let auto = WebStore::open("ckpt-worker-bench").await.unwrap();
     assert_eq!(auto.kind(), "opfs");
     time_save_load("opfs-sync-access", &auto, &ckpt).await;
-    time_save_load("indexeddb", &IdbStorage::open("ckpt-worker-bench-idb").await.unwrap(), &ckpt).await;
+    time_save_load("indexeddb", &IdbStore::open("ckpt-worker-bench-idb").await.unwrap(), &ckpt).await;
 }

@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use tinygpt_ckpt::{
-    base_weights_sha256, import_safetensors, AdapterCheckpoint, AdapterStore, Checkpoint, LoadOptions,
-    NativeStorage,
+    base_weights_sha256, import_safetensors, AdapterCheckpoint, AdapterStore, Checkpoint, DirStore,
+    LoadOptions,
 };
 use tinygpt_tensor::block_on;
 
@@ -72,7 +72,7 @@ pub fn load_adapter(base: &Base, dir: &Path) -> Result<AdapterCheckpoint, CliErr
         };
         return Err(CliError::Usage(format!("adapter folder {} does not exist{hint}", dir.display())));
     }
-    let store = AdapterStore::new(NativeStorage::open(dir)?);
+    let store = AdapterStore::new(DirStore::open(dir)?);
     let adapter = block_on(store.load_latest(&base.ckpt.model_config))?;
     adapter.check_base(&base.name, &base.ckpt.weights)?;
     Ok(adapter)

@@ -7,15 +7,15 @@
 //! only when the event loop turns).
 
 use tinygpt_ckpt::{
-    check_compatible, export_safetensors, import_safetensors, Checkpoint, CheckpointStore, CkptError,
-    LoadOptions, Storage, DATASET_MANIFEST, MODEL_CONFIG, TRAINER_STATE, TRAINING_CONFIG,
+    check_compatible, export_safetensors, import_safetensors, BlobStore, Checkpoint, CheckpointStore,
+    CkptError, LoadOptions, DATASET_MANIFEST, MODEL_CONFIG, TRAINER_STATE, TRAINING_CONFIG,
 };
 use tinygpt_model::{Dataset, DatasetManifest, ModelConfig};
 use tinygpt_optim::{Trainer, TrainingConfig};
 use tinygpt_tensor::Backend;
 
 use crate::error::WorkerError;
-use crate::protocol::{CheckpointInfo, DatasetInput, ErrorCode, StorageKind};
+use crate::protocol::{CheckpointInfo, DatasetInput, ErrorCode, StoreKind};
 use crate::session::{check_fits_wasm32, Run};
 
 /// Generations kept in the browser store.
@@ -56,15 +56,15 @@ pub fn restore<B: Backend>(
 #[derive(Debug)]
 pub struct Checkpoints<S> {
     store: CheckpointStore<S>,
-    kind: StorageKind,
+    kind: StoreKind,
 }
 
-impl<S: Storage> Checkpoints<S> {
-    pub fn new(storage: S, kind: StorageKind) -> Self {
+impl<S: BlobStore> Checkpoints<S> {
+    pub fn new(storage: S, kind: StoreKind) -> Self {
         Checkpoints { store: CheckpointStore::new(storage).with_keep(KEEP), kind }
     }
 
-    pub fn kind(&self) -> StorageKind {
+    pub fn kind(&self) -> StoreKind {
         self.kind
     }
 
@@ -208,7 +208,7 @@ pub fn ckpt_error(e: CkptError) -> WorkerError {
                 *needed_bytes as f64 / 1e6
             ),
         ),
-        CkptError::Unavailable { .. } | CkptError::Storage { .. } | CkptError::Io { .. } => (
+        CkptError::Unavailable { .. } | CkptError::Store { .. } | CkptError::Io { .. } => (
             ErrorCode::StorageUnavailable,
             format!(
                 "Browser storage is not available ({e}). This happens in private windows. Training still works, \

@@ -15,7 +15,7 @@ use crate::checkpoints::{restore, snapshot};
 use crate::clock::Clock;
 use crate::error::WorkerError;
 use crate::interrupt::Interrupt;
-use crate::protocol::{BackendKind, DatasetInput, OutMessage, RunState};
+use crate::protocol::{DatasetInput, EngineKind, OutMessage, RunState};
 use crate::session::{SampleRequest, Session, TickOutcome, TrainRequest};
 
 /// A session on the CPU or on the GPU.
@@ -46,9 +46,9 @@ pub struct RunSummary {
 impl Engine {
     /// A CPU session: the WASM build's own kernels (`kind` says scalar, SIMD, or SIMD on
     /// rayon's global pool, which wasm-bindgen-rayon's `initThreadPool` has started).
-    pub fn cpu(kind: BackendKind) -> Self {
+    pub fn cpu(kind: EngineKind) -> Self {
         let backend = match kind {
-            BackendKind::WasmSimdThreads => CpuBackend::on_global_pool(),
+            EngineKind::WasmSimdThreads => CpuBackend::on_global_pool(),
             _ => CpuBackend::new(1),
         };
         Engine::Cpu(Session::new(backend, kind))
@@ -56,10 +56,10 @@ impl Engine {
 
     /// A session on `gpu` (reported as `webgpu`).
     pub fn webgpu(gpu: WgpuBackend) -> Self {
-        Engine::Webgpu(Session::new(gpu, BackendKind::Webgpu))
+        Engine::Webgpu(Session::new(gpu, EngineKind::Webgpu))
     }
 
-    pub fn kind(&self) -> BackendKind {
+    pub fn kind(&self) -> EngineKind {
         on_session!(self, s => s.kind())
     }
 

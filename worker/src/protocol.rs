@@ -22,7 +22,7 @@ pub enum InMessage {
         #[serde(default)]
         backend: BackendChoice,
         #[serde(default)]
-        storage: StorageChoice,
+        storage: StoreChoice,
     },
     /// Starts a fresh run (replacing any current one). Either `modelConfig` or `preset`;
     /// `trainingConfig` fields left out take their documented defaults, and `batch_size`
@@ -104,10 +104,11 @@ pub enum BackendChoice {
     WasmSimdThreads,
 }
 
-/// Where checkpoints go; `auto` is OPFS, falling back to IndexedDB.
+/// Where checkpoints go; `auto` is OPFS, falling back to IndexedDB. (`StorageChoice` in
+/// `protocol.d.ts`: the TypeScript names predate the Rust ones; the wire values are the same.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum StorageChoice {
+pub enum StoreChoice {
     #[default]
     Auto,
     Opfs,
@@ -115,10 +116,11 @@ pub enum StorageChoice {
     Memory,
 }
 
-/// The engine doing the math.
+/// The engine doing the math: a wasm build flavour or WebGPU (`BackendKind` in
+/// `protocol.d.ts`; the CLI's `BackendKind` is a different thing, a compute backend).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum BackendKind {
+pub enum EngineKind {
     Wasm,
     WasmSimd,
     /// The SIMD kernels on a pool of Web Workers sharing the module's memory
@@ -127,10 +129,10 @@ pub enum BackendKind {
     Webgpu,
 }
 
-/// The storage actually in use.
+/// The checkpoint store actually in use (`StorageKind` in `protocol.d.ts`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum StorageKind {
+pub enum StoreKind {
     Opfs,
     Indexeddb,
     Memory,
@@ -174,7 +176,7 @@ pub enum OutMessage {
     },
     Checkpoints {
         items: Vec<CheckpointInfo>,
-        storage: StorageKind,
+        storage: StoreKind,
     },
     Deleted {
         id: String,
@@ -199,11 +201,11 @@ pub enum OutMessage {
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
     /// The build running now.
-    pub backend: BackendKind,
+    pub backend: EngineKind,
     /// Whether the browser validates wasm SIMD (so `wasm-simd` can be picked).
     pub simd: bool,
     pub cross_origin_isolated: bool,
-    pub storage: StorageKind,
+    pub storage: StoreKind,
     /// Why the preferred storage could not be used, when it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_note: Option<String>,
@@ -306,7 +308,7 @@ pub struct TrainingProgress {
     pub val_loss: Option<f32>,
     /// Training throughput since the previous progress message.
     pub tokens_per_second: f64,
-    pub backend: BackendKind,
+    pub backend: EngineKind,
     /// Seconds to `max_steps` at the current speed.
     pub eta_seconds: f64,
     /// Every step since the previous progress message (validation losses included).

@@ -32,7 +32,7 @@ use crate::interrupt::Interrupt;
 use crate::locks::run_lock_name;
 use crate::parts::rows_per_part;
 use crate::protocol::{
-    BackendKind, DatasetInput, DoneReason, ErrorCode, LossPoint, OutMessage, RunInfo, RunState,
+    DatasetInput, DoneReason, EngineKind, ErrorCode, LossPoint, OutMessage, RunInfo, RunState,
     TrainingProgress,
 };
 use crate::sampler::Sampler;
@@ -110,13 +110,13 @@ pub struct TickOutcome {
 #[derive(Debug)]
 pub struct Session<B: Backend> {
     backend: B,
-    kind: BackendKind,
+    kind: EngineKind,
     run: Option<Run<B>>,
     sampler: Option<Sampler<B>>,
 }
 
 impl<B: Backend> Session<B> {
-    pub fn new(backend: B, kind: BackendKind) -> Self {
+    pub fn new(backend: B, kind: EngineKind) -> Self {
         Session { backend, kind, run: None, sampler: None }
     }
 
@@ -125,7 +125,7 @@ impl<B: Backend> Session<B> {
     }
 
     /// What `progress.backend` reports.
-    pub fn kind(&self) -> BackendKind {
+    pub fn kind(&self) -> EngineKind {
         self.kind
     }
 
@@ -395,7 +395,7 @@ impl<B: Backend> Run<B> {
 
     async fn train_slice(
         &mut self,
-        kind: BackendKind,
+        kind: EngineKind,
         start: f64,
         budget_ms: f64,
         clock: &dyn Clock,
@@ -502,7 +502,7 @@ impl<B: Backend> Run<B> {
     }
 
     /// A progress message with the points since the last one (`None` before the first step).
-    fn progress(&mut self, kind: BackendKind) -> Option<TrainingProgress> {
+    fn progress(&mut self, kind: EngineKind) -> Option<TrainingProgress> {
         if self.last_train_loss.is_nan() && self.points.is_empty() {
             return None;
         }

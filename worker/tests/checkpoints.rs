@@ -2,12 +2,12 @@
 //! are tested by the ckpt crate in Chromium).
 
 use serde_json::json;
-use tinygpt_ckpt::MemoryStorage;
+use tinygpt_ckpt::MemoryStore;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_tensor::block_on;
 use tinygpt_worker::checkpoints::{restore, snapshot, Checkpoints};
 use tinygpt_worker::clock::SystemClock;
-use tinygpt_worker::protocol::{BackendKind, DatasetInput, ErrorCode, OutMessage, RunState, StorageKind};
+use tinygpt_worker::protocol::{DatasetInput, EngineKind, ErrorCode, OutMessage, RunState, StoreKind};
 use tinygpt_worker::session::TrainRequest;
 use tinygpt_worker::Session;
 
@@ -17,7 +17,7 @@ fn shakespeare() -> DatasetInput {
 }
 
 fn tiny_session(max_steps: usize) -> Session<CpuBackend> {
-    let mut s = Session::new(CpuBackend::new(1), BackendKind::Wasm);
+    let mut s = Session::new(CpuBackend::new(1), EngineKind::Wasm);
     let training = json!({"max_steps": max_steps, "eval_interval": 4, "eval_batches": 2});
     let request =
         TrainRequest { preset: Some("tiny".into()), training_config: Some(training), ..Default::default() };
@@ -41,7 +41,7 @@ fn train_to(s: &mut Session<CpuBackend>, step: usize) -> Vec<f32> {
 
 #[test]
 fn save_list_load_and_resume_continues_exactly() {
-    let store = Checkpoints::new(MemoryStorage::new(), StorageKind::Memory);
+    let store = Checkpoints::new(MemoryStore::new(), StoreKind::Memory);
     let mut straight = tiny_session(10);
     let clock = SystemClock::default();
     let mut all = Vec::new();
@@ -65,7 +65,7 @@ fn save_list_load_and_resume_continues_exactly() {
 
     let ckpt = block_on(store.load(&id)).unwrap();
     let trainer = restore(first.backend(), ckpt, &shakespeare()).unwrap();
-    let mut second = Session::new(CpuBackend::new(1), BackendKind::Wasm);
+    let mut second = Session::new(CpuBackend::new(1), EngineKind::Wasm);
     let started = second.install(trainer, Some(id.clone()), RunState::Paused, 0.0);
     let OutMessage::RunStarted { run } = &started[0] else { panic!("{started:?}") };
     assert_eq!(run.step, 6);
@@ -100,7 +100,7 @@ fn by_step(points: &[tinygpt_worker::protocol::LossPoint]) -> Vec<(usize, (u32, 
 
 #[test]
 fn another_text_is_refused_by_name_and_export_import_round_trips() {
-    let store = Checkpoints::new(MemoryStorage::new(), StorageKind::Memory);
+    let store = Checkpoints::new(MemoryStore::new(), StoreKind::Memory);
     let mut s = tiny_session(10);
     train_to(&mut s, 2);
     let (id, _) = block_on(store.save(&block_on(snapshot(s.run().unwrap())).unwrap())).unwrap();

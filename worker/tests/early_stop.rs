@@ -6,7 +6,7 @@ use serde_json::json;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::{ModelConfig, Preset};
 use tinygpt_worker::clock::SystemClock;
-use tinygpt_worker::protocol::{BackendKind, DatasetInput, DoneReason, ErrorCode, OutMessage, RunState};
+use tinygpt_worker::protocol::{DatasetInput, DoneReason, EngineKind, ErrorCode, OutMessage, RunState};
 use tinygpt_worker::session::{TickOutcome, TrainRequest};
 use tinygpt_worker::Session;
 
@@ -30,7 +30,7 @@ fn run_until_idle(s: &mut Session<CpuBackend>) -> Vec<OutMessage> {
 
 #[test]
 fn a_stalled_run_stops_early_saying_so_and_keeps_its_dropout() {
-    let mut s = Session::new(CpuBackend::new(1), BackendKind::Wasm);
+    let mut s = Session::new(CpuBackend::new(1), EngineKind::Wasm);
     // A learning rate too small to move the weights: the validation loss stalls at once.
     let training = json!({"max_steps": 30, "eval_interval": 1, "eval_batches": 1, "checkpoint_interval": 100,
                           "learning_rate": 1e-12, "min_lr": 1e-12, "schedule": "constant", "weight_decay": 0.0,

@@ -9,7 +9,7 @@ use tinygpt_tensor::block_on;
 use tinygpt_worker::clock::SystemClock;
 use tinygpt_worker::engine::Engine;
 use tinygpt_worker::interrupt::Interrupt;
-use tinygpt_worker::protocol::{BackendKind, DatasetInput, OutMessage, RunState};
+use tinygpt_worker::protocol::{DatasetInput, EngineKind, OutMessage, RunState};
 use tinygpt_worker::self_test::self_test;
 use tinygpt_worker::session::TrainRequest;
 
@@ -53,7 +53,7 @@ fn the_wgpu_backend_passes_the_self_test() {
 fn a_webgpu_engine_trains_reports_webgpu_and_its_checkpoint_continues_on_the_cpu() {
     let Some(gpu) = shared_backend() else { return };
     let mut engine = Engine::webgpu(gpu);
-    assert_eq!(engine.kind(), BackendKind::Webgpu);
+    assert_eq!(engine.kind(), EngineKind::Webgpu);
     let request = TrainRequest {
         preset: Some("tiny".into()),
         training_config: Some(json!({"max_steps": 12, "eval_interval": 100, "learning_rate": 3e-3,
@@ -73,7 +73,7 @@ fn a_webgpu_engine_trains_reports_webgpu_and_its_checkpoint_continues_on_the_cpu
     let ckpt = block_on(engine.snapshot()).expect("a run").unwrap();
     assert_eq!(ckpt.progress.step, 6);
 
-    let mut cpu = Engine::cpu(BackendKind::WasmSimd);
+    let mut cpu = Engine::cpu(EngineKind::WasmSimd);
     let loaded = cpu.load(ckpt, "ckpt-6".into(), &shakespeare(), 0.0).unwrap();
     assert!(matches!(loaded.last(), Some(OutMessage::Status { state: RunState::Paused, step: 6 })));
     assert_eq!(cpu.run_summary().unwrap().model_name, "tinygpt-tiny");
@@ -81,15 +81,15 @@ fn a_webgpu_engine_trains_reports_webgpu_and_its_checkpoint_continues_on_the_cpu
     let cpu_messages = train_until_idle(&mut cpu);
     assert!(matches!(cpu_messages.last(), Some(OutMessage::Done { step: 12, .. })));
     messages.extend(cpu_messages);
-    let backends: Vec<BackendKind> = messages
+    let backends: Vec<EngineKind> = messages
         .iter()
         .filter_map(|m| match m {
             OutMessage::Progress(p) => Some(p.backend),
             _ => None,
         })
         .collect();
-    assert_eq!(backends.first(), Some(&BackendKind::Webgpu));
-    assert_eq!(backends.last(), Some(&BackendKind::WasmSimd));
+    assert_eq!(backends.first(), Some(&EngineKind::Webgpu));
+    assert_eq!(backends.last(), Some(&EngineKind::WasmSimd));
     // The CPU run's last point comes twice: with its training loss, then with its validation loss.
     let mut all = losses(&messages);
     all.dedup();

@@ -5,14 +5,14 @@
 use std::cell::Cell;
 
 use serde_json::json;
-use tinygpt_ckpt::MemoryStorage;
+use tinygpt_ckpt::MemoryStore;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::{training_memory_bytes, ModelConfig, Preset};
 use tinygpt_tensor::block_on;
 use tinygpt_worker::checkpoints::{snapshot, Checkpoints};
 use tinygpt_worker::clock::{Clock, SystemClock};
 use tinygpt_worker::incoming::read_json;
-use tinygpt_worker::protocol::{BackendKind, DatasetInput, ErrorCode, OutMessage, RunState, StorageKind};
+use tinygpt_worker::protocol::{DatasetInput, EngineKind, ErrorCode, OutMessage, RunState, StoreKind};
 use tinygpt_worker::session::{SampleRequest, TrainRequest, MAX_SAMPLE_TOKENS};
 use tinygpt_worker::Session;
 
@@ -26,7 +26,7 @@ fn tiny(training: serde_json::Value) -> TrainRequest {
 }
 
 fn session() -> Session<CpuBackend> {
-    Session::new(CpuBackend::new(1), BackendKind::Wasm)
+    Session::new(CpuBackend::new(1), EngineKind::Wasm)
 }
 
 fn sample(max_tokens: usize) -> SampleRequest {
@@ -202,7 +202,7 @@ fn resuming_a_finished_run_answers_run_finished_as_documented() {
 
 #[test]
 fn deleting_the_latest_checkpoint_is_refused_in_a_whole_sentence_that_says_what_to_do() {
-    let store = Checkpoints::new(MemoryStorage::new(), StorageKind::Memory);
+    let store = Checkpoints::new(MemoryStore::new(), StoreKind::Memory);
     let mut s = session();
     s.start(tiny(json!({"max_steps": 4})), shakespeare(), 0.0).unwrap();
     let clock = SystemClock::default();
@@ -245,8 +245,8 @@ fn a_model_too_big_for_wasm32_memory_is_refused_with_invalid_config_before_alloc
 
 #[test]
 fn loading_a_checkpoint_too_big_for_wasm32_is_refused_before_its_weights_are_read() {
-    let storage = MemoryStorage::new();
-    let store = Checkpoints::new(storage.clone(), StorageKind::Memory);
+    let storage = MemoryStore::new();
+    let store = Checkpoints::new(storage.clone(), StoreKind::Memory);
     let mut s = session();
     s.start(tiny(json!({"max_steps": 4})), shakespeare(), 0.0).unwrap();
     let (id, _) = block_on(store.save(&block_on(snapshot(s.run().unwrap())).unwrap())).unwrap();
@@ -261,7 +261,7 @@ fn loading_a_checkpoint_too_big_for_wasm32_is_refused_before_its_weights_are_rea
 
 #[test]
 fn uploading_a_checkpoint_too_big_for_wasm32_is_refused_from_its_header() {
-    let store = Checkpoints::new(MemoryStorage::new(), StorageKind::Memory);
+    let store = Checkpoints::new(MemoryStore::new(), StoreKind::Memory);
     let mut s = session();
     s.start(tiny(json!({"max_steps": 4})), shakespeare(), 0.0).unwrap();
     block_on(store.save(&block_on(snapshot(s.run().unwrap())).unwrap())).unwrap();

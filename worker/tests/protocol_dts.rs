@@ -188,7 +188,7 @@ fn dataset_input() -> DatasetInput {
 
 fn in_samples() -> Vec<InMessage> {
     let samples = vec![
-        InMessage::Init { backend: BackendChoice::WasmSimd, storage: StorageChoice::Idb },
+        InMessage::Init { backend: BackendChoice::WasmSimd, storage: StoreChoice::Idb },
         InMessage::Train {
             model_config: Some(ModelConfig::reference()),
             preset: Some("tiny".into()),
@@ -246,10 +246,10 @@ fn out_samples() -> Vec<OutMessage> {
     let samples = vec![
         OutMessage::Ready {
             capabilities: Capabilities {
-                backend: BackendKind::WasmSimd,
+                backend: EngineKind::WasmSimd,
                 simd: true,
                 cross_origin_isolated: true,
-                storage: StorageKind::Opfs,
+                storage: StoreKind::Opfs,
                 storage_note: Some("note".into()),
                 quota_bytes: Some(1e10),
                 usage_bytes: Some(1e6),
@@ -292,7 +292,7 @@ fn out_samples() -> Vec<OutMessage> {
             train_loss: 5.4,
             val_loss: Some(5.45),
             tokens_per_second: 1000.0,
-            backend: BackendKind::Wasm,
+            backend: EngineKind::Wasm,
             eta_seconds: 3.0,
             points: loss_points(),
         }),
@@ -312,7 +312,7 @@ fn out_samples() -> Vec<OutMessage> {
                 best_val_loss: Some(5.45),
                 best: true,
             }],
-            storage: StorageKind::Indexeddb,
+            storage: StoreKind::Indexeddb,
         },
         OutMessage::Deleted { id: "gen-000001".into() },
         OutMessage::Exported { file_name: "x.safetensors".into(), bytes: vec![0, 255] },
@@ -384,9 +384,8 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
             | E::Internal => {}
         }
     }
-    let backends =
-        [BackendKind::Wasm, BackendKind::WasmSimd, BackendKind::WasmSimdThreads, BackendKind::Webgpu];
-    let storages = [StorageKind::Opfs, StorageKind::Indexeddb, StorageKind::Memory, StorageKind::None];
+    let backends = [EngineKind::Wasm, EngineKind::WasmSimd, EngineKind::WasmSimdThreads, EngineKind::Webgpu];
+    let storages = [StoreKind::Opfs, StoreKind::Indexeddb, StoreKind::Memory, StoreKind::None];
     let states = [RunState::Training, RunState::Paused, RunState::Finished, RunState::Stopped];
     let reasons = [DoneReason::Finished, DoneReason::Stopped, DoneReason::EarlyStopped];
     let choices = [
@@ -396,20 +395,16 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
         BackendChoice::WasmSimd,
         BackendChoice::WasmSimdThreads,
     ];
-    let storage_choices =
-        [StorageChoice::Auto, StorageChoice::Opfs, StorageChoice::Idb, StorageChoice::Memory];
+    let storage_choices = [StoreChoice::Auto, StoreChoice::Opfs, StoreChoice::Idb, StoreChoice::Memory];
     let schedules = [tinygpt_optim::ScheduleKind::Constant, tinygpt_optim::ScheduleKind::Cosine];
     for b in backends {
         match b {
-            BackendKind::Wasm
-            | BackendKind::WasmSimd
-            | BackendKind::WasmSimdThreads
-            | BackendKind::Webgpu => {}
+            EngineKind::Wasm | EngineKind::WasmSimd | EngineKind::WasmSimdThreads | EngineKind::Webgpu => {}
         }
     }
     for s in storages {
         match s {
-            StorageKind::Opfs | StorageKind::Indexeddb | StorageKind::Memory | StorageKind::None => {}
+            StoreKind::Opfs | StoreKind::Indexeddb | StoreKind::Memory | StoreKind::None => {}
         }
     }
     for s in states {
@@ -428,9 +423,11 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
     }
     for c in storage_choices {
         match c {
-            StorageChoice::Auto | StorageChoice::Opfs | StorageChoice::Idb | StorageChoice::Memory => {}
+            StoreChoice::Auto | StoreChoice::Opfs | StoreChoice::Idb | StoreChoice::Memory => {}
         }
     }
+    // d.ts union name → the Rust enum's values (EngineKind, StoreKind and StoreChoice keep
+    // their older TypeScript names).
     vec![
         ("ErrorCode", values(&codes)),
         ("BackendKind", values(&backends)),
@@ -519,6 +516,6 @@ fn messages_round_trip_and_parse_as_the_page_writes_them() {
     .unwrap();
     assert!(matches!(train, InMessage::Train { preset: Some(ref p), .. } if p == "tiny"));
     let init: InMessage = serde_json::from_value(json!({"type": "init"})).unwrap();
-    assert_eq!(init, InMessage::Init { backend: BackendChoice::Auto, storage: StorageChoice::Auto });
+    assert_eq!(init, InMessage::Init { backend: BackendChoice::Auto, storage: StoreChoice::Auto });
     assert!(serde_json::from_value::<InMessage>(json!({"type": "launch"})).is_err());
 }

@@ -8,7 +8,7 @@ use serde_json::json;
 use tinygpt_kernels_cpu::counting::Counting;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_worker::clock::Clock;
-use tinygpt_worker::protocol::{BackendKind, DatasetInput, OutMessage};
+use tinygpt_worker::protocol::{DatasetInput, EngineKind, OutMessage};
 use tinygpt_worker::session::TrainRequest;
 use tinygpt_worker::Session;
 
@@ -24,7 +24,7 @@ impl Clock for Manual {
 #[test]
 fn a_step_reads_nothing_back_and_the_losses_come_back_when_progress_is_due() {
     let backend = Counting::new(CpuBackend::new(1));
-    let mut s = Session::new(backend.clone(), BackendKind::Wasm);
+    let mut s = Session::new(backend.clone(), EngineKind::Wasm);
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/tinyshakespeare.txt");
     let dataset = DatasetInput { name: "tinyshakespeare.txt".into(), bytes: std::fs::read(path).unwrap() };
     let config = json!({"max_steps": 100, "eval_interval": 1000, "checkpoint_interval": 1000});

@@ -7,7 +7,7 @@ use tinygpt_model::{Preset, SampleConfig, Split};
 use tinygpt_optim::Trainer;
 use tinygpt_tensor::block_on;
 use tinygpt_worker::clock::{Clock, SystemClock};
-use tinygpt_worker::protocol::{BackendKind, DatasetInput, DoneReason, ErrorCode, OutMessage, RunState};
+use tinygpt_worker::protocol::{DatasetInput, DoneReason, EngineKind, ErrorCode, OutMessage, RunState};
 use tinygpt_worker::session::{SampleRequest, TickOutcome, TrainRequest};
 use tinygpt_worker::Session;
 
@@ -21,7 +21,7 @@ fn tiny(training: serde_json::Value) -> TrainRequest {
 }
 
 fn session() -> Session<CpuBackend> {
-    Session::new(CpuBackend::new(1), BackendKind::Wasm)
+    Session::new(CpuBackend::new(1), EngineKind::Wasm)
 }
 
 /// Ticks until the session is idle (bounded), collecting every message.

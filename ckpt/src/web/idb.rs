@@ -1,4 +1,4 @@
-//! IndexedDB as [`Storage`]: one database with two object stores keyed by blob key,
+//! IndexedDB as [`BlobStore`]: one database with two object stores keyed by blob key,
 //! `blobs` (the bytes, as `Uint8Array`) and `sizes` (`[key, bytes]`, so `list` reads no
 //! data). Every write is one `readwrite` transaction over both, with `strict` durability:
 //! atomic, and on disk when it completes.
@@ -10,13 +10,13 @@ use web_sys::{IdbDatabase, IdbKeyRange, IdbObjectStore, IdbOpenDbRequest, IdbReq
 
 use super::js::{await_event, describe, indexed_db, storage_error, unavailable};
 use crate::error::Result;
-use crate::store::{check_key, BlobInfo, Storage};
+use crate::store::{check_key, BlobInfo, BlobStore};
 
 const BLOBS: &str = "blobs";
 const SIZES: &str = "sizes";
 
 #[derive(Debug)]
-pub struct IdbStorage {
+pub struct IdbStore {
     db: IdbDatabase,
     name: String,
 }
@@ -53,7 +53,7 @@ fn prefix_range(prefix: &str) -> std::result::Result<JsValue, JsValue> {
     Ok(IdbKeyRange::bound(&prefix.into(), &format!("{prefix}\u{ffff}").into())?.into())
 }
 
-impl IdbStorage {
+impl IdbStore {
     /// Opens (creating it) the database `name`, e.g. `"tinygpt-checkpoints"`.
     pub async fn open(name: &str) -> Result<Self> {
         let factory = indexed_db()?;
@@ -73,7 +73,7 @@ impl IdbStorage {
         open.set_onupgradeneeded(None);
         drop(upgrade);
         let db: IdbDatabase = db.map_err(|e| unavailable("IndexedDB", &describe(&e)))?.unchecked_into();
-        Ok(IdbStorage { db, name: name.to_string() })
+        Ok(IdbStore { db, name: name.to_string() })
     }
 
     /// A transaction over `stores`; `readwrite` ones ask for strict durability.
@@ -96,7 +96,7 @@ impl IdbStorage {
     }
 }
 
-impl Storage for IdbStorage {
+impl BlobStore for IdbStore {
     fn location(&self, key: &str) -> String {
         format!("indexeddb:{}/{key}", self.name)
     }

@@ -104,7 +104,7 @@ pub(crate) fn storage_error(file: String, e: &JsValue, bytes: u64) -> CkptError 
     if error_name(e).as_deref() == Some("QuotaExceededError") {
         return CkptError::QuotaExceeded { needed_bytes: bytes };
     }
-    CkptError::Storage { file, reason: describe(e) }
+    CkptError::Store { file, reason: describe(e) }
 }
 
 pub(crate) fn unavailable(what: &str, reason: &str) -> CkptError {

@@ -2,7 +2,7 @@
 //! (or memory, keeping nothing), and the storage quota.
 //!
 //! ```ignore
-//! let storage = WebStorage::open("tinygpt-checkpoints").await?; // OPFS, else IndexedDB
+//! let storage = WebStore::open("tinygpt-checkpoints").await?; // OPFS, else IndexedDB
 //! let persisted = request_persistence().await;                  // ask once, early
 //! let store = CheckpointStore::new(storage);
 //! match store.save(&ckpt).await {
@@ -16,47 +16,47 @@ mod js;
 mod opfs;
 mod quota;
 
-pub use idb::IdbStorage;
-pub use opfs::OpfsStorage;
+pub use idb::IdbStore;
+pub use opfs::OpfsStore;
 pub use quota::{estimate, request_persistence, StorageEstimate};
 
 use crate::error::{CkptError, Result};
-use crate::memory::MemoryStorage;
-use crate::store::{BlobInfo, Storage};
+use crate::memory::MemoryStore;
+use crate::store::{BlobInfo, BlobStore};
 
-/// One browser store chosen at run time (`Storage` has async methods, so it is not
+/// One browser store chosen at run time (`BlobStore` has async methods, so it is not
 /// object-safe; this enum delegates instead): OPFS where available, else IndexedDB, or
 /// memory for a session that should keep nothing once the tab closes.
 #[derive(Debug)]
-pub enum WebStorage {
-    Opfs(OpfsStorage),
-    Idb(IdbStorage),
-    Memory(MemoryStorage),
+pub enum WebStore {
+    Opfs(OpfsStore),
+    Idb(IdbStore),
+    Memory(MemoryStore),
 }
 
-impl WebStorage {
+impl WebStore {
     /// Opens OPFS directory `name`, or, where OPFS is unavailable (old browsers, some
     /// private modes), IndexedDB database `name`.
     pub async fn open(name: &str) -> Result<Self> {
         Ok(Self::open_noting_fallback(name).await?.0)
     }
 
-    /// [`WebStorage::open`], also returning why OPFS was passed over when it fell back to
+    /// [`WebStore::open`], also returning why OPFS was passed over when it fell back to
     /// IndexedDB, so a page can say why its checkpoints are not where it expects them.
     pub async fn open_noting_fallback(name: &str) -> Result<(Self, Option<CkptError>)> {
-        let opfs = OpfsStorage::open(name).await;
+        let opfs = OpfsStore::open(name).await;
         Self::or_indexed_db(opfs, name).await
     }
 
     /// `opfs` if it opened, else IndexedDB with the OPFS error; if neither opened, one error
     /// naming both reasons.
-    async fn or_indexed_db(opfs: Result<OpfsStorage>, name: &str) -> Result<(Self, Option<CkptError>)> {
+    async fn or_indexed_db(opfs: Result<OpfsStore>, name: &str) -> Result<(Self, Option<CkptError>)> {
         let opfs_error = match opfs {
-            Ok(store) => return Ok((WebStorage::Opfs(store), None)),
+            Ok(store) => return Ok((WebStore::Opfs(store), None)),
             Err(e) => e,
         };
-        match IdbStorage::open(name).await {
-            Ok(store) => Ok((WebStorage::Idb(store), Some(opfs_error))),
+        match IdbStore::open(name).await {
+            Ok(store) => Ok((WebStore::Idb(store), Some(opfs_error))),
             Err(idb_error) => Err(CkptError::Unavailable {
                 what: "browser storage".into(),
                 reason: format!("OPFS: {opfs_error}; IndexedDB: {idb_error}"),
@@ -66,25 +66,25 @@ impl WebStorage {
 
     /// OPFS directory `name` only, with no fallback.
     pub async fn opfs(name: &str) -> Result<Self> {
-        Ok(WebStorage::Opfs(OpfsStorage::open(name).await?))
+        Ok(WebStore::Opfs(OpfsStore::open(name).await?))
     }
 
     /// IndexedDB database `name` only, even where OPFS works (to use or test that path).
     pub async fn indexed_db(name: &str) -> Result<Self> {
-        Ok(WebStorage::Idb(IdbStorage::open(name).await?))
+        Ok(WebStore::Idb(IdbStore::open(name).await?))
     }
 
     /// A store in this tab's memory: nothing survives a reload. Keys read as `memory:<key>`.
     pub fn memory() -> Self {
-        WebStorage::Memory(MemoryStorage::with_label("memory:"))
+        WebStore::Memory(MemoryStore::with_label("memory:"))
     }
 
     /// `"opfs"`, `"indexeddb"` or `"memory"`.
     pub fn kind(&self) -> &'static str {
         match self {
-            WebStorage::Opfs(_) => "opfs",
-            WebStorage::Idb(_) => "indexeddb",
-            WebStorage::Memory(_) => "memory",
+            WebStore::Opfs(_) => "opfs",
+            WebStore::Idb(_) => "indexeddb",
+            WebStore::Memory(_) => "memory",
         }
     }
 }
@@ -92,14 +92,14 @@ impl WebStorage {
 macro_rules! delegate {
     ($self:ident, $s:ident => $call:expr) => {
         match $self {
-            WebStorage::Opfs($s) => $call,
-            WebStorage::Idb($s) => $call,
-            WebStorage::Memory($s) => $call,
+            WebStore::Opfs($s) => $call,
+            WebStore::Idb($s) => $call,
+            WebStore::Memory($s) => $call,
         }
     };
 }
 
-impl Storage for WebStorage {
+impl BlobStore for WebStore {
     fn location(&self, key: &str) -> String {
         delegate!(self, s => s.location(key))
     }
@@ -136,7 +136,7 @@ mod tests {
     async fn without_opfs_the_same_api_falls_back_to_indexed_db() {
         let no_opfs =
             Err(CkptError::Unavailable { what: "OPFS".into(), reason: "SecurityError: denied".into() });
-        let (store, why) = WebStorage::or_indexed_db(no_opfs, "ckpt-fallback-test").await.unwrap();
+        let (store, why) = WebStore::or_indexed_db(no_opfs, "ckpt-fallback-test").await.unwrap();
         assert_eq!(store.kind(), "indexeddb");
         assert!(why.is_some_and(|e| e.to_string().contains("SecurityError")), "the OPFS error is kept");
         store.put("a/b.json", b"{}").await.unwrap();
@@ -147,16 +147,16 @@ mod tests {
 
     #[wasm_bindgen_test]
     async fn each_store_can_be_chosen_and_says_its_kind() {
-        let idb = WebStorage::indexed_db("ckpt-forced-idb-test").await.unwrap();
+        let idb = WebStore::indexed_db("ckpt-forced-idb-test").await.unwrap();
         assert_eq!(idb.kind(), "indexeddb", "forced even where OPFS opens");
-        let (auto, why) = WebStorage::open_noting_fallback("ckpt-auto-test").await.unwrap();
+        let (auto, why) = WebStore::open_noting_fallback("ckpt-auto-test").await.unwrap();
         assert_eq!((auto.kind(), why.is_none()), ("opfs", true), "Chromium has OPFS: {why:?}");
 
-        let memory = WebStorage::memory();
+        let memory = WebStore::memory();
         assert_eq!(memory.kind(), "memory");
         memory.put("run/x.json", b"[1]").await.unwrap();
         assert_eq!(memory.get("run/x.json").await.unwrap().as_deref(), Some(&b"[1]"[..]));
         assert_eq!(memory.location("run/x.json"), "memory:run/x.json");
-        assert!(WebStorage::memory().list("").await.unwrap().is_empty(), "each memory store starts empty");
+        assert!(WebStore::memory().list("").await.unwrap().is_empty(), "each memory store starts empty");
     }
 }

@@ -1,9 +1,9 @@
-//! The Origin Private File System as [`Storage`]: the store is a directory of OPFS, a
+//! The Origin Private File System as [`BlobStore`]: the store is a directory of OPFS, a
 //! group is a subdirectory.
 //!
 //! In a dedicated worker, blobs are written and read through sync access handles (the
 //! fast path, no copy through a stream); elsewhere through `createWritable()` and
-//! `getFile()`. [`Storage::put_atomic`] always uses `createWritable()`, whose data goes to
+//! `getFile()`. [`BlobStore::put_atomic`] always uses `createWritable()`, whose data goes to
 //! a swap file that replaces the target only on `close()`: all or nothing.
 
 use js_sys::{AsyncIterator, Reflect, Uint8Array};
@@ -19,10 +19,10 @@ use super::js::{
     unavailable,
 };
 use crate::error::{CkptError, Result};
-use crate::store::{check_key, BlobInfo, Storage};
+use crate::store::{check_key, BlobInfo, BlobStore};
 
 #[derive(Debug)]
-pub struct OpfsStorage {
+pub struct OpfsStore {
     root: FileSystemDirectoryHandle,
     name: String,
     sync_access: bool,
@@ -38,7 +38,7 @@ fn is_hidden(name: &str) -> bool {
     name.starts_with('.') || name.ends_with(".crswap")
 }
 
-impl OpfsStorage {
+impl OpfsStore {
     /// Opens (creating it) the OPFS directory `name`, e.g. `"tinygpt-checkpoints"`.
     pub async fn open(name: &str) -> Result<Self> {
         check_key("opfs:", name, false)?;
@@ -52,7 +52,7 @@ impl OpfsStorage {
         let root = await_promise(top.get_directory_handle_with_options(name, &options))
             .await
             .map_err(|e| storage_error(format!("opfs:{name}"), &e, 0))?;
-        Ok(OpfsStorage {
+        Ok(OpfsStore {
             root: root.unchecked_into(),
             name: name.to_string(),
             sync_access: sync_access_handles_available(),
@@ -216,7 +216,7 @@ impl OpfsStorage {
     }
 }
 
-impl Storage for OpfsStorage {
+impl BlobStore for OpfsStore {
     fn location(&self, key: &str) -> String {
         format!("opfs:{}/{key}", self.name)
     }

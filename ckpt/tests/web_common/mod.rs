@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use crate::common::{assert_same, checkpoint, digest, GOLDEN_LAYOUT};
-use tinygpt_ckpt::{CheckpointStore, CkptError, Fault, FaultyStorage, Storage};
+use tinygpt_ckpt::{BlobStore, CheckpointStore, CkptError, Fault, FaultyStore};
 
 /// Removes everything, so a test starts from an empty store.
-pub async fn clear<S: Storage>(storage: &S) {
+pub async fn clear<S: BlobStore>(storage: &S) {
     let mut groups: Vec<String> = Vec::new();
     for blob in storage.list("").await.unwrap() {
         match blob.key.split_once('/') {
@@ -23,7 +23,7 @@ pub async fn clear<S: Storage>(storage: &S) {
     assert!(storage.list("").await.unwrap().is_empty());
 }
 
-pub async fn contents<S: Storage>(storage: &S) -> BTreeMap<String, Vec<u8>> {
+pub async fn contents<S: BlobStore>(storage: &S) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     for blob in storage.list("").await.unwrap() {
         let bytes = storage.get(&blob.key).await.unwrap().unwrap();
@@ -34,7 +34,7 @@ pub async fn contents<S: Storage>(storage: &S) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// Save, load, list, keep 2, and the very bytes the native build writes.
-pub async fn round_trip<S: Storage>(storage: &S) {
+pub async fn round_trip<S: BlobStore>(storage: &S) {
     clear(storage).await;
     let store = CheckpointStore::new(storage);
     let ckpt = checkpoint(25, 1);
@@ -60,7 +60,7 @@ pub async fn round_trip<S: Storage>(storage: &S) {
 
 /// A crash after each write of a save leaves the previous checkpoint loadable and
 /// intact; the next save prunes the leftovers.
-pub async fn interrupted_saves<S: Storage>(storage: &S) {
+pub async fn interrupted_saves<S: BlobStore>(storage: &S) {
     let (a1, a2, b, c) = (checkpoint(10, 1), checkpoint(20, 2), checkpoint(30, 3), checkpoint(40, 4));
     // Writes 0..8 are the files, 8 flips latest.json, 9 flips best.json (b has the lowest
     // validation loss), 10 prunes gen-000001 (as in the native interrupted-save test).
@@ -71,7 +71,7 @@ pub async fn interrupted_saves<S: Storage>(storage: &S) {
         store.save(&a2).await.unwrap();
         let before: BTreeMap<_, _> =
             contents(storage).await.into_iter().filter(|(k, _)| !k.starts_with("gen-000001/")).collect();
-        let faulty = FaultyStorage::new(storage, Fault::Crash, n);
+        let faulty = FaultyStore::new(storage, Fault::Crash, n);
         let err = CheckpointStore::new(&faulty).save(&b).await.expect_err("the fault must surface");
         if n <= 8 {
             assert_same(&store.load_latest().await.unwrap(), &a2);
@@ -109,14 +109,14 @@ pub async fn interrupted_saves<S: Storage>(storage: &S) {
 
 /// A full store: the save fails with the bytes the generation needs, removes its partial
 /// files and leaves the previous checkpoint.
-pub async fn quota_exceeded<S: Storage>(storage: &S) {
+pub async fn quota_exceeded<S: BlobStore>(storage: &S) {
     clear(storage).await;
     let store = CheckpointStore::new(storage);
     store.save(&checkpoint(10, 1)).await.unwrap();
-    let faulty = FaultyStorage::new(storage, Fault::QuotaExceeded, 4);
+    let faulty = FaultyStore::new(storage, Fault::QuotaExceeded, 4);
     let err = CheckpointStore::new(&faulty).save(&checkpoint(20, 2)).await.unwrap_err();
     let CkptError::QuotaExceeded { needed_bytes } = err else { panic!("{err}") };
-    let reference = tinygpt_ckpt::MemoryStorage::new();
+    let reference = tinygpt_ckpt::MemoryStore::new();
     let expected = CheckpointStore::new(&reference).save(&checkpoint(20, 2)).await.unwrap().bytes;
     assert_eq!(needed_bytes, expected);
     assert!(!storage.list("").await.unwrap().iter().any(|b| b.key.starts_with("gen-000002")));

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use tinygpt_ckpt::{
     export_adapter_safetensors, import_adapter_safetensors, AdapterCheckpoint, AdapterStore, BaseRef,
-    Checkpoint, CheckpointDir, NativeStorage,
+    Checkpoint, CheckpointDir, DirStore,
 };
 use tinygpt_model::{Dataset, Gpt, Lora, LoraConfig, Params, Split};
 use tinygpt_optim::{GroupOptions, ResumeState, Trainer, TrainingConfig};
@@ -133,7 +133,7 @@ impl WithBackend for TrainAdapter {
             }
         };
         let base_ref = BaseRef { name: base.name.clone(), weights_sha256: base.weights_sha256() };
-        let store = AdapterStore::new(NativeStorage::open(&args.out)?);
+        let store = AdapterStore::new(DirStore::open(&args.out)?);
         let start_val = trainer.evaluate(Split::Val)?;
         let adapter_params = trainer.adapter().expect("an adapter run").config().param_count(&model_config);
         eprintln!(
@@ -194,7 +194,7 @@ impl WithBackend for TrainAdapter {
 const LORA_SALT: u64 = 0x10FA_0000_0000_0004;
 
 fn save<B: Backend>(
-    store: &AdapterStore<NativeStorage>,
+    store: &AdapterStore<DirStore>,
     trainer: &Trainer<B>,
     base: &BaseRef,
 ) -> Result<(), CliError> {
@@ -257,7 +257,7 @@ pub fn list(args: LoraListArgs) -> Result<(), CliError> {
     }
     let sha = base.weights_sha256();
     for name in names {
-        let store = AdapterStore::new(NativeStorage::open(dir.join(&name))?);
+        let store = AdapterStore::new(DirStore::open(dir.join(&name))?);
         match block_on(store.config()) {
             Ok(c) => println!(
                 "{name}  rank {}  alpha {}  targets {}  {}",
@@ -311,7 +311,7 @@ pub fn import(args: LoraImportArgs) -> Result<(), CliError> {
             args.out.display()
         )));
     }
-    block_on(AdapterStore::new(NativeStorage::open(&args.out)?).save(&ckpt))?;
+    block_on(AdapterStore::new(DirStore::open(&args.out)?).save(&ckpt))?;
     eprintln!("imported into {}", args.out.display());
     Ok(())
 }

@@ -8,7 +8,7 @@
 use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
 
 use crate::engine::Engine;
-use crate::protocol::{BackendChoice, BackendKind, WebgpuInfo};
+use crate::protocol::{BackendChoice, EngineKind, WebgpuInfo};
 use crate::self_test::self_test;
 
 /// What the JS side saw of WebGPU (see `Environment`).
@@ -19,7 +19,7 @@ pub struct Probe<'a> {
 }
 
 /// The engine to train on and, when it is not WebGPU, why not (one line).
-pub async fn choose(choice: BackendChoice, probe: Probe<'_>, wasm: BackendKind) -> (Engine, Option<String>) {
+pub async fn choose(choice: BackendChoice, probe: Probe<'_>, wasm: EngineKind) -> (Engine, Option<String>) {
     let why_not = match choice {
         BackendChoice::Wasm | BackendChoice::WasmSimd | BackendChoice::WasmSimdThreads => {
             format!("{} was chosen", name(wasm))
@@ -46,11 +46,11 @@ async fn open_webgpu(probe: &Probe<'_>) -> Result<Engine, String> {
 }
 
 /// The protocol's name for a backend, as the note says it.
-pub fn name(kind: BackendKind) -> &'static str {
+pub fn name(kind: EngineKind) -> &'static str {
     match kind {
-        BackendKind::WasmSimd => "wasm-simd",
-        BackendKind::WasmSimdThreads => "wasm-simd-threads",
-        BackendKind::Wasm => "wasm",
-        BackendKind::Webgpu => "webgpu",
+        EngineKind::WasmSimd => "wasm-simd",
+        EngineKind::WasmSimdThreads => "wasm-simd-threads",
+        EngineKind::Wasm => "wasm",
+        EngineKind::Webgpu => "webgpu",
     }
 }

@@ -18,7 +18,7 @@ use std::rc::Rc;
 
 use js_sys::{Function, Promise};
 use serde::Serialize;
-use tinygpt_ckpt::web::WebStorage;
+use tinygpt_ckpt::web::WebStore;
 use tinygpt_model::data::dataset_id;
 use tinygpt_optim::TrainingConfig;
 use wasm_bindgen::prelude::*;
@@ -33,7 +33,7 @@ use crate::interrupt::Interrupt;
 use crate::locks::{run_lock_name, STORE_LOCK};
 use crate::presets::preset_infos;
 use crate::protocol::{
-    BackendChoice, BackendKind, Capabilities, ErrorCode, InMessage, OutMessage, StorageChoice, StorageKind,
+    BackendChoice, Capabilities, EngineKind, ErrorCode, InMessage, OutMessage, StoreChoice, StoreKind,
     WebgpuInfo,
 };
 use crate::session::{resolve_configs, SampleRequest, TrainRequest};
@@ -53,12 +53,12 @@ struct Environment {
 
 /// This build's CPU kernels: SIMD when compiled with `+simd128`, on threads in the
 /// `threads` build.
-const WASM_BACKEND: BackendKind = if cfg!(feature = "threads") {
-    BackendKind::WasmSimdThreads
+const WASM_BACKEND: EngineKind = if cfg!(feature = "threads") {
+    EngineKind::WasmSimdThreads
 } else if cfg!(target_feature = "simd128") {
-    BackendKind::WasmSimd
+    EngineKind::WasmSimd
 } else {
-    BackendKind::Wasm
+    EngineKind::Wasm
 };
 
 /// The session while no call holds it (see the module docs).
@@ -91,7 +91,7 @@ impl Drop for Held<'_> {
 
 struct Inner {
     session: Slot,
-    store: RefCell<Option<Rc<Checkpoints<WebStorage>>>>,
+    store: RefCell<Option<Rc<Checkpoints<WebStore>>>>,
     /// Why training is not on WebGPU, once `init` chose the engine (`None`: it is).
     backend_note: RefCell<Option<String>>,
     /// The first `init` chose the engine; later ones keep it (a run may exist).
@@ -240,11 +240,11 @@ impl Inner {
         Ok(Held { slot: &self.session, session: Some(session) })
     }
 
-    fn store(&self) -> Option<Rc<Checkpoints<WebStorage>>> {
+    fn store(&self) -> Option<Rc<Checkpoints<WebStore>>> {
         self.store.borrow().clone()
     }
 
-    fn require_store(&self) -> Result<Rc<Checkpoints<WebStorage>>, WorkerError> {
+    fn require_store(&self) -> Result<Rc<Checkpoints<WebStore>>, WorkerError> {
         self.store().ok_or_else(|| {
             let why = self.storage_note.borrow().clone().unwrap_or_else(|| "no storage could be opened".into());
             WorkerError::new(
@@ -392,7 +392,7 @@ impl Inner {
 
     /// Chooses the engine (on the first `init` only: later ones keep it and its run), opens
     /// the storage, and answers `ready`.
-    async fn init(&self, backend: BackendChoice, choice: StorageChoice) -> Result<(), WorkerError> {
+    async fn init(&self, backend: BackendChoice, choice: StoreChoice) -> Result<(), WorkerError> {
         if !*self.engine_chosen.borrow() {
             let probe = backend_choice::Probe {
                 adapter: self.env.webgpu.as_ref(),
@@ -405,7 +405,7 @@ impl Inner {
         }
         let (storage, note) = storage::open(choice).await;
         *self.storage_note.borrow_mut() = note.clone();
-        let kind = storage.as_ref().map_or(StorageKind::None, storage::kind);
+        let kind = storage.as_ref().map_or(StoreKind::None, storage::kind);
         *self.store.borrow_mut() = storage.map(|s| Rc::new(Checkpoints::new(s, kind)));
         let (quota_bytes, usage_bytes) = estimate().await;
         let capabilities = Capabilities {
@@ -455,7 +455,7 @@ impl Inner {
 
     async fn post_list(&self) -> Result<(), WorkerError> {
         let Some(store) = self.store() else {
-            self.post(&OutMessage::Checkpoints { items: Vec::new(), storage: StorageKind::None });
+            self.post(&OutMessage::Checkpoints { items: Vec::new(), storage: StoreKind::None });
             return Ok(());
         };
         let items = store.list().await?;

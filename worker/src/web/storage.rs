@@ -1,22 +1,22 @@
 //! Which browser checkpoint store the worker uses: the page's choice (`auto`: OPFS, else
 //! IndexedDB; `?storage=idb` forces IndexedDB; `memory` keeps nothing across reloads),
-//! opened through `tinygpt_ckpt::web::WebStorage`.
+//! opened through `tinygpt_ckpt::web::WebStore`.
 
-use tinygpt_ckpt::web::WebStorage;
+use tinygpt_ckpt::web::WebStore;
 
-use crate::protocol::{StorageChoice, StorageKind};
+use crate::protocol::{StoreChoice, StoreKind};
 
 /// The OPFS directory and the IndexedDB database checkpoints live in.
 pub const STORE_NAME: &str = "tinygpt-checkpoints";
 
 /// Opens the storage `choice` asks for: the store (`None` when nothing could be opened),
 /// and a note saying why the preferred one was not used, if it was not.
-pub async fn open(choice: StorageChoice) -> (Option<WebStorage>, Option<String>) {
+pub async fn open(choice: StoreChoice) -> (Option<WebStore>, Option<String>) {
     let opened = match choice {
-        StorageChoice::Memory => Ok((WebStorage::memory(), None)),
-        StorageChoice::Idb => WebStorage::indexed_db(STORE_NAME).await.map(|s| (s, None)),
-        StorageChoice::Opfs => WebStorage::opfs(STORE_NAME).await.map(|s| (s, None)),
-        StorageChoice::Auto => WebStorage::open_noting_fallback(STORE_NAME).await,
+        StoreChoice::Memory => Ok((WebStore::memory(), None)),
+        StoreChoice::Idb => WebStore::indexed_db(STORE_NAME).await.map(|s| (s, None)),
+        StoreChoice::Opfs => WebStore::opfs(STORE_NAME).await.map(|s| (s, None)),
+        StoreChoice::Auto => WebStore::open_noting_fallback(STORE_NAME).await,
     };
     match opened {
         Ok((store, passed_over)) => (Some(store), passed_over.map(|e| e.to_string())),
@@ -25,10 +25,10 @@ pub async fn open(choice: StorageChoice) -> (Option<WebStorage>, Option<String>)
 }
 
 /// The protocol's name for `store`.
-pub fn kind(store: &WebStorage) -> StorageKind {
+pub fn kind(store: &WebStore) -> StoreKind {
     match store {
-        WebStorage::Opfs(_) => StorageKind::Opfs,
-        WebStorage::Idb(_) => StorageKind::Indexeddb,
-        WebStorage::Memory(_) => StorageKind::Memory,
+        WebStore::Opfs(_) => StoreKind::Opfs,
+        WebStore::Idb(_) => StoreKind::Indexeddb,
+        WebStore::Memory(_) => StoreKind::Memory,
     }
 }
