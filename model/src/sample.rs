@@ -138,13 +138,16 @@ pub struct Generation<B: Backend> {
     rng: Rng,
     cache: Option<KvCache<B>>,
     stopped: bool,
+    /// Positions run through the model so far (see [`Generation::positions_run`]).
+    positions: usize,
 }
 
 impl<B: Backend> Generation<B> {
     pub fn new(prompt: &[u8], config: SampleConfig) -> Self {
         let tokens = if prompt.is_empty() { vec![b'\n'] } else { prompt.to_vec() };
         let rng = Rng::new(config.seed);
-        Generation { config, prompt_len: tokens.len(), tokens, start: 0, rng, cache: None, stopped: false }
+        let prompt_len = tokens.len();
+        Generation { config, prompt_len, tokens, start: 0, rng, cache: None, stopped: false, positions: 0 }
     }
 
     /// Whether the sample is complete: `max_tokens` produced (and no character left half
@@ -159,6 +162,13 @@ impl<B: Backend> Generation<B> {
     /// The bytes produced so far (prompt excluded).
     pub fn generated(&self) -> &[u8] {
         &self.tokens[self.prompt_len..]
+    }
+
+    /// Positions run through the model so far: with the cache one per token plus the kept
+    /// window after each slide; without it the whole window for every token. The work a
+    /// token costs, in the units a benchmark should compare.
+    pub fn positions_run(&self) -> usize {
+        self.positions
     }
 
     /// Samples the next token: one position through the model with the cache (after a
@@ -177,8 +187,10 @@ impl<B: Backend> Generation<B> {
         let logits = if self.config.cached {
             let cache = self.cache.get_or_insert_with(|| KvCache::new(model));
             let from = self.start + cache.len();
+            self.positions += n - from;
             model.forward_cached(cache, &self.tokens[from..n])
         } else {
+            self.positions += n - self.start;
             last_logits(model, &self.tokens[self.start..n])
         };
         let row = logits.read().await?;

@@ -102,3 +102,21 @@ fn stop_sequences_end_the_output_and_characters_are_never_cut() {
         assert!(stream.finish().is_empty() || out.len() == max_tokens + 3, "{max_tokens}: {out:?}");
     }
 }
+
+#[test]
+fn the_cache_runs_about_two_positions_per_token_and_the_window_runs_them_all() {
+    let backend = CpuBackend::new(1);
+    let model = model(&backend);
+    let positions = |cached| {
+        let config = SampleConfig { max_tokens: 64, temperature: 0.0, cached, ..SampleConfig::default() };
+        let mut g = Generation::new(b"ab", config);
+        while !g.is_done() {
+            block_on(g.next_token(&model)).unwrap();
+        }
+        (g.positions_run(), g.generated().len())
+    };
+    // ctx 16: a slide keeps 8 positions, recomputed once, then one position per token.
+    let ((cached, tokens), (uncached, _)) = (positions(true), positions(false));
+    assert!(cached <= 2 + 2 * tokens, "{cached} positions for {tokens} cached tokens");
+    assert!(uncached >= 8 * tokens, "{uncached} positions for {tokens} uncached tokens");
+}

@@ -5,7 +5,12 @@
 //! From a prompt of half a window, greedy generation runs for `--windows` context lengths
 //! of tokens, so the window fills, slides (see `tinygpt_model::sample`) and fills again:
 //! the steady state of a long sample. `first_token_ms` is the prompt's pass plus the first
-//! token; `tokens_per_s` counts the tokens after it.
+//! token; `tokens_per_s` counts the tokens after it, and `positions_per_token` the positions
+//! each of them ran through the model on average: the whole window for every token
+//! without the cache (between half a window and a full one, as it slides: about three
+//! quarters of `context`), one plus the recomputed half window after each slide with it.
+//! Both modes use the same window (and so give the same tokens); a sampler that slid its
+//! window by one token would run a full window per uncached token, a third more.
 
 use std::time::Instant;
 
@@ -45,6 +50,7 @@ impl WithBackend for BenchGenerate {
             let started = Instant::now();
             block_on(generation.next_token(&model))?;
             let first = started.elapsed();
+            let first_positions = generation.positions_run();
             let mut produced = 1;
             while !generation.is_done() {
                 block_on(generation.next_token(&model))?;
@@ -61,6 +67,11 @@ impl WithBackend for BenchGenerate {
                 "tokens": produced,
                 "first_token_ms": (first.as_secs_f64() * 1e4).round() / 10.0,
                 "tokens_per_s": ((produced - 1) as f64 / rest.as_secs_f64()).round(),
+                "positions_per_token": ((generation.positions_run() - first_positions) as f64
+                    / (produced - 1).max(1) as f64
+                    * 10.0)
+                    .round()
+                    / 10.0,
             });
             println!("{line}");
         }
