@@ -285,9 +285,11 @@ impl Backend for CpuBackend {
         expect_len("cached_attention", "q", q, dims.rows * c);
         expect_len("cached_attention", "k_cache", k_cache, dims.capacity * c);
         expect_len("cached_attention", "v_cache", v_cache, dims.capacity * c);
-        // Every output is written (each head's columns start from zero in the kernel).
-        self.produce_all(dims.rows * c, |out| {
-            cached_attention::cached_attention(out, &q.read(), &k_cache.read(), &v_cache.read(), dims)
+        // Every output is written (each head's columns start from zero in the kernels).
+        let (q, k, v) = (&q.read(), &k_cache.read(), &v_cache.read());
+        self.produce_all(dims.rows * c, |out| match self.fast {
+            Some(fast) => fast::cached_attention(fast, &self.par, out, q, k, v, dims),
+            None => cached_attention::cached_attention(out, q, k, v, dims),
         })
     }
 

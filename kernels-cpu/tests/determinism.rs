@@ -4,7 +4,7 @@
 //! variants this CPU lacks with an error.
 
 use tinygpt_kernels_cpu::{CpuBackend, CpuBackendError, KernelVariant, Kernels};
-use tinygpt_tensor::{block_on, AdamWStep, AttentionDims, Backend, MatmulDims, Rng};
+use tinygpt_tensor::{block_on, AdamWStep, AttentionDims, Backend, CachedAttentionDims, MatmulDims, Rng};
 
 type Buf = <CpuBackend as Backend>::Storage;
 
@@ -44,6 +44,12 @@ fn run_ops(backend: &CpuBackend) -> Vec<(String, Vec<f32>)> {
             .map(|(s, b)| (s.to_string(), b)),
     );
     results.push(("saved dv".to_string(), g.dv));
+
+    // Decoding: 40 new rows after 20 cached ones, a piece per head in the fast variants.
+    let cached = CachedAttentionDims { rows: 40, past: 20, capacity: 64, heads: 3, head_dim: 16 };
+    let (kc, vc) = (normal(64 * 48), normal(64 * 48));
+    let q_new = normal(40 * 48);
+    results.push(("cached_attention".into(), backend.cached_attention(&q_new, &kc, &vc, cached)));
 
     let (rows, dim) = (300, 130);
     let (x, gamma, beta, dy) = (normal(rows * dim), normal(dim), normal(dim), normal(rows * dim));

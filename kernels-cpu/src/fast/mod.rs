@@ -11,6 +11,7 @@
 )]
 
 mod attention;
+mod cached_attention;
 mod gelu;
 pub(crate) mod gemm;
 pub(crate) mod gemv;
@@ -24,9 +25,10 @@ mod wasm;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-use tinygpt_tensor::{AttentionDims, MatmulDims};
+use tinygpt_tensor::{AttentionDims, CachedAttentionDims, MatmulDims};
 
 use attention::{HeadBackward, HeadForward};
+use cached_attention::CachedHeads;
 use shared_out::SharedOut;
 
 use crate::kernels::elementwise::ELEMENTWISE_CHUNK;
@@ -46,6 +48,7 @@ pub(crate) struct FastKernels {
     pub gelu_backward: unsafe fn(&mut [f32], &[f32], &[f32]),
     pub attention: unsafe fn(&HeadForward<'_>),
     pub attention_backward: unsafe fn(&HeadBackward<'_>),
+    pub cached_attention: unsafe fn(&CachedHeads<'_>),
     pub layer_norm: unsafe fn(LayerNormRows<'_>),
     pub layer_norm_backward: unsafe fn(LayerNormBackwardRows<'_>),
     pub sum_rows: unsafe fn(&mut [f32], &[f32]),
@@ -190,6 +193,34 @@ pub(crate) fn attention_backward(
         let job = HeadBackward { dout, q, k, v, lse, dims, bh, dq, dk, dv };
         // SAFETY: as in `attention_forward`: pair `bh` writes only its head's columns.
         unsafe { (kernels.attention_backward)(&job) }
+    });
+}
+
+/// Attention of `dims.rows` new positions against the cache (see `cached_attention.rs`):
+/// `out` `[rows, C]`; one parallel piece per run of heads worth about
+/// `cached_attention::PIECE_WORK` multiply-adds.
+pub(crate) fn cached_attention(
+    kernels: &FastKernels,
+    par: &Parallel,
+    out: &mut [f32],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    dims: CachedAttentionDims,
+) {
+    let c = dims.channels();
+    assert!(dims.past + dims.rows <= dims.capacity, "cached_attention: {dims:?} reaches past the cache");
+    assert!(out.len() == dims.rows * c && q.len() == dims.rows * c, "cached_attention: q or out length");
+    assert!(k.len() == dims.capacity * c && v.len() == dims.capacity * c, "cached_attention: cache length");
+    // Multiply-adds per head: two per key and channel for every new row.
+    let per_head = 2 * dims.rows * (dims.past + dims.rows) * dims.head_dim;
+    let heads_per_piece = (cached_attention::PIECE_WORK / per_head.max(1)).clamp(1, dims.heads.max(1));
+    let out = SharedOut(out.as_mut_ptr());
+    par.map(dims.heads.div_ceil(heads_per_piece), |piece| {
+        let heads = piece * heads_per_piece..((piece + 1) * heads_per_piece).min(dims.heads);
+        // SAFETY: piece `piece` writes only its heads' columns of `out` (`[rows, C]`, as
+        // asserted); `kernels` is a supported variant's.
+        unsafe { (kernels.cached_attention)(&CachedHeads { q, k, v, dims, heads, out }) }
     });
 }
 

@@ -5,6 +5,7 @@
 use core::arch::wasm32::*;
 
 use crate::fast::attention::{self, HeadBackward, HeadForward};
+use crate::fast::cached_attention::{self, CachedHeads};
 use crate::fast::gemm::{self, Microkernel, Piece};
 use crate::fast::gemv::{self, Columns};
 use crate::fast::simd::Simd;
@@ -67,6 +68,10 @@ unsafe fn simd128_attention_backward(job: &HeadBackward<'_>) {
     attention::backward_head(job)
 }
 
+unsafe fn simd128_cached_attention(job: &CachedHeads<'_>) {
+    cached_attention::heads(job)
+}
+
 unsafe fn simd128_layer_norm(rows: LayerNormRows<'_>) {
     rows.run()
 }
@@ -86,6 +91,7 @@ pub(crate) static SIMD128: FastKernels = FastKernels {
     gelu_backward: simd128_gelu_backward,
     attention: simd128_attention,
     attention_backward: simd128_attention_backward,
+    cached_attention: simd128_cached_attention,
     layer_norm: simd128_layer_norm,
     layer_norm_backward: simd128_layer_norm_backward,
     sum_rows: simd128_sum_rows,

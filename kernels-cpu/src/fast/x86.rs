@@ -6,6 +6,7 @@
 use std::arch::x86_64::*;
 
 use crate::fast::attention::{self, HeadBackward, HeadForward};
+use crate::fast::cached_attention::{self, CachedHeads};
 use crate::fast::gemm::{self, Microkernel, Piece};
 use crate::fast::gemv::{self, Columns};
 use crate::fast::simd::Simd;
@@ -104,6 +105,11 @@ unsafe fn avx2_attention_backward(job: &HeadBackward<'_>) {
 }
 
 #[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_cached_attention(job: &CachedHeads<'_>) {
+    cached_attention::heads(job)
+}
+
+#[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_layer_norm(rows: LayerNormRows<'_>) {
     rows.run()
 }
@@ -151,6 +157,11 @@ unsafe fn avx512_attention_backward(job: &HeadBackward<'_>) {
 }
 
 #[target_feature(enable = "avx512f")]
+unsafe fn avx512_cached_attention(job: &CachedHeads<'_>) {
+    cached_attention::heads(job)
+}
+
+#[target_feature(enable = "avx512f")]
 unsafe fn avx512_layer_norm(rows: LayerNormRows<'_>) {
     rows.run()
 }
@@ -172,6 +183,7 @@ pub(crate) static AVX2_FMA: FastKernels = FastKernels {
     gelu_backward: avx2_gelu_backward,
     attention: avx2_attention,
     attention_backward: avx2_attention_backward,
+    cached_attention: avx2_cached_attention,
     layer_norm: avx2_layer_norm,
     layer_norm_backward: avx2_layer_norm_backward,
     sum_rows: avx2_sum_rows,
@@ -184,6 +196,7 @@ pub(crate) static AVX512: FastKernels = FastKernels {
     gelu_backward: avx512_gelu_backward,
     attention: avx512_attention,
     attention_backward: avx512_attention_backward,
+    cached_attention: avx512_cached_attention,
     layer_norm: avx512_layer_norm,
     layer_norm_backward: avx512_layer_norm_backward,
     sum_rows: avx512_sum_rows,

@@ -199,6 +199,8 @@ pub async fn cached_attention<B: Backend>(backend: &B) {
         (17, 2, 8, 11),
         (70, 2, 3, 69),
         (70, 4, 16, 0),
+        (97, 4, 33, 96),
+        (50, 2, 32, 30),
     ] {
         let dims = AttentionDims { batch: 1, seq, heads, head_dim, dropout: None };
         let c = dims.channels();
