@@ -9,6 +9,12 @@
 //! Without shapes it times the `large` preset's MLP (batch 12 × context 128 rows, d 192,
 //! d_mlp 768): fc_in forward, fc_out's input gradient and fc_out's weight gradient. Every
 //! supported variant is timed back to back, ~0.3 s per line after one warm-up call.
+//!
+//! First, per thread count and fast variant, an `"op":"fma_peak"` line: the multiply-add
+//! peak those threads reach right now with the variant's instructions
+//! (`KernelVariant::measured_fma_peak_gflops`); each matmul line of a fast variant then
+//! says what fraction of it the matmul reached (`of_peak`), the efficiency figure that
+//! stays meaningful on a shared machine.
 
 use std::time::Instant;
 
@@ -29,6 +35,21 @@ fn main() -> Result<(), String> {
         args.drain(i..i + 2);
     }
     let shapes = if args.is_empty() { LARGE_MLP.map(String::from).to_vec() } else { args };
+    let mut peaks = Vec::new();
+    for &t in &threads {
+        for variant in KernelVariant::ALL {
+            if let Some(gflops) = variant.measured_fma_peak_gflops(t) {
+                let line = serde_json::json!({
+                    "op": "fma_peak",
+                    "kernels": variant.name(),
+                    "threads": t,
+                    "gflops": (gflops * 10.0).round() / 10.0,
+                });
+                println!("{line}");
+                peaks.push(((variant, t), gflops));
+            }
+        }
+    }
     for shape in &shapes {
         let dims: MatmulDims = shape.parse()?;
         let MatmulDims { m, k, n, .. } = dims;
@@ -51,15 +72,20 @@ fn main() -> Result<(), String> {
                 let once = run(2) / 2.0;
                 let reps = ((0.3 / once.max(1e-6)) as usize).clamp(2, 5000);
                 let secs = run(reps) / reps as f64;
-                let line = serde_json::json!({
+                let gflops = 2.0 * (m * n * k) as f64 / secs / 1e9;
+                let peak = peaks.iter().find(|(key, _)| *key == (variant, t)).map(|&(_, p)| p);
+                let mut line = serde_json::json!({
                     "op": "matmul",
                     "m": m, "n": n, "k": k,
                     "layout": shape.split_once(':').map_or("nn", |(_, l)| l),
                     "kernels": variant.name(),
                     "threads": t,
-                    "gflops": (2.0 * (m * n * k) as f64 / secs / 1e8).round() / 10.0,
+                    "gflops": (gflops * 10.0).round() / 10.0,
                     "ms": (secs * 1e6).round() / 1e3,
                 });
+                if let Some(peak) = peak {
+                    line["of_peak"] = serde_json::json!((gflops / peak * 1000.0).round() / 1000.0);
+                }
                 println!("{line}");
             }
         }

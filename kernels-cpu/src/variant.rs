@@ -4,8 +4,8 @@
 //! at compile time on wasm32 (`simd128` is a build flag there, not a probe).
 //!
 //! A fast variant replaces only the kernels it has a fast version of (today matmul, GELU,
-//! the flash-style training attention pair, LayerNorm and `sum_rows`); every other op runs
-//! the reference kernel.
+//! the flash-style training attention pair, cached attention, LayerNorm and `sum_rows`);
+//! every other op runs the reference kernel.
 
 use std::fmt;
 use std::str::FromStr;
@@ -95,6 +95,17 @@ impl KernelVariant {
             .into_iter()
             .find(|v| v.is_supported())
             .unwrap_or(KernelVariant::Reference)
+    }
+
+    /// The f32 multiply-add peak (GFLOP/s, a multiply-add counted as 2) of `threads` threads
+    /// running this variant's vector instructions, measured now over about 0.2 s: the
+    /// yardstick for its matmul's efficiency on this machine as it is loaded right now.
+    /// `None` for the reference (it has no vector loop of its own) and where unsupported.
+    pub fn measured_fma_peak_gflops(self, threads: usize) -> Option<f64> {
+        if !self.is_supported() {
+            return None;
+        }
+        self.fast_kernels().map(|kernels| crate::fast::peak::gflops(kernels, threads.max(1)))
     }
 
     /// The fast kernels of a supported non-reference variant; `None` for the reference.

@@ -17,6 +17,7 @@ pub(crate) mod gemm;
 pub(crate) mod gemv;
 mod layernorm;
 mod math;
+pub(crate) mod peak;
 mod shared_out;
 mod simd;
 mod sum_rows;
@@ -52,6 +53,10 @@ pub(crate) struct FastKernels {
     pub layer_norm: unsafe fn(LayerNormRows<'_>),
     pub layer_norm_backward: unsafe fn(LayerNormBackwardRows<'_>),
     pub sum_rows: unsafe fn(&mut [f32], &[f32]),
+    /// f32 lanes of one vector register.
+    pub lanes: usize,
+    /// The peak probe's loop (`peak.rs`).
+    pub multiply_adds: unsafe fn(usize) -> f32,
 }
 
 /// A block of rows for [`FastKernels::layer_norm`] (see `layernorm::forward_rows`).

@@ -9,7 +9,7 @@ use crate::fast::cached_attention::{self, CachedHeads};
 use crate::fast::gemm::{self, Microkernel, Piece};
 use crate::fast::gemv::{self, Columns};
 use crate::fast::simd::Simd;
-use crate::fast::{gelu, sum_rows, FastKernels, LayerNormBackwardRows, LayerNormRows};
+use crate::fast::{gelu, peak, sum_rows, FastKernels, LayerNormBackwardRows, LayerNormRows};
 
 #[derive(Clone, Copy)]
 pub(crate) struct Simd128;
@@ -80,6 +80,10 @@ unsafe fn simd128_layer_norm_backward(rows: LayerNormBackwardRows<'_>) {
     rows.run()
 }
 
+unsafe fn simd128_multiply_adds(iters: usize) -> f32 {
+    peak::multiply_adds::<Simd128>(iters)
+}
+
 unsafe fn simd128_sum_rows(partial: &mut [f32], x: &[f32]) {
     sum_rows::block_sums(partial, x)
 }
@@ -95,4 +99,6 @@ pub(crate) static SIMD128: FastKernels = FastKernels {
     layer_norm: simd128_layer_norm,
     layer_norm_backward: simd128_layer_norm_backward,
     sum_rows: simd128_sum_rows,
+    lanes: 4,
+    multiply_adds: simd128_multiply_adds,
 };

@@ -10,7 +10,7 @@ use crate::fast::cached_attention::{self, CachedHeads};
 use crate::fast::gemm::{self, Microkernel, Piece};
 use crate::fast::gemv::{self, Columns};
 use crate::fast::simd::Simd;
-use crate::fast::{gelu, sum_rows, FastKernels, LayerNormBackwardRows, LayerNormRows};
+use crate::fast::{gelu, peak, sum_rows, FastKernels, LayerNormBackwardRows, LayerNormRows};
 
 #[derive(Clone, Copy)]
 pub(crate) struct Avx2;
@@ -120,6 +120,11 @@ unsafe fn avx2_layer_norm_backward(rows: LayerNormBackwardRows<'_>) {
 }
 
 #[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_multiply_adds(iters: usize) -> f32 {
+    peak::multiply_adds::<Avx2>(iters)
+}
+
+#[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_sum_rows(partial: &mut [f32], x: &[f32]) {
     sum_rows::block_sums(partial, x)
 }
@@ -172,6 +177,11 @@ unsafe fn avx512_layer_norm_backward(rows: LayerNormBackwardRows<'_>) {
 }
 
 #[target_feature(enable = "avx512f")]
+unsafe fn avx512_multiply_adds(iters: usize) -> f32 {
+    peak::multiply_adds::<Avx512>(iters)
+}
+
+#[target_feature(enable = "avx512f")]
 unsafe fn avx512_sum_rows(partial: &mut [f32], x: &[f32]) {
     sum_rows::block_sums(partial, x)
 }
@@ -187,6 +197,8 @@ pub(crate) static AVX2_FMA: FastKernels = FastKernels {
     layer_norm: avx2_layer_norm,
     layer_norm_backward: avx2_layer_norm_backward,
     sum_rows: avx2_sum_rows,
+    lanes: 8,
+    multiply_adds: avx2_multiply_adds,
 };
 
 pub(crate) static AVX512: FastKernels = FastKernels {
@@ -200,4 +212,6 @@ pub(crate) static AVX512: FastKernels = FastKernels {
     layer_norm: avx512_layer_norm,
     layer_norm_backward: avx512_layer_norm_backward,
     sum_rows: avx512_sum_rows,
+    lanes: 16,
+    multiply_adds: avx512_multiply_adds,
 };
