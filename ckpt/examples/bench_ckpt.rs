@@ -25,7 +25,7 @@ mod native {
 
     use tinygpt_ckpt::{Checkpoint, CheckpointDir};
     use tinygpt_model::{DatasetManifest, Preset};
-    use tinygpt_optim::{LossPoint, TrainerProgress, TrainingConfig};
+    use tinygpt_run::{LossPoint, TrainerProgress, TrainingConfig};
     use tinygpt_tensor::Rng;
 
     fn arg(name: &str) -> Option<String> {

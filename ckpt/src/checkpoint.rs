@@ -1,8 +1,8 @@
-//! The plain-data snapshot the trainer hands to a store and gets back.
+//! The plain-data snapshot the trainer hands to a store and gets back (the trainer side,
+//! `Trainer::checkpoint` and `Trainer::from_checkpoint`, is in `tinygpt-optim`'s `ckpt` feature).
 
-use tinygpt_model::{Dataset, DatasetManifest, ModelConfig, TensorSpec};
-use tinygpt_optim::{LossPoint, ResumeState, TrainError, Trainer, TrainerProgress, TrainingConfig};
-use tinygpt_tensor::Backend;
+use tinygpt_model::{DatasetManifest, ModelConfig, TensorSpec};
+use tinygpt_run::{LossPoint, TrainerProgress, TrainingConfig};
 
 use crate::error::{CkptError, Result};
 use crate::layout::{self, ADAM_M, ADAM_V, LOSS_HISTORY, TRAINER_STATE, WEIGHTS};
@@ -27,40 +27,6 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// A trainer's whole state: configs, data manifest, progress, history, and the weights and
-    /// moments read back from its device.
-    pub async fn capture<B: Backend>(trainer: &Trainer<B>) -> std::result::Result<Checkpoint, TrainError> {
-        let state = trainer.resume_state().await?;
-        Ok(Checkpoint {
-            model_config: trainer.model().config().clone(),
-            training_config: trainer.config().clone(),
-            dataset: trainer.dataset().manifest().clone(),
-            progress: state.progress,
-            loss_history: state.history,
-            weights: state.weights,
-            adam_m: state.adam_m,
-            adam_v: state.adam_v,
-        })
-    }
-
-    /// Continues this run on `backend` over `dataset` (check it with [`crate::check_compatible`]
-    /// first); the steps that follow are those an uninterrupted run would have taken.
-    pub fn resume<B: Backend>(
-        self,
-        backend: &B,
-        dataset: Dataset,
-    ) -> std::result::Result<Trainer<B>, TrainError> {
-        let (model, training) = (self.model_config, self.training_config);
-        let state = ResumeState {
-            weights: self.weights,
-            adam_m: self.adam_m,
-            adam_v: self.adam_v,
-            progress: self.progress,
-            history: self.loss_history,
-        };
-        Trainer::resume(backend, model, training, dataset, state)
-    }
-
     /// Whether the AdamW moments are present (see the type docs for weights-only).
     pub fn has_moments(&self) -> bool {
         !self.adam_m.is_empty()

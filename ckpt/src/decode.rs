@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use tinygpt_model::{DatasetManifest, ModelConfig, TensorSpec};
-use tinygpt_optim::{LossPoint, TrainerProgress, TrainingConfig};
+use tinygpt_run::{LossPoint, TrainerProgress, TrainingConfig};
 
 use crate::checkpoint::{check_finite, Checkpoint};
 use crate::error::{CkptError, Result};

@@ -3,7 +3,7 @@
 
 use thiserror::Error;
 use tinygpt_model::ModelError;
-use tinygpt_optim::TrainError;
+use tinygpt_run::InvalidTrainingConfig;
 
 #[derive(Debug, Error)]
 pub enum CkptError {
@@ -32,7 +32,7 @@ pub enum CkptError {
     InvalidConfig { file: String, source: ModelError },
 
     #[error("{file}: {source}")]
-    InvalidTrainingConfig { file: String, source: TrainError },
+    InvalidTrainingConfig { file: String, source: InvalidTrainingConfig },
 
     #[error("{file}: {bytes} bytes is more than the {limit} this reader accepts")]
     TooLarge { file: String, bytes: u64, limit: u64 },

@@ -35,6 +35,8 @@ mod compat;
 mod decode;
 mod encode;
 mod error;
+/// Fault injection for tests of stores and of code that saves (feature `test-util`).
+#[cfg(feature = "test-util")]
 mod fault;
 mod generations;
 mod json;
@@ -61,6 +63,7 @@ pub use checkpoint::Checkpoint;
 pub use compat::check_compatible;
 pub use decode::LoadOptions;
 pub use error::{CkptError, Result};
+#[cfg(feature = "test-util")]
 pub use fault::{Fault, FaultyStore};
 pub use generations::{
     val_loss_at_step, BestInfo, BestLoad, CheckpointStore, GenerationInfo, SaveReport, BEST_POINTER, POINTER,

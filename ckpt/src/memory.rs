@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::store::{check_key, BlobInfo, BlobStore};
 
 /// Blobs in a shared map: clones see the same contents, so a test can hold one handle
-/// while a [`crate::FaultyStore`] wraps another.
+/// while a `FaultyStore` (feature `test-util`) wraps another.
 #[derive(Clone, Debug)]
 pub struct MemoryStore {
     blobs: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,

@@ -5,7 +5,7 @@ use tinygpt_ckpt::{
     AdapterStore, BaseRef, BlobStore, MemoryStore, PEFT_PREFIX,
 };
 use tinygpt_model::{Dataset, LoraConfig, ModelConfig, Preset};
-use tinygpt_optim::{LossPoint, TrainerProgress, TrainingConfig};
+use tinygpt_run::{LossPoint, TrainerProgress, TrainingConfig};
 use tinygpt_tensor::{block_on, Rng};
 
 fn adapter(seed: u64, with_moments: bool) -> AdapterCheckpoint {

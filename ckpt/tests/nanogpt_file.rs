@@ -10,7 +10,7 @@ use common::{assert_same, checkpoint, manifest};
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 use tinygpt_ckpt::{export_nanogpt, import_nanogpt, ImportDefaults};
-use tinygpt_optim::TrainingConfig;
+use tinygpt_run::TrainingConfig;
 
 fn defaults() -> ImportDefaults {
     ImportDefaults { training: TrainingConfig::default(), dataset: manifest() }

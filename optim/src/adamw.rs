@@ -13,9 +13,9 @@
 
 use tinygpt_tensor::{AdamWStep, Backend, Tensor, TensorError};
 
-use crate::config::TrainingConfig;
 use crate::flat::{FlatGroup, Slot};
 use crate::groups::ParamGroup;
+use tinygpt_run::TrainingConfig;
 
 /// AdamW state: the flat buffers of every parameter group and the step count.
 #[derive(Clone, Debug)]

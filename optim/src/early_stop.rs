@@ -3,8 +3,8 @@
 //! (the evaluations after the first one that reached the minimum), so a resumed run stops
 //! where the uninterrupted one would have.
 
-use crate::config::TrainingConfig;
-use crate::state::LossPoint;
+use tinygpt_run::LossPoint;
+use tinygpt_run::TrainingConfig;
 
 /// Whether `config` asks for early stopping (`early_stop_patience` set and non-zero).
 pub fn enabled(config: &TrainingConfig) -> bool {
@@ -66,5 +66,13 @@ mod tests {
             assert!(!should_stop(&config, &worse), "{patience:?}");
         }
         assert!(!should_stop(&TrainingConfig::default(), &worse));
+    }
+
+    #[test]
+    fn null_or_0_patience_keeps_early_stopping_off() {
+        for off in [r#"{}"#, r#"{"early_stop_patience": null}"#, r#"{"early_stop_patience": 0}"#] {
+            let c: TrainingConfig = serde_json::from_str(off).unwrap();
+            assert!(!enabled(&c), "{off}");
+        }
     }
 }

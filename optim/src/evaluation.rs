@@ -1,11 +1,18 @@
-//! Scoring a model on fixed, seeded batches, a batch (or a few rows) at a time.
+//! Scoring a model on fixed, seeded batches, a batch (or a few rows) at a time, and
+//! [`Trainer::evaluate`] on top of it. This file uses the trainer; the trainer does not use
+//! it (one direction, no import circle).
 
 use tinygpt_autograd::Tape;
 use tinygpt_model::{Batch, Split};
-use tinygpt_tensor::{Backend, Indices, Rng};
+use tinygpt_tensor::{block_on, Backend, Indices, Rng};
 
 use crate::error::TrainError;
-use crate::trainer::{Trainer, EVAL_SALT_TRAIN, EVAL_SALT_VAL};
+use crate::trainer::Trainer;
+
+/// Salt of the sampler seed for evaluation batches of the training split.
+pub const EVAL_SALT_TRAIN: u64 = 0xE7A1_0000_0000_0002;
+/// Salt of the sampler seed for evaluation batches of the validation split.
+pub const EVAL_SALT_VAL: u64 = 0xE7A1_0000_0000_0003;
 
 /// An evaluation scored a batch at a time, so callers can spread it over several slices
 /// of work (the web worker answers pause and stop between batches). It draws
@@ -69,5 +76,22 @@ impl Evaluation {
         (self.batch, self.rows_done, self.batch_total) = (None, 0, 0.0);
         self.done += 1;
         Ok((self.done >= config.eval_batches).then(|| (self.total / config.eval_batches as f64) as f32))
+    }
+}
+
+impl<B: Backend> Trainer<B> {
+    /// Mean loss over `eval_batches` fixed batches of `split` (the same windows every time).
+    pub async fn evaluate_async(&self, split: Split) -> Result<f32, TrainError> {
+        let mut evaluation = Evaluation::new(self, split);
+        loop {
+            if let Some(loss) = evaluation.next_batch(self).await? {
+                return Ok(loss);
+            }
+        }
+    }
+
+    /// [`Trainer::evaluate_async`] for synchronous callers.
+    pub fn evaluate(&self, split: Split) -> Result<f32, TrainError> {
+        block_on(self.evaluate_async(split))
     }
 }

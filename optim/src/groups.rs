@@ -7,7 +7,7 @@
 
 use tinygpt_tensor::{Backend, Tensor};
 
-use crate::config::TrainingConfig;
+use tinygpt_run::TrainingConfig;
 
 /// What a group trains with besides the run-wide settings (betas, eps, clipping and the
 /// learning-rate schedule, which every group shares).

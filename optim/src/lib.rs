@@ -2,7 +2,8 @@
 //! gradient clipping and the training step.
 
 mod adamw;
-mod config;
+#[cfg(feature = "ckpt")]
+mod checkpoint;
 pub mod early_stop;
 mod error;
 mod evaluation;
@@ -11,20 +12,22 @@ mod groups;
 mod recipe;
 mod reference_state;
 mod schedule;
-mod state;
 mod trainer;
 
 pub use adamw::AdamW;
-pub use config::{ScheduleKind, TrainingConfig};
 pub use error::TrainError;
-pub use evaluation::Evaluation;
+pub use evaluation::{Evaluation, EVAL_SALT_TRAIN, EVAL_SALT_VAL};
 pub use flat::Slot;
 pub use groups::{GroupOptions, ParamGroup};
 pub use recipe::{Overrides, Recipe};
 pub use reference_state::{reference_state, ReferenceState};
 pub use schedule::learning_rate;
-pub use state::{LossPoint, TrainerProgress};
-pub use trainer::{ResumeState, StepDone, StepReport, Trainer, BATCH_SALT, EVAL_SALT_TRAIN, EVAL_SALT_VAL};
+/// The run's plain data (configs, progress, history), defined in `tinygpt-run` so that the
+/// checkpoint format can store it without depending on the trainer.
+pub use tinygpt_run::{
+    InvalidTrainingConfig, LossPoint, ScheduleKind, TrainerProgress, TrainingConfig, BATCH_SALT,
+};
+pub use trainer::{ResumeState, StepDone, StepReport, Trainer};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -14,8 +14,8 @@
 use serde_json::{Map, Value};
 use tinygpt_model::{ModelConfig, Preset};
 
-use crate::config::TrainingConfig;
 use crate::error::TrainError;
+use tinygpt_run::TrainingConfig;
 
 /// What a run is built from. `training` holds only the fields the caller named
 /// (training_config.json names); the rest take their defaults.

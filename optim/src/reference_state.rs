@@ -17,9 +17,9 @@ use tinygpt_model::{Batch, Gpt};
 use tinygpt_tensor::{Backend, Indices, Tensor};
 
 use crate::adamw::AdamW;
-use crate::config::TrainingConfig;
 use crate::error::TrainError;
 use crate::groups::ParamGroup;
+use tinygpt_run::TrainingConfig;
 
 /// What [`reference_state`] measured (see the module docs).
 #[derive(Clone, Debug, PartialEq)]

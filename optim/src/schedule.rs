@@ -1,6 +1,6 @@
 //! Learning rate as a function of the step.
 
-use crate::config::{ScheduleKind, TrainingConfig};
+use tinygpt_run::{ScheduleKind, TrainingConfig};
 
 /// The learning rate for the optimizer step that follows `step` completed steps.
 ///

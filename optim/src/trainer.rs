@@ -22,16 +22,11 @@ use tinygpt_model::{
 use tinygpt_tensor::{block_on, Backend, Indices, Rng, Tensor};
 
 use crate::adamw::AdamW;
-use crate::config::TrainingConfig;
 use crate::error::TrainError;
-use crate::evaluation::Evaluation;
 use crate::groups::{GroupOptions, ParamGroup};
 use crate::schedule::learning_rate;
-use crate::state::{LossPoint, TrainerProgress};
-
-pub const BATCH_SALT: u64 = 0xBA7C_4E55_0000_0001;
-pub const EVAL_SALT_TRAIN: u64 = 0xE7A1_0000_0000_0002;
-pub const EVAL_SALT_VAL: u64 = 0xE7A1_0000_0000_0003;
+use tinygpt_run::{LossPoint, TrainerProgress};
+use tinygpt_run::{TrainingConfig, BATCH_SALT};
 
 /// What one optimizer step did.
 #[derive(Clone, Debug, PartialEq)]
@@ -552,21 +547,6 @@ impl<B: Backend> Trainer<B> {
         block_on(self.step_part_async(rows))
     }
 
-    /// Mean loss over `eval_batches` fixed batches of `split` (the same windows every time).
-    pub async fn evaluate_async(&self, split: Split) -> Result<f32, TrainError> {
-        let mut evaluation = Evaluation::new(self, split);
-        loop {
-            if let Some(loss) = evaluation.next_batch(self).await? {
-                return Ok(loss);
-            }
-        }
-    }
-
-    /// [`Trainer::evaluate_async`] for synchronous callers.
-    pub fn evaluate(&self, split: Split) -> Result<f32, TrainError> {
-        block_on(self.evaluate_async(split))
-    }
-
     /// Whether `early_stop_patience` evaluations in a row have not improved on the best
     /// validation loss (never when the patience is off; see [`crate::early_stop`]).
     pub fn should_stop_early(&self) -> bool {
@@ -594,6 +574,7 @@ mod tests {
     use tinygpt_model::Preset;
 
     use super::*;
+    use crate::evaluation::Evaluation;
 
     const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
 

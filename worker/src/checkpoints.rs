@@ -23,7 +23,7 @@ pub const KEEP: usize = 4;
 
 /// The run's full state (weights, moments, progress, history).
 pub async fn snapshot<B: Backend>(run: &Run<B>) -> Result<Checkpoint, WorkerError> {
-    Ok(Checkpoint::capture(&run.trainer).await?)
+    Ok(run.trainer.checkpoint().await?)
 }
 
 /// A trainer continuing `ckpt` on `dataset`, which must be the text it trained on (a
@@ -49,7 +49,7 @@ pub fn restore<B: Backend>(
         ),
         other => ckpt_error(other),
     })?;
-    Ok(ckpt.resume(backend, data)?)
+    Ok(Trainer::from_checkpoint(backend, ckpt, data)?)
 }
 
 /// The browser's checkpoint store and what kind it is.

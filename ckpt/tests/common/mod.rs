@@ -3,7 +3,7 @@
 
 use tinygpt_ckpt::Checkpoint;
 use tinygpt_model::{DatasetManifest, ModelConfig};
-use tinygpt_optim::{LossPoint, TrainerProgress, TrainingConfig};
+use tinygpt_run::{LossPoint, TrainerProgress, TrainingConfig};
 use tinygpt_tensor::Rng;
 
 /// 2 layers, d 8, 2 heads, ctx 8, d_mlp 32: 3,872 parameters.

@@ -43,7 +43,7 @@ impl WithBackend for Eval {
                 let options = GroupOptions { weight_decay: 0.0, lr_scale: 1.0 };
                 Trainer::new_adapter(model, lora, options, ckpt.training_config, dataset)?
             }
-            None => ckpt.resume(&backend, dataset)?,
+            None => Trainer::from_checkpoint(&backend, ckpt, dataset)?,
         };
         let train_loss = trainer.evaluate(Split::Train)?;
         let val_loss = trainer.evaluate(Split::Val)?;

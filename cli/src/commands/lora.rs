@@ -19,7 +19,7 @@ use tinygpt_ckpt::{
     Checkpoint, CheckpointDir, DirStore,
 };
 use tinygpt_model::{Dataset, Gpt, Lora, LoraConfig, Params, Split};
-use tinygpt_optim::{GroupOptions, ResumeState, Trainer, TrainingConfig};
+use tinygpt_optim::{GroupOptions, ResumeState, TrainError, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend, Rng};
 
 use crate::args::{LoraExportArgs, LoraImportArgs, LoraListArgs, LoraMergeArgs, LoraTrainArgs};
@@ -94,7 +94,7 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
                 seed: args.seed.unwrap_or(base.ckpt.training_config.seed),
                 ..TrainingConfig::default()
             };
-            training.validate()?;
+            training.validate().map_err(TrainError::from)?;
             (lora, training)
         }
     };

@@ -207,7 +207,7 @@ impl WithBackend for Train {
         // those of the original run (min_lr past its max_steps).
         let trainer = match start {
             Start::Fresh { model, training } => Trainer::new(&backend, model, training, dataset)?,
-            Start::Resume { ckpt } => ckpt.resume(&backend, dataset)?,
+            Start::Resume { ckpt } => Trainer::from_checkpoint(&backend, *ckpt, dataset)?,
         };
         let stop_at = stop_at.unwrap_or(trainer.config().max_steps);
         let mut trainer = trainer;
@@ -233,7 +233,7 @@ impl WithBackend for Train {
         let mut last_save = Instant::now();
         let save = |trainer: &Trainer<B>, bar: &ProgressBar| -> Result<(), CliError> {
             let step = trainer.progress().step;
-            let report = store.save(&block_on(Checkpoint::capture(trainer))?).map_err(|source| {
+            let report = store.save(&block_on(trainer.checkpoint())?).map_err(|source| {
                 CliError::SaveFailed { step, dir: out.clone(), source: Box::new(source) }
             })?;
             log(bar, format!("checkpoint {} at step {} ({} bytes)", report.id, report.step, report.bytes));

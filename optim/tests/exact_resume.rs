@@ -24,12 +24,12 @@ fn steps(t: &mut Trainer<CpuBackend>, n: usize) {
 }
 
 fn snapshot(t: &Trainer<CpuBackend>) -> Checkpoint {
-    block_on(Checkpoint::capture(t)).unwrap()
+    block_on(t.checkpoint()).unwrap()
 }
 
 fn resume(backend: &CpuBackend, ckpt: Checkpoint, dataset: Dataset) -> Trainer<CpuBackend> {
     check_compatible(&ckpt, &ckpt.model_config, dataset.manifest()).unwrap();
-    ckpt.resume(backend, dataset).unwrap()
+    Trainer::from_checkpoint(backend, ckpt, dataset).unwrap()
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 pub struct TrainerProgress {
     /// Optimizer steps completed.
     pub step: usize,
+    /// Training tokens consumed (steps × batch × context).
     pub tokens_seen: u64,
     /// Lowest validation loss seen so far (`None` before the first evaluation).
     pub best_val_loss: Option<f32>,
@@ -20,8 +21,11 @@ pub struct TrainerProgress {
 /// evaluation points.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LossPoint {
+    /// The optimizer step this loss was measured after.
     pub step: usize,
+    /// That step's training loss (the batch's mean cross-entropy).
     pub train_loss: f32,
+    /// The validation loss, at evaluation points only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub val_loss: Option<f32>,
 }

@@ -1,0 +1,44 @@
+//! The mapping between a [`Trainer`] and a [`Checkpoint`] (feature `ckpt`).
+//!
+//! It lives with the trainer so that the checkpoint format (`tinygpt-ckpt`) needs no
+//! training code: a checkpoint is configs, progress and flat vectors as data, and only the
+//! trainer knows how to read its state out of the device and put it back.
+
+use tinygpt_ckpt::Checkpoint;
+use tinygpt_model::Dataset;
+use tinygpt_tensor::Backend;
+
+use crate::error::TrainError;
+use crate::trainer::{ResumeState, Trainer};
+
+impl<B: Backend> Trainer<B> {
+    /// The whole state of this run: configs, data manifest, progress, history, and the
+    /// weights and AdamW moments read back from the device.
+    pub async fn checkpoint(&self) -> Result<Checkpoint, TrainError> {
+        let state = self.resume_state().await?;
+        Ok(Checkpoint {
+            model_config: self.model().config().clone(),
+            training_config: self.config().clone(),
+            dataset: self.dataset().manifest().clone(),
+            progress: state.progress,
+            loss_history: state.history,
+            weights: state.weights,
+            adam_m: state.adam_m,
+            adam_v: state.adam_v,
+        })
+    }
+
+    /// Continues the run `ckpt` holds on `backend` over `dataset` (check them with
+    /// `tinygpt_ckpt::check_compatible` first); the steps that follow are those an
+    /// uninterrupted run would have taken. A weights-only checkpoint starts the moments at zero.
+    pub fn from_checkpoint(backend: &B, ckpt: Checkpoint, dataset: Dataset) -> Result<Self, TrainError> {
+        let state = ResumeState {
+            weights: ckpt.weights,
+            adam_m: ckpt.adam_m,
+            adam_v: ckpt.adam_v,
+            progress: ckpt.progress,
+            history: ckpt.loss_history,
+        };
+        Trainer::resume(backend, ckpt.model_config, ckpt.training_config, dataset, state)
+    }
+}
