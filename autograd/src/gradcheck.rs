@@ -12,7 +12,9 @@ use crate::tape::{Tape, Var};
 /// How far an analytic gradient may sit from the numeric one: `|a - n| <= abs + rel * |n|`.
 #[derive(Clone, Copy, Debug)]
 pub struct Tolerance {
+    /// Absolute difference always accepted.
     pub abs: f64,
+    /// Difference accepted relative to the larger gradient's magnitude.
     pub rel: f64,
 }
 
@@ -21,9 +23,11 @@ pub struct Tolerance {
 pub struct GradCheck {
     /// Finite-difference step.
     pub eps: f32,
+    /// When an analytic and a numeric gradient agree.
     pub tolerance: Tolerance,
     /// At most this many elements of each input are perturbed (chosen by `seed`).
     pub max_elements: usize,
+    /// Seeds the choice of elements to check.
     pub seed: u64,
 }
 
@@ -36,9 +40,13 @@ impl Default for GradCheck {
 /// One disagreement between analytic and numeric gradients.
 #[derive(Clone, Debug)]
 pub struct Mismatch {
+    /// Which input (in the order given).
     pub input: usize,
+    /// Which element of it.
     pub element: usize,
+    /// The gradient the backward pass computed.
     pub analytic: f64,
+    /// The gradient by central finite differences.
     pub numeric: f64,
 }
 

@@ -12,6 +12,7 @@ pub struct Gradients<B: Backend> {
 }
 
 impl<B: Backend> Gradients<B> {
+    /// The gradient of `var`, if it required one and the loss depends on it.
     pub fn get(&self, var: &Var<B>) -> Option<&Tensor<B>> {
         self.grads.get(&var.id)
     }

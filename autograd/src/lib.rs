@@ -7,6 +7,7 @@
 //! made with [`Tape::no_grad`] records nothing, for inference.
 //!
 //! [`Backend`]: tinygpt_tensor::Backend
+#![warn(missing_docs)]
 
 mod backward;
 pub mod gradcheck;

@@ -6,16 +6,19 @@ use tinygpt_tensor::{Backend, DropoutMask, Indices, Tensor};
 use crate::tape::{Op, Tape, Var};
 
 impl<B: Backend> Tape<B> {
+    /// `a + b` (same shapes).
     pub fn add(&self, a: &Var<B>, b: &Var<B>) -> Var<B> {
         let value = a.value.add(&b.value);
         self.record(Op::Add { a: a.id, b: b.id }, value, &[a, b])
     }
 
+    /// `alpha · x`.
     pub fn scale(&self, x: &Var<B>, alpha: f32) -> Var<B> {
         let value = x.value.scale(alpha);
         self.record(Op::Scale { x: x.id, alpha }, value, &[x])
     }
 
+    /// `x` with another shape of the same element count (no copy).
     pub fn reshape(&self, x: &Var<B>, shape: &[usize]) -> Var<B> {
         let value = x.value.reshape(shape);
         self.record(Op::Reshape { x: x.id }, value, &[x])
@@ -49,12 +52,14 @@ impl<B: Backend> Tape<B> {
         self.record(Op::Embedding { table: table.id, ids: ids.clone() }, value, &[table])
     }
 
+    /// LayerNorm over the last dimension: `(x - mean) · rstd · gamma + beta`.
     pub fn layer_norm(&self, x: &Var<B>, gamma: &Var<B>, beta: &Var<B>, eps: f32) -> Var<B> {
         let (value, saved) = x.value.layer_norm(&gamma.value, &beta.value, eps);
         let op = Op::LayerNorm { x: x.id, gamma: gamma.id, beta: beta.id, saved };
         self.record(op, value, &[x, gamma, beta])
     }
 
+    /// GELU (tanh approximation), elementwise.
     pub fn gelu(&self, x: &Var<B>) -> Var<B> {
         let value = x.value.gelu();
         self.record(Op::Gelu { x: x.id }, value, &[x])

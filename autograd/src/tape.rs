@@ -11,14 +11,17 @@ pub struct Var<B: Backend> {
 }
 
 impl<B: Backend> Var<B> {
+    /// The forward value.
     pub fn value(&self) -> &Tensor<B> {
         &self.value
     }
 
+    /// Whether a gradient is computed for this variable.
     pub fn requires_grad(&self) -> bool {
         self.requires_grad
     }
 
+    /// Its position on the tape.
     pub fn id(&self) -> usize {
         self.id
     }
@@ -114,6 +117,7 @@ impl<B: Backend> Tape<B> {
         Tape { nodes: RefCell::new(Vec::new()), recording: false }
     }
 
+    /// Whether ops are recorded for a backward pass (false in no-grad mode).
     pub fn is_recording(&self) -> bool {
         self.recording
     }

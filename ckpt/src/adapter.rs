@@ -35,9 +35,13 @@ use crate::layout::{
 };
 use crate::store::BlobStore;
 
+/// The adapter's config file.
 pub const ADAPTER_CONFIG: &str = "adapter_config.json";
+/// The adapter's weights, flat f32.
 pub const ADAPTER_WEIGHTS: &str = "adapter.f32";
+/// The adapter's AdamW first moments, flat f32.
 pub const ADAPTER_M: &str = "adapter_m.f32";
+/// The adapter's AdamW second moments, flat f32.
 pub const ADAPTER_V: &str = "adapter_v.f32";
 const POINTER: &str = "latest.json";
 const FILES: [&str; 8] = [
@@ -56,7 +60,9 @@ const FILES: [&str; 8] = [
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BaseRef {
+    /// The base model's name.
     pub name: String,
+    /// SHA-256 of the base's weights: an adapter loads only on the base it was trained on.
     pub weights_sha256: String,
 }
 
@@ -64,10 +70,15 @@ pub struct BaseRef {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdapterConfigFile {
+    /// The base it adapts.
     pub base_model: BaseRef,
+    /// The adapters' rank.
     pub rank: usize,
+    /// The scale numerator.
     pub alpha: f32,
+    /// The adapted linears (`q_proj`, …).
     pub target_modules: Vec<String>,
+    /// Each adapter tensor's name, shape and offset.
     pub params: Vec<TensorSpec>,
 }
 
@@ -79,17 +90,25 @@ pub fn base_weights_sha256(weights: &[f32]) -> String {
 /// Everything needed to resume an adapter run on its base, or to sample with it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdapterCheckpoint {
+    /// The base it adapts.
     pub base: BaseRef,
     /// The base's shape (not stored: it comes with the base; it sizes the adapter).
     pub model_config: ModelConfig,
+    /// The adapter's config.
     pub lora: LoraConfig,
+    /// How the adapter trains.
     pub training_config: TrainingConfig,
+    /// The data it trains on.
     pub dataset: DatasetManifest,
+    /// Where its training stands.
     pub progress: TrainerProgress,
+    /// Its learning curve.
     pub loss_history: Vec<LossPoint>,
+    /// The adapter's weights, flat.
     pub weights: Vec<f32>,
     /// Empty (with `adam_v`) for a weights-only adapter.
     pub adam_m: Vec<f32>,
+    /// AdamW's second moments (empty for weights only).
     pub adam_v: Vec<f32>,
 }
 
@@ -198,10 +217,12 @@ pub struct AdapterStore<S> {
 }
 
 impl<S: BlobStore> AdapterStore<S> {
+    /// Adapter generations in `storage`.
     pub fn new(storage: S) -> Self {
         AdapterStore { storage }
     }
 
+    /// The underlying store.
     pub fn storage(&self) -> &S {
         &self.storage
     }

@@ -29,22 +29,27 @@ impl CheckpointDir {
         CheckpointDir { store: self.store.with_keep(keep) }
     }
 
+    /// These load options (e.g. verification) for every load.
     pub fn with_load_options(self, options: LoadOptions) -> Self {
         CheckpointDir { store: self.store.with_load_options(options) }
     }
 
+    /// The run folder.
     pub fn path(&self) -> &Path {
         self.store.storage().root()
     }
 
+    /// Saves `ckpt` as a new generation and makes it the latest.
     pub fn save(&self, ckpt: &Checkpoint) -> Result<SaveReport> {
         block_on(self.store.save(ckpt))
     }
 
+    /// The latest generation.
     pub fn load_latest(&self) -> Result<Checkpoint> {
         block_on(self.store.load_latest())
     }
 
+    /// The generation `id` (or `best`).
     pub fn load(&self, id: &str) -> Result<Checkpoint> {
         block_on(self.store.load(id))
     }
@@ -54,10 +59,12 @@ impl CheckpointDir {
         block_on(self.store.load_best())
     }
 
+    /// Every generation, oldest first.
     pub fn list(&self) -> Result<Vec<GenerationInfo>> {
         block_on(self.store.list())
     }
 
+    /// Removes generation `id` (never the latest).
     pub fn delete(&self, id: &str) -> Result<()> {
         block_on(self.store.delete(id))
     }

@@ -16,13 +16,21 @@ use crate::layout::{self, ADAM_M, ADAM_V, LOSS_HISTORY, TRAINER_STATE, WEIGHTS};
 /// `adam_m.f32`/`adam_v.f32`, and a trainer resuming from it starts the moments at zero.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checkpoint {
+    /// The model's shape.
     pub model_config: ModelConfig,
+    /// How the run trains.
     pub training_config: TrainingConfig,
+    /// The data it trains on.
     pub dataset: DatasetManifest,
+    /// Where it stands.
     pub progress: TrainerProgress,
+    /// Its learning curve.
     pub loss_history: Vec<LossPoint>,
+    /// All parameters, flat, canonical order.
     pub weights: Vec<f32>,
+    /// AdamW's first moments (empty for weights only).
     pub adam_m: Vec<f32>,
+    /// AdamW's second moments (empty for weights only).
     pub adam_v: Vec<f32>,
 }
 

@@ -30,6 +30,7 @@ pub struct FaultyStore<S> {
 }
 
 impl<S: BlobStore> FaultyStore<S> {
+    /// Wraps `inner`; the write after `writes_allowed` fails with `fault`.
     pub fn new(inner: S, fault: Fault, writes_allowed: usize) -> Self {
         FaultyStore {
             inner,
@@ -55,6 +56,7 @@ impl<S: BlobStore> FaultyStore<S> {
         self.crashed.load(Ordering::SeqCst) || self.writes.load(Ordering::SeqCst) > self.writes_allowed
     }
 
+    /// The wrapped store.
     pub fn inner(&self) -> &S {
         &self.inner
     }

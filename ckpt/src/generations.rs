@@ -78,15 +78,20 @@ struct BestPointer {
 /// The best generation: the one with the lowest validation loss measured at its own step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BestInfo {
+    /// The generation's id.
     pub id: String,
+    /// Its step.
     pub step: usize,
+    /// Its validation loss.
     pub val_loss: f32,
 }
 
 /// What [`CheckpointStore::load_best`] read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BestLoad {
+    /// Which generation is best.
     pub best: BestInfo,
+    /// That generation.
     pub checkpoint: Checkpoint,
     /// Why best.json was not used (missing or corrupt, naming it), when the best was
     /// recomputed from the generations that verify instead.
@@ -103,6 +108,7 @@ pub fn val_loss_at_step(ckpt: &Checkpoint) -> Option<f32> {
 pub struct SaveReport {
     /// The new generation, e.g. `gen-000042`.
     pub id: String,
+    /// The step saved.
     pub step: usize,
     /// Bytes written (all files of the generation).
     pub bytes: u64,
@@ -115,8 +121,11 @@ pub struct SaveReport {
 /// One saved generation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GenerationInfo {
+    /// The generation's id.
     pub id: String,
+    /// Its step.
     pub step: usize,
+    /// Its size in bytes.
     pub bytes: u64,
     /// Whether latest.json points at it.
     pub latest: bool,
@@ -166,11 +175,13 @@ impl<S: BlobStore> CheckpointStore<S> {
         self
     }
 
+    /// These load options (e.g. verification) for every load.
     pub fn with_load_options(mut self, options: LoadOptions) -> Self {
         self.options = options;
         self
     }
 
+    /// The underlying store.
     pub fn storage(&self) -> &S {
         &self.storage
     }

@@ -31,13 +31,21 @@ use crate::error::{CkptError, Result};
 /// The `format_version` this build writes and reads (trainer_state.json, latest.json).
 pub const FORMAT_VERSION: u32 = 1;
 
+/// The model config file.
 pub const MODEL_CONFIG: &str = "model_config.json";
+/// The training config file.
 pub const TRAINING_CONFIG: &str = "training_config.json";
+/// The dataset manifest file.
 pub const DATASET_MANIFEST: &str = "dataset_manifest.json";
+/// The learning-curve file.
 pub const LOSS_HISTORY: &str = "loss_history.json";
+/// The weights, flat f32 little-endian.
 pub const WEIGHTS: &str = "weights.f32";
+/// AdamW's first moments, flat f32.
 pub const ADAM_M: &str = "adam_m.f32";
+/// AdamW's second moments, flat f32.
 pub const ADAM_V: &str = "adam_v.f32";
+/// Progress, the tensor table and every file's checksum; written last.
 pub const TRAINER_STATE: &str = "trainer_state.json";
 
 /// Every file a checkpoint may hold, in write order: trainer_state.json comes last

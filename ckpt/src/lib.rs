@@ -25,6 +25,7 @@
 //! file. [`check_compatible`] guards a resume; [`export_safetensors`] and
 //! [`import_safetensors`] move a checkpoint as one file;
 //! [`export_nanogpt`] and [`import_nanogpt`] in nanoGPT's names and layout (for PyTorch).
+#![warn(missing_docs)]
 
 mod adapter;
 mod adapter_safetensors;

@@ -59,8 +59,11 @@ fn refuse(reason: impl ToString) -> CkptError {
 /// one part that import checks instead of storing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NanoTensor {
+    /// Our tensor's name.
     pub name: String,
+    /// The nanoGPT tensors it is made of (q, k, v split from `c_attn`).
     pub parts: Vec<String>,
+    /// Whether it is tied to another (the output head to the token embedding).
     pub tied: bool,
 }
 
@@ -130,8 +133,11 @@ fn check_mlp(config: &ModelConfig) -> Result<()> {
 /// One tensor in nanoGPT's layout.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NanoValues {
+    /// The nanoGPT name.
     pub name: String,
+    /// Its shape.
     pub shape: Vec<usize>,
+    /// Its values.
     pub values: Vec<f32>,
 }
 
@@ -194,7 +200,9 @@ pub fn export_nanogpt(ckpt: &Checkpoint) -> Result<Vec<u8>> {
 /// (a file PyTorch wrote): the training config and the dataset the run is tied to.
 #[derive(Clone, Debug)]
 pub struct ImportDefaults {
+    /// The training config to record.
     pub training: TrainingConfig,
+    /// The data to record.
     pub dataset: DatasetManifest,
 }
 

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{CkptError, Result};
 use crate::store::{check_key, BlobInfo, BlobStore};
 
+/// A directory as a [`BlobStore`](crate::BlobStore).
 #[derive(Clone, Debug)]
 pub struct DirStore {
     root: PathBuf,
@@ -27,6 +28,7 @@ impl DirStore {
         Ok(DirStore { root })
     }
 
+    /// The directory.
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -11,7 +11,9 @@ use crate::error::{CkptError, Result};
 /// One stored blob.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlobInfo {
+    /// The blob's key.
     pub key: String,
+    /// Its size.
     pub bytes: u64,
 }
 

@@ -1,4 +1,7 @@
 //! `tinygpt`: train, sample, evaluate and benchmark a byte-level GPT from the terminal.
+// The argument structs' doc comments are clap's --help text: plain text where `<base>` is a
+// placeholder, not Markdown (rustdoc would read it as an HTML tag).
+#![allow(rustdoc::invalid_html_tags)]
 
 mod args;
 mod base;

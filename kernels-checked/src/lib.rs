@@ -18,6 +18,7 @@
 //!
 //! It is also the proof that a backend is a short job: this crate is the whole of one,
 //! and it passes the conformance kit (`tests/conformance.rs`).
+#![warn(missing_docs)]
 
 mod backend;
 mod checked;

@@ -11,6 +11,7 @@
 //! Reductions: matmul and attention dot products accumulate in f32 in ascending index
 //! order (as a GPU kernel would); row statistics (LayerNorm mean/variance, softmax
 //! normalisers, cross-entropy sums) and `sum_rows`/`sum_squares` accumulate in f64.
+#![warn(missing_docs)]
 
 mod backend;
 #[cfg(feature = "counting")]

@@ -15,7 +15,7 @@ use crate::pool::BufferPool;
 /// guards of one buffer at once (e.g. `add(x, x)`), which is fine because the writers run
 /// on the calling thread between ops and never write a buffer they also read.
 ///
-/// A buffer the backend made goes back to its [`BufferPool`] when the last handle drops.
+/// A buffer the backend made goes back to its `BufferPool` when the last handle drops.
 pub struct CpuBuffer<T> {
     data: Arc<Shared<T>>,
 }
@@ -53,6 +53,7 @@ impl<T> fmt::Debug for CpuBuffer<T> {
 }
 
 impl<T> CpuBuffer<T> {
+    /// A buffer owning `data`.
     pub fn new(data: Vec<T>) -> Self {
         CpuBuffer { data: Arc::new(Shared { data: RwLock::new(data), home: None }) }
     }
@@ -67,6 +68,7 @@ impl<T> CpuBuffer<T> {
         self.read().len()
     }
 
+    /// Whether the buffer holds no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -24,6 +24,7 @@ pub enum Kernels {
 }
 
 impl Kernels {
+    /// The variant this choice resolves to on this CPU.
     pub fn variant(self) -> KernelVariant {
         match self {
             Kernels::Reference => KernelVariant::Reference,

@@ -26,7 +26,9 @@ pub struct AdapterSummary {
     pub api: String,
     /// `"DiscreteGpu"`, `"IntegratedGpu"`, `"Cpu"` (a software rasterizer), ...
     pub device_type: String,
+    /// The largest storage buffer one binding may hold.
     pub max_storage_buffer_binding_size: u64,
+    /// The most workgroups one dispatch dimension may have.
     pub max_compute_workgroups_per_dimension: u32,
     /// Whether the adapter offers WGSL's `f16` (`shader-f16`). Reported only: every kernel
     /// is f32, and no f16 path is enabled (none has passed a startup numerics check).
@@ -40,10 +42,15 @@ pub struct AdapterSummary {
 /// `bind_groups` stop growing after the first step.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WgpuStats {
+    /// Buffers created.
     pub buffers: u64,
+    /// Bind groups created.
     pub bind_groups: u64,
+    /// Pipelines created.
     pub pipelines: u64,
+    /// Command submissions.
     pub submissions: u64,
+    /// Compute dispatches.
     pub dispatches: u64,
 }
 
@@ -209,14 +216,17 @@ impl WgpuBackend {
         WgpuBackend { matmul_split_k: slices, ..self.clone() }
     }
 
+    /// The matmul kernels in use.
     pub fn matmul_path(&self) -> MatmulPath {
         self.matmul_path
     }
 
+    /// The adapter this backend runs on.
     pub fn adapter(&self) -> &AdapterSummary {
         &self.gpu.adapter
     }
 
+    /// Counters since the backend was made.
     pub fn stats(&self) -> WgpuStats {
         let c = &self.gpu.counters;
         WgpuStats {

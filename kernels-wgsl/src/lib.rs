@@ -4,7 +4,7 @@
 //! How a training step stays on the device:
 //! - **Recording.** Ops encode dispatches into one pending command encoder
 //!   (`recorder.rs`); nothing is submitted until [`tinygpt_tensor::Backend::read`] (or
-//!   [`WgpuBackend::flush`]) needs it, so a step's only host sync is its loss readback.
+//!   [`tinygpt_tensor::Backend::flush`]) needs it, so a step's only host sync is its loss readback.
 //! - **No allocation in steady state.** Op results come from a buffer pool keyed by size
 //!   class (`pool.rs`): a buffer goes back to the pool when its last handle drops, and
 //!   GPU order on the one queue makes reusing it in later commands safe. Kernel
@@ -24,7 +24,7 @@
 //! Where the time goes: [`WgpuBackend::new_profiled`] times every dispatch
 //! (`examples/step_profile.rs` prints a training step's breakdown); `tuning.rs` holds the
 //! few speed knobs.
-
+#![warn(missing_docs)]
 // On wasm32 wgpu's WebGPU handles are neither `Send` nor `Sync`, so clippy flags the `Arc`s
 // around them; there the backend lives on the one thread that made it (the worker's), and
 // `Arc` keeps one type for both targets.

@@ -166,6 +166,7 @@ impl<T> GpuBuffer<T> {
         self.len
     }
 
+    /// Whether the pool holds no buffers.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

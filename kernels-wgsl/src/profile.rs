@@ -20,8 +20,11 @@ const QUERIES: u32 = wgpu::QUERY_SET_MAX_QUERIES;
 /// Total GPU time of the dispatches that shared one label.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelTime {
+    /// The kernel's label.
     pub label: String,
+    /// Dispatches.
     pub calls: u64,
+    /// GPU time, in nanoseconds, summed.
     pub nanos: f64,
 }
 

@@ -9,13 +9,19 @@ use crate::structure::GptParts;
 /// The byte-level GPT's shape. Serialized as `model_config.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelConfig {
+    /// A name for the model, saved with it.
     pub model_name: String,
     /// Always 256: one token per UTF-8 byte ("byte-v1").
     pub vocab_size: usize,
+    /// The longest sequence the model reads (positions).
     pub context_length: usize,
+    /// Transformer blocks.
     pub n_layers: usize,
+    /// Attention heads per block (`d_model` divisible by it).
     pub n_heads: usize,
+    /// Width of the residual stream.
     pub d_model: usize,
+    /// Width of the MLP's hidden layer.
     pub d_mlp: usize,
     /// Dropout probability in training, `0 <= dropout < 1` (0: none; the presets' default).
     /// Where and how masks are drawn: [`crate::dropout`].
@@ -29,8 +35,11 @@ pub struct ModelConfig {
 /// A named model size with the batch size it trains with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Preset {
+    /// The preset's name (`tiny`, `small`, …).
     pub name: &'static str,
+    /// Its model.
     pub model: ModelConfig,
+    /// The batch size it is meant to train with.
     pub batch_size: usize,
 }
 
@@ -45,14 +54,17 @@ const PRESETS: [(&str, usize, usize, usize, usize, usize); 6] = [
 ];
 
 impl Preset {
+    /// Every preset's name.
     pub fn names() -> impl Iterator<Item = &'static str> {
         PRESETS.iter().map(|p| p.0)
     }
 
+    /// Every preset.
     pub fn all() -> Vec<Preset> {
         Self::names().map(|n| Self::by_name(n).expect("listed preset")).collect()
     }
 
+    /// The preset called `name`, or an error listing the known ones.
     pub fn by_name(name: &str) -> Result<Preset, ModelError> {
         let &(name, n_layers, d_model, n_heads, context_length, batch_size) =
             PRESETS.iter().find(|p| p.0 == name).ok_or_else(|| ModelError::UnknownPreset {
@@ -76,12 +88,16 @@ impl Preset {
 /// into the concatenation of all parameters (`weights.f32`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorSpec {
+    /// The tensor's name, e.g. `blocks.0.attn.q_proj.weight`.
     pub name: String,
+    /// Its shape.
     pub shape: Vec<usize>,
+    /// Where it starts in the flat parameter vector.
     pub offset: usize,
 }
 
 impl TensorSpec {
+    /// The number of elements.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
@@ -104,6 +120,7 @@ impl ModelConfig {
         }
     }
 
+    /// Channels per attention head (`d_model / n_heads`).
     pub fn head_dim(&self) -> usize {
         self.d_model / self.n_heads
     }

@@ -19,7 +19,9 @@ pub const TOKENIZER: &str = "byte-v1";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Split {
+    /// The first 90% of the text.
     Train,
+    /// The last 10% of the text.
     Val,
 }
 
@@ -28,12 +30,19 @@ pub enum Split {
 pub struct DatasetManifest {
     /// Lower-case hex SHA-256 of the raw bytes.
     pub dataset_id: String,
+    /// A name for the data (a file name).
     pub name: String,
+    /// Size of the text in bytes.
     pub raw_bytes: usize,
+    /// Tokens after tokenization (bytes, for the byte tokenizer).
     pub token_count: usize,
+    /// The tokenizer's id (`byte-v1`).
     pub tokenizer: String,
+    /// Fraction of tokens for training.
     pub train_split: f64,
+    /// Fraction of tokens for validation.
     pub val_split: f64,
+    /// Seed the dataset was made with.
     pub seed: u64,
 }
 
@@ -48,9 +57,13 @@ pub struct Dataset {
 /// Inputs and next-token targets, `[batch, seq]` each, row-major.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Batch {
+    /// Token ids, `[batch, seq]` row-major.
     pub inputs: Vec<u32>,
+    /// The next token after each input, `[batch, seq]`.
     pub targets: Vec<u32>,
+    /// Sequences.
     pub batch: usize,
+    /// Positions per sequence.
     pub seq: usize,
 }
 
@@ -98,10 +111,12 @@ impl Dataset {
         check_splits(self.tokens.len(), context)
     }
 
+    /// The dataset's identity, as checkpoints record it.
     pub fn manifest(&self) -> &DatasetManifest {
         &self.manifest
     }
 
+    /// The tokens of one split.
     pub fn split(&self, split: Split) -> &[u8] {
         match split {
             Split::Train => &self.tokens[..self.train_len],

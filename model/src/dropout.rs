@@ -15,8 +15,11 @@ use tinygpt_tensor::DropoutMask;
 /// starts at (a gradient-accumulation part starts past the rows before it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DropoutDraw {
+    /// The run's seed.
     pub seed: u64,
+    /// The optimizer step (a fresh mask every step).
     pub step: u64,
+    /// The first batch row this draw covers (a batch scored in parts draws the same masks).
     pub first_row: usize,
 }
 

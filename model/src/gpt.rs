@@ -36,10 +36,12 @@ pub trait LinearDelta<B: Backend> {
 pub struct Forward<B: Backend> {
     /// `[B, T, V]`.
     pub logits: Var<B>,
+    /// The parameters as tape variables, in canonical order.
     pub params: Vec<Var<B>>,
 }
 
 impl<B: Backend> Gpt<B> {
+    /// A model of `config` with these parameters (checked against the config).
     pub fn new(config: ModelConfig, params: Params<B>) -> Result<Self, ModelError> {
         config.validate()?;
         let expected = config.tensor_specs();
@@ -61,10 +63,12 @@ impl<B: Backend> Gpt<B> {
         Self::new(config, params)
     }
 
+    /// The model's config.
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }
 
+    /// The model's parameters.
     pub fn params(&self) -> &Params<B> {
         &self.params
     }
@@ -74,6 +78,7 @@ impl<B: Backend> Gpt<B> {
         &self.parts
     }
 
+    /// Which parameters train (one flag per tensor, canonical order).
     pub fn trainable(&self) -> &[bool] {
         &self.trainable
     }

@@ -38,6 +38,7 @@ impl<B: Backend> KvCache<B> {
         self.len
     }
 
+    /// Whether no position has been cached yet.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -7,6 +7,7 @@
 //! Every linear has a bias; LayerNorm eps is 1e-5; attention is scaled by `1/sqrt(head_dim)`;
 //! dropout (`dropout` in the config, 0 by default) as in [`dropout`]. Parameter names, order and layouts: [`ModelConfig::tensor_specs`], written once in
 //! [`GptParts::build`].
+#![warn(missing_docs)]
 
 mod config;
 pub mod data;

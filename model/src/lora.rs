@@ -32,7 +32,9 @@ const PRESETS: [(&str, usize, f32, &[LinearKind]); 2] = [
 /// What an adapter adapts and how strongly. Serialized inside `adapter_config.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LoraConfig {
+    /// The adapters' rank `r`.
     pub rank: usize,
+    /// The scale numerator: the update is `(alpha / r) · B·A`.
     pub alpha: f32,
     /// Module names (`q_proj k_proj v_proj o_proj fc_in fc_out`), in [`LinearKind::ALL`] order.
     pub target_modules: Vec<String>,
@@ -70,6 +72,7 @@ impl LoraConfig {
         Self::new(*rank, *alpha, &targets.iter().map(|k| k.name()).collect::<Vec<_>>())
     }
 
+    /// The names of the built-in target presets.
     pub fn preset_names() -> impl Iterator<Item = &'static str> {
         PRESETS.iter().map(|p| p.0)
     }
@@ -146,6 +149,7 @@ impl LoraConfig {
         specs
     }
 
+    /// Adapter parameters this config adds to `model`.
     pub fn param_count(&self, model: &ModelConfig) -> usize {
         self.tensor_specs(model).iter().map(TensorSpec::numel).sum()
     }
@@ -226,14 +230,17 @@ impl<B: Backend> Lora<B> {
         Lora { config, specs, tensors, places }
     }
 
+    /// The adapter's config.
     pub fn config(&self) -> &LoraConfig {
         &self.config
     }
 
+    /// Each adapter tensor's name, shape and offset.
     pub fn specs(&self) -> &[TensorSpec] {
         &self.specs
     }
 
+    /// The adapter tensors, in `specs` order.
     pub fn tensors(&self) -> &[Tensor<B>] {
         &self.tensors
     }

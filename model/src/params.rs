@@ -59,18 +59,22 @@ impl<B: Backend> Params<B> {
         Ok(flat)
     }
 
+    /// Each tensor's name, shape and offset, canonical order.
     pub fn specs(&self) -> &[TensorSpec] {
         &self.specs
     }
 
+    /// The tensors, in `specs` order.
     pub fn tensors(&self) -> &[Tensor<B>] {
         &self.tensors
     }
 
+    /// The number of tensors.
     pub fn len(&self) -> usize {
         self.tensors.len()
     }
 
+    /// Whether there are no tensors.
     pub fn is_empty(&self) -> bool {
         self.tensors.is_empty()
     }

@@ -26,12 +26,19 @@ use crate::kv_cache::KvCache;
 /// token runs the whole window (the same tokens, slower; for benchmarks and tests).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SampleConfig {
+    /// Tokens to generate at most.
     pub max_tokens: usize,
+    /// Softmax temperature; 0 picks the most likely token.
     pub temperature: f32,
+    /// Keep only the `top_k` most likely tokens (0: all).
     pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches `top_p` (1: all).
     pub top_p: f32,
+    /// Seeds the sampler.
     pub seed: u64,
+    /// Generation ends after any of these byte strings.
     pub stop: Vec<Vec<u8>>,
+    /// Use the key/value cache (same tokens, faster).
     pub cached: bool,
 }
 
@@ -143,6 +150,7 @@ pub struct Generation<B: Backend> {
 }
 
 impl<B: Backend> Generation<B> {
+    /// A generation continuing `prompt`.
     pub fn new(prompt: &[u8], config: SampleConfig) -> Self {
         let tokens = if prompt.is_empty() { vec![b'\n'] } else { prompt.to_vec() };
         let rng = Rng::new(config.seed);

@@ -16,7 +16,9 @@ use crate::config::ModelConfig;
 /// How a parameter starts (GPT-2 style; see [`crate::Params::init`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Init {
+    /// All zeros (biases, LayerNorm shifts).
     Zeros,
+    /// All ones (LayerNorm scales).
     Ones,
     /// Normal with this standard deviation.
     Normal(f64),
@@ -32,6 +34,7 @@ pub struct TensorDecl<'a> {
     /// Layouts: embeddings `[rows, d_model]`; linear weights PyTorch's `[out_features,
     /// in_features]` (`y = x · Wᵀ + b`); biases and LayerNorm gains/shifts `[features]`.
     pub shape: &'a [usize],
+    /// How it starts.
     pub init: Init,
 }
 
@@ -59,42 +62,61 @@ impl fmt::Display for TensorDecl<'_> {
 /// A linear layer `y = x · Wᵀ + b`: weight `[out, in]`, bias `[out]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Linear<T> {
+    /// The weight, `[out, in]`.
     pub weight: T,
+    /// The bias, `[out]`.
     pub bias: T,
 }
 
 /// A LayerNorm's gain and shift, both `[features]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LayerNorm<T> {
+    /// The scale, `[d_model]`.
     pub weight: T,
+    /// The shift, `[d_model]`.
     pub bias: T,
 }
 
 /// One transformer block: `x += o_proj(attn(q, k, v of ln1(x)))`, `x += fc_out(gelu(fc_in(ln2(x))))`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Block<T> {
+    /// LayerNorm before attention.
     pub ln1: LayerNorm<T>,
+    /// Query projection.
     pub q_proj: Linear<T>,
+    /// Key projection.
     pub k_proj: Linear<T>,
+    /// Value projection.
     pub v_proj: Linear<T>,
+    /// Attention output projection.
     pub o_proj: Linear<T>,
+    /// LayerNorm before the MLP.
     pub ln2: LayerNorm<T>,
+    /// MLP input projection (`d_model` → `d_mlp`).
     pub fc_in: Linear<T>,
+    /// MLP output projection (`d_mlp` → `d_model`).
     pub fc_out: Linear<T>,
 }
 
 /// The six linears of a block, by the names adapters and PEFT use for them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LinearKind {
+    /// Query projection.
     QProj,
+    /// Key projection.
     KProj,
+    /// Value projection.
     VProj,
+    /// Attention output projection.
     OProj,
+    /// MLP input projection.
     FcIn,
+    /// MLP output projection.
     FcOut,
 }
 
 impl LinearKind {
+    /// Every kind, in block order.
     pub const ALL: [LinearKind; 6] =
         [Self::QProj, Self::KProj, Self::VProj, Self::OProj, Self::FcIn, Self::FcOut];
 
@@ -122,6 +144,7 @@ impl LinearKind {
         }
     }
 
+    /// The kind named `name` (`q_proj`, `fc_in`, …).
     pub fn from_name(name: &str) -> Option<LinearKind> {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
@@ -156,9 +179,13 @@ impl<T> Block<T> {
 /// walk matters).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GptParts<T> {
+    /// Token embedding, `[vocab, d_model]`.
     pub token_embedding: T,
+    /// Position embedding, `[context_length, d_model]`.
     pub position_embedding: T,
+    /// The transformer blocks.
     pub blocks: Vec<Block<T>>,
+    /// LayerNorm before the output head.
     pub ln_final: LayerNorm<T>,
 }
 

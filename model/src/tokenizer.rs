@@ -19,6 +19,7 @@ pub struct Utf8Stream {
 }
 
 impl Utf8Stream {
+    /// The byte tokenizer.
     pub fn new() -> Self {
         Self::default()
     }

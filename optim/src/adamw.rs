@@ -137,6 +137,7 @@ impl<B: Backend> AdamW<B> {
         Ok(flat)
     }
 
+    /// Updates done (AdamW's bias-correction step).
     pub fn step(&self) -> u32 {
         self.step
     }

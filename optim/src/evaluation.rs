@@ -32,6 +32,7 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
+    /// An evaluation of `split` with `trainer`'s batches.
     pub fn new<B: Backend>(trainer: &Trainer<B>, split: Split) -> Self {
         let salt = match split {
             Split::Train => EVAL_SALT_TRAIN,

@@ -25,6 +25,7 @@ pub struct Slot {
     pub offset: usize,
     /// Start of the tensor in the canonical concatenation (`weights.f32`, `adam_*.f32`).
     pub canonical: usize,
+    /// Its element count.
     pub len: usize,
 }
 

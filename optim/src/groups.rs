@@ -23,10 +23,12 @@ pub struct GroupOptions {
 /// A named set of tensors trained with the same [`GroupOptions`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamGroup {
+    /// The group's name (`decay`, `no_decay`, `lora`).
     pub name: String,
     /// Positions of the member tensors in the parameter list (canonical order), ascending.
     /// A tensor belongs to at most one group; a tensor in none is frozen.
     pub members: Vec<usize>,
+    /// Its optimizer settings.
     pub options: GroupOptions,
 }
 

@@ -1,5 +1,6 @@
 //! Training: AdamW over parameter groups in flat buffers, learning-rate schedules,
 //! gradient clipping and the training step.
+#![warn(missing_docs)]
 
 mod adamw;
 #[cfg(feature = "ckpt")]

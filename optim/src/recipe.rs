@@ -21,18 +21,26 @@ use tinygpt_run::TrainingConfig;
 /// (training_config.json names); the rest take their defaults.
 #[derive(Clone, Debug, Default)]
 pub struct Recipe {
+    /// A preset's name, for the model.
     pub preset: Option<String>,
+    /// A model config (instead of a preset).
     pub model: Option<ModelConfig>,
+    /// Training config fields; missing ones take the defaults.
     pub training: Map<String, Value>,
+    /// Values from the command line, applied last.
     pub overrides: Overrides,
 }
 
 /// Values set on top of the named fields (the CLI's `--steps`, `--batch`, `--lr`, `--seed`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Overrides {
+    /// The run's length.
     pub max_steps: Option<usize>,
+    /// Sequences per step.
     pub batch_size: Option<usize>,
+    /// Peak learning rate.
     pub learning_rate: Option<f32>,
+    /// The run's seed.
     pub seed: Option<u64>,
 }
 

@@ -26,6 +26,7 @@ use tinygpt_run::TrainingConfig;
 pub struct ReferenceState {
     /// `[B, T, V]`, row-major.
     pub logits: Vec<f32>,
+    /// The loss at this state.
     pub loss: f32,
     /// Every parameter's gradient, concatenated in canonical order (the layout of
     /// `weights.f32`).

@@ -33,7 +33,9 @@ use tinygpt_run::{TrainingConfig, BATCH_SALT};
 pub struct StepReport {
     /// Steps completed, this one included.
     pub step: usize,
+    /// This step's training loss.
     pub train_loss: f32,
+    /// The learning rate it used.
     pub lr: f32,
     /// Tokens in this step's batch.
     pub tokens: usize,
@@ -49,6 +51,7 @@ pub struct StepReport {
 pub struct StepDone {
     /// Steps completed, this one included.
     pub step: usize,
+    /// The learning rate it used.
     pub lr: f32,
     /// Tokens in this step's batch.
     pub tokens: usize,
@@ -120,10 +123,15 @@ struct PartialStep<B: Backend> {
 /// The parts of a saved run that [`Trainer::resume`] restores.
 #[derive(Clone, Debug)]
 pub struct ResumeState {
+    /// All parameters, flat.
     pub weights: Vec<f32>,
+    /// AdamW's first moments (empty: start at zero).
     pub adam_m: Vec<f32>,
+    /// AdamW's second moments (empty: start at zero).
     pub adam_v: Vec<f32>,
+    /// Where the run stands.
     pub progress: TrainerProgress,
+    /// Its learning curve.
     pub history: Vec<LossPoint>,
 }
 
@@ -350,6 +358,7 @@ impl<B: Backend> Trainer<B> {
         set_loss(&self.model, &self.adapter, tape, inputs, targets, batch, seq, draw)
     }
 
+    /// The model being trained.
     pub fn model(&self) -> &Gpt<B> {
         &self.model
     }
@@ -365,6 +374,7 @@ impl<B: Backend> Trainer<B> {
         &self.optimizer
     }
 
+    /// The training config.
     pub fn config(&self) -> &TrainingConfig {
         &self.config
     }
@@ -374,18 +384,22 @@ impl<B: Backend> Trainer<B> {
         self.config.max_steps = max_steps;
     }
 
+    /// The data.
     pub fn dataset(&self) -> &Dataset {
         &self.dataset
     }
 
+    /// Where the run stands.
     pub fn progress(&self) -> &TrainerProgress {
         &self.progress
     }
 
+    /// Every logged step's loss.
     pub fn history(&self) -> &[LossPoint] {
         &self.history
     }
 
+    /// Whether `max_steps` are done.
     pub fn is_finished(&self) -> bool {
         self.progress.step >= self.config.max_steps
     }

@@ -13,7 +13,7 @@ pub struct TrainerProgress {
     pub best_val_loss: Option<f32>,
     /// Seconds spent training, summed over sessions.
     pub wall_time_sec: f64,
-    /// The batch sampler's [`tinygpt_tensor::Rng`] state.
+    /// The batch sampler's `tinygpt_tensor::Rng` state.
     pub rng_state: u64,
 }
 

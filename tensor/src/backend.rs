@@ -23,7 +23,7 @@ use crate::error::TensorError;
 /// - Ids and targets must lie inside their table or vocabulary; callers guarantee it
 ///   (the byte tokenizer only makes ids below 256). A backend may panic on a bad id.
 /// - Results must match the scalar reference (`tinygpt-kernels-cpu`) within the
-///   tolerances of the conformance kit ([`crate::conformance`], feature `conformance`).
+///   tolerances of the conformance kit (`tinygpt_tensor::conformance`, feature `conformance`).
 /// - Determinism: a backend may offer several kernel variants (the CPU backend has the
 ///   scalar reference and SIMD variants per instruction set). For one variant, results are
 ///   bit-identical at any thread count — work is split by problem size, never by the
@@ -40,8 +40,11 @@ pub trait Backend: Clone + Debug + 'static {
 
     // ---- memory -------------------------------------------------------------------
 
+    /// A buffer of `len` zeros.
     fn zeros(&self, len: usize) -> Self::Storage;
+    /// A buffer holding a copy of `data`.
     fn upload(&self, data: &[f32]) -> Self::Storage;
+    /// An index buffer (token ids, targets) holding a copy of `data`.
     fn upload_indices(&self, data: &[u32]) -> Self::Indices;
     /// Copies a buffer back to host memory. On a GPU this waits for queued work, so call
     /// it only where a value is needed (logging, sampling, checkpoints).
@@ -134,6 +137,7 @@ pub trait Backend: Clone + Debug + 'static {
         dim: usize,
         eps: f32,
     ) -> LayerNormOut<Self::Storage>;
+    /// LayerNorm's backward: `dx`, `dgamma`, `dbeta` from `dout` and the forward's saved mean and rstd.
     #[allow(clippy::too_many_arguments)]
     fn layer_norm_backward(
         &self,
@@ -166,6 +170,7 @@ pub trait Backend: Clone + Debug + 'static {
         v_cache: &Self::Storage,
         dims: CachedAttentionDims,
     ) -> Self::Storage;
+    /// Attention's backward: `dq`, `dk`, `dv` from `dout` and the forward's saved probabilities.
     fn attention_backward(
         &self,
         dout: &Self::Storage,

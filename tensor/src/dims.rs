@@ -8,10 +8,15 @@ use crate::dropout::DropoutMask;
 /// `bias`, when given, is `[n]` and added to every row of `C` (`[m, n]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatmulDims {
+    /// Rows of the output (and of `a`).
     pub m: usize,
+    /// The shared (reduced) dimension.
     pub k: usize,
+    /// Columns of the output (and of `b`).
     pub n: usize,
+    /// `a` is stored `[k, m]` and read transposed.
     pub trans_a: bool,
+    /// `b` is stored `[n, k]` and read transposed.
     pub trans_b: bool,
 }
 
@@ -46,10 +51,15 @@ impl std::str::FromStr for MatmulDims {
 /// attention over the cached positions gives; `past + rows <= capacity`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CachedAttentionDims {
+    /// New positions in this call.
     pub rows: usize,
+    /// Positions already in the cache.
     pub past: usize,
+    /// Positions the cache buffers hold room for.
     pub capacity: usize,
+    /// Attention heads.
     pub heads: usize,
+    /// Channels per head.
     pub head_dim: usize,
 }
 
@@ -70,10 +80,15 @@ impl CachedAttentionDims {
 /// mask from the same dims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionDims {
+    /// Sequences in the batch.
     pub batch: usize,
+    /// Positions per sequence.
     pub seq: usize,
+    /// Attention heads.
     pub heads: usize,
+    /// Channels per head.
     pub head_dim: usize,
+    /// Dropout on the attention probabilities, if training with it.
     pub dropout: Option<DropoutMask>,
 }
 
@@ -88,7 +103,9 @@ impl AttentionDims {
 /// `[batch, heads, seq, seq]` (zero above the diagonal) that the backward pass reuses.
 #[derive(Clone, Debug)]
 pub struct AttentionOut<S> {
+    /// The attention output.
     pub out: S,
+    /// The softmax probabilities, saved for the backward.
     pub probs: S,
 }
 
@@ -101,15 +118,20 @@ pub struct AttentionOut<S> {
 /// time in the backward pass.
 #[derive(Clone, Debug)]
 pub struct AttentionSaved<S> {
+    /// The attention output.
     pub out: S,
+    /// What the fused backward needs (e.g. the softmax's row statistics).
     pub saved: S,
 }
 
 /// Gradients of attention with respect to `q`, `k` and `v`.
 #[derive(Clone, Debug)]
 pub struct AttentionGrads<S> {
+    /// Gradient of the queries.
     pub dq: S,
+    /// Gradient of the keys.
     pub dk: S,
+    /// Gradient of the values.
     pub dv: S,
 }
 
@@ -118,16 +140,22 @@ pub struct AttentionGrads<S> {
 /// that the backward pass reuses.
 #[derive(Clone, Debug)]
 pub struct LayerNormOut<S> {
+    /// The normalised, scaled and shifted rows.
     pub out: S,
+    /// Each row's mean, saved for the backward.
     pub mean: S,
+    /// Each row's reciprocal standard deviation, saved for the backward.
     pub rstd: S,
 }
 
 /// Gradients of LayerNorm: `dx` `[rows, dim]`, `dgamma` and `dbeta` `[dim]`.
 #[derive(Clone, Debug)]
 pub struct LayerNormGrads<S> {
+    /// Gradient of the input.
     pub dx: S,
+    /// Gradient of the scale.
     pub dgamma: S,
+    /// Gradient of the shift.
     pub dbeta: S,
 }
 
@@ -139,10 +167,15 @@ pub struct LayerNormGrads<S> {
 /// `p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay * p)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWStep {
+    /// This step's learning rate.
     pub lr: f32,
+    /// First-moment decay.
     pub beta1: f32,
+    /// Second-moment decay.
     pub beta2: f32,
+    /// Denominator epsilon.
     pub eps: f32,
+    /// Decoupled weight decay (0 for biases and LayerNorm).
     pub weight_decay: f32,
     /// 1-based step number, for bias correction.
     pub step: u32,

@@ -4,9 +4,13 @@ use thiserror::Error;
 /// panic with a message naming the op; these are the errors a caller can meet with
 /// correct code (a lost device, a failed readback).
 #[derive(Debug, Error, Clone, PartialEq)]
+// The variants' fields are the values their messages show.
+#[allow(missing_docs)]
 pub enum TensorError {
+    /// A read back to host memory failed.
     #[error("reading a tensor back from the {backend} device failed: {reason}")]
     Readback { backend: String, reason: String },
+    /// The device went away (lost, reset, or never there).
     #[error("the {backend} device is unavailable: {reason}")]
     DeviceLost { backend: String, reason: String },
     /// An allocation or a kernel failed for lack of device memory (reported by `read` or
@@ -25,9 +29,14 @@ pub enum TensorError {
 #[derive(Debug, Error, Clone, PartialEq)]
 #[error("the checked backend stopped at op #{index} `{op}` ({shape}): {operand}: {detail}")]
 pub struct BadValue {
+    /// The op's name.
     pub op: String,
+    /// The op's call number, counted from 0 since the backend was made.
     pub index: u64,
+    /// The op's sizes.
     pub shape: String,
+    /// Which operand (input or output) was bad.
     pub operand: String,
+    /// What was wrong, with the offending values.
     pub detail: String,
 }

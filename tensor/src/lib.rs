@@ -6,6 +6,7 @@
 //! picks one. Storage is a backend handle, so a GPU backend keeps a whole training step
 //! on the device: the only way back to host memory is the explicit, async-capable
 //! [`Backend::read`].
+#![warn(missing_docs)]
 
 mod backend;
 #[cfg(feature = "conformance")]

@@ -18,6 +18,7 @@ pub struct Rng {
 }
 
 impl Rng {
+    /// A generator whose sequence is fixed by `seed`.
     pub fn new(seed: u64) -> Self {
         Rng { state: seed }
     }
@@ -32,6 +33,7 @@ impl Rng {
         Rng { state }
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;

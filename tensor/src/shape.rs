@@ -5,18 +5,22 @@ use std::fmt;
 pub struct Shape(Vec<usize>);
 
 impl Shape {
+    /// A shape with these dimensions, outermost first.
     pub fn new(dims: impl Into<Vec<usize>>) -> Self {
         Shape(dims.into())
     }
 
+    /// The dimensions, outermost first.
     pub fn dims(&self) -> &[usize] {
         &self.0
     }
 
+    /// The number of dimensions.
     pub fn rank(&self) -> usize {
         self.0.len()
     }
 
+    /// The number of elements (the product of the dimensions).
     pub fn numel(&self) -> usize {
         self.0.iter().product()
     }

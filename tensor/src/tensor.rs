@@ -27,18 +27,22 @@ pub struct Indices<B: Backend> {
 }
 
 impl<B: Backend> Indices<B> {
+    /// Uploads `ids` to `backend`.
     pub fn new(backend: &B, ids: &[u32]) -> Self {
         Indices { storage: backend.upload_indices(ids), len: ids.len() }
     }
 
+    /// The number of indices.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether there are no indices.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The backend's index buffer.
     pub fn storage(&self) -> &B::Indices {
         &self.storage
     }
@@ -54,11 +58,13 @@ impl<B: Backend> Tensor<B> {
         Tensor { backend: backend.clone(), storage, shape: shape.into() }
     }
 
+    /// A tensor of zeros.
     pub fn zeros(backend: &B, shape: impl Into<Shape>) -> Self {
         let shape = shape.into();
         Self::from_storage(backend, backend.zeros(shape.numel()), shape)
     }
 
+    /// A tensor holding a copy of `data` (whose length must match `shape`).
     pub fn from_slice(backend: &B, data: &[f32], shape: impl Into<Shape>) -> Self {
         let shape = shape.into();
         check("from_slice", data.len() == shape.numel(), || {
@@ -67,22 +73,27 @@ impl<B: Backend> Tensor<B> {
         Self::from_storage(backend, backend.upload(data), shape)
     }
 
+    /// The backend the tensor lives on.
     pub fn backend(&self) -> &B {
         &self.backend
     }
 
+    /// The backend's buffer.
     pub fn storage(&self) -> &B::Storage {
         &self.storage
     }
 
+    /// The tensor's shape.
     pub fn shape(&self) -> &Shape {
         &self.shape
     }
 
+    /// The shape's dimensions.
     pub fn dims(&self) -> &[usize] {
         self.shape.dims()
     }
 
+    /// The number of elements.
     pub fn numel(&self) -> usize {
         self.shape.numel()
     }
@@ -114,6 +125,7 @@ impl<B: Backend> Tensor<B> {
         Ok(self.to_vec()?[0])
     }
 
+    /// Elementwise sum (same shapes).
     pub fn add(&self, rhs: &Self) -> Self {
         check("add", self.shape == rhs.shape, || format!("{} + {}", self.shape, rhs.shape));
         self.wrap(self.backend.add(&self.storage, &rhs.storage, self.numel()), self.shape.clone())
@@ -130,6 +142,7 @@ impl<B: Backend> Tensor<B> {
         self.wrap(self.backend.dropout_add(&self.storage, &x.storage, mask, self.numel()), self.shape.clone())
     }
 
+    /// Every element times `alpha`.
     pub fn scale(&self, alpha: f32) -> Self {
         self.wrap(self.backend.scale(&self.storage, alpha, self.numel()), self.shape.clone())
     }
@@ -212,6 +225,7 @@ impl<B: Backend> Tensor<B> {
         (self.wrap(dx, x.shape.clone()), self.wrap(dgamma, [dim]), self.wrap(dbeta, [dim]))
     }
 
+    /// GELU (tanh approximation), elementwise.
     pub fn gelu(&self) -> Self {
         self.wrap(self.backend.gelu(&self.storage, self.numel()), self.shape.clone())
     }

@@ -1,7 +1,7 @@
 //! `cargo xtask test`: the project's one test command (README, `.ci/run`).
 //!
-//! `cargo fmt --check` → setup → `cargo test --workspace` → a publish dry run of every
-//! library crate → the ckpt crate's browser-store
+//! `cargo fmt --check` → setup → `cargo test --workspace` → `cargo doc` with no warnings →
+//! a publish dry run of every library crate → the ckpt crate's browser-store
 //! tests under wasm-bindgen-test in headless Chromium → the conformance kit on kernels-cpu's
 //! simd128 variant under Node's WASI → the backend conformance kit on WebGPU
 //! in headless Chromium → the page's browser tests (`test-web`).
@@ -25,11 +25,22 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
         .current_dir(workspace_root())
         .args(["test", "--workspace"])
         .env("TINYGPT_REQUIRE_PYTHON", "1"))?;
+    docs_without_warnings(&cargo)?;
     publish_dry_run(&cargo)?;
     ckpt_browser_tests(&cargo)?;
     simd128_conformance_tests(&cargo)?;
     webgpu_conformance_tests(&cargo)?;
     web_test::test_task(&[])
+}
+
+/// The API docs build clean: every library crate has `#![warn(missing_docs)]`, and a broken
+/// intra-doc link or a stray HTML tag fails here rather than on docs.rs. Rustdoc flags do
+/// not touch the test build's artifacts, so this reuses them.
+fn docs_without_warnings(cargo: &str) -> Result<(), String> {
+    run(Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings"))
 }
 
 /// Every library crate packaged and built from its package alone, in dependency order

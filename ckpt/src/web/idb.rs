@@ -15,6 +15,7 @@ use crate::store::{check_key, BlobInfo, BlobStore};
 const BLOBS: &str = "blobs";
 const SIZES: &str = "sizes";
 
+/// An IndexedDB database as a [`BlobStore`].
 #[derive(Debug)]
 pub struct IdbStore {
     db: IdbDatabase,

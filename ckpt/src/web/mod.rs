@@ -29,8 +29,11 @@ use crate::store::{BlobInfo, BlobStore};
 /// memory for a session that should keep nothing once the tab closes.
 #[derive(Debug)]
 pub enum WebStore {
+    /// The Origin Private File System.
     Opfs(OpfsStore),
+    /// IndexedDB.
     Idb(IdbStore),
+    /// Memory only: nothing survives the tab.
     Memory(MemoryStore),
 }
 

@@ -21,6 +21,7 @@ use super::js::{
 use crate::error::{CkptError, Result};
 use crate::store::{check_key, BlobInfo, BlobStore};
 
+/// An OPFS directory as a [`BlobStore`].
 #[derive(Debug)]
 pub struct OpfsStore {
     root: FileSystemDirectoryHandle,

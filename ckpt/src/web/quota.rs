@@ -10,7 +10,9 @@ use crate::error::{CkptError, Result};
 /// `navigator.storage.estimate()`, in bytes, for this origin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StorageEstimate {
+    /// Bytes this origin stores.
     pub usage_bytes: u64,
+    /// Bytes it may store.
     pub quota_bytes: u64,
 }
 

@@ -9,7 +9,9 @@
 /// operation) stays one to two orders of magnitude inside them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Tolerance {
+    /// Absolute error always accepted.
     pub abs: f64,
+    /// Error accepted relative to the reference value's magnitude.
     pub rel: f64,
 }
 
@@ -29,6 +31,7 @@ impl Tolerance {
     /// truncation error and the f32 noise of the forward divided by `2·eps`.
     pub const FINITE_DIFF: Tolerance = Tolerance { abs: 1e-3, rel: 1e-2 };
 
+    /// Whether `got` is within `abs + rel · |want|` of `want`.
     pub fn accepts(&self, got: f64, want: f64) -> bool {
         (got - want).abs() <= self.abs + self.rel * want.abs()
     }

@@ -17,6 +17,7 @@ const CONFIGS: [(&str, f32, Option<f32>); 4] = [
     ("clip above the norm", 0.0, Some(1e6)),
 ];
 
+/// `adamw_step` against the f64 reference, with and without clipping and weight decay.
 pub async fn adamw<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xADA);
     for len in [1, 37, 20_001] {

@@ -17,6 +17,7 @@ fn dims_of((batch, seq, heads, head_dim): (usize, usize, usize, usize)) -> Atten
     AttentionDims { batch, seq, heads, head_dim, dropout: None }
 }
 
+/// Attention forward and backward (fused and unfused) against the f64 reference.
 pub async fn attention<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xA77);
     for case in CASES {

@@ -24,6 +24,7 @@ fn logits(rng: &mut Rng, rows: usize, vocab: usize, shifted: bool) -> Vec<f32> {
     x
 }
 
+/// Softmax cross-entropy forward and backward against the f64 reference.
 pub async fn cross_entropy<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xCE);
     for (rows, vocab) in CASES {

@@ -29,6 +29,7 @@ fn nonzero(rng: &mut Rng, len: usize) -> Vec<f32> {
     normal(rng, len, 1.0).into_iter().map(|v| if v == 0.0 { 1.0 } else { v }).collect()
 }
 
+/// `dropout` against the reference mask.
 pub async fn dropout<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xD80);
     for len in LENS {
@@ -59,6 +60,7 @@ pub async fn dropout<B: Backend>(backend: &B) {
     }
 }
 
+/// `dropout_add` against `add` of `dropout`.
 pub async fn dropout_add<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xD8A);
     for len in LENS {

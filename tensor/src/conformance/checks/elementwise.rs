@@ -11,6 +11,7 @@ use crate::{Backend, Rng};
 /// Lengths around SIMD widths and a multi-chunk size.
 const LENS: [usize; 5] = [1, 7, 33, 1000, 20_001];
 
+/// `add` against the f64 reference.
 pub async fn add<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xADD);
     for len in LENS {
@@ -32,6 +33,7 @@ pub async fn add<B: Backend>(backend: &B) {
     }
 }
 
+/// `scale` against the f64 reference.
 pub async fn scale<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x5CA1E);
     for len in LENS {
@@ -45,6 +47,7 @@ pub async fn scale<B: Backend>(backend: &B) {
     }
 }
 
+/// `sum_rows` against the f64 reference.
 pub async fn sum_rows<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x50_0305);
     for (rows, cols) in [(1, 1), (1, 9), (7, 1), (13, 70), (300, 130)] {
@@ -58,6 +61,7 @@ pub async fn sum_rows<B: Backend>(backend: &B) {
     }
 }
 
+/// `sum_squares` against the f64 reference.
 pub async fn sum_squares<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x5050);
     for len in [1, 7, 1000, 4097, 9000] {

@@ -9,6 +9,7 @@ use crate::{Backend, Rng};
 /// `(table_rows, dim, n)`; `n` above `table_rows` forces repeated ids.
 const CASES: [(usize, usize, usize); 4] = [(1, 1, 1), (4, 3, 9), (256, 13, 20), (50, 64, 70)];
 
+/// `embedding` and its backward against the f64 reference.
 pub async fn embedding<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xE3B);
     for (rows, dim, n) in CASES {

@@ -4,6 +4,7 @@
 use crate::conformance::harness::normal;
 use crate::{Backend, Rng};
 
+/// `flush` is harmless: values read after it equal those read without it.
 pub async fn flush<B: Backend>(backend: &B) {
     let name = backend.name();
     backend.flush().await.unwrap_or_else(|e| panic!("{name}: flush with nothing queued failed: {e}"));

@@ -15,6 +15,7 @@ fn inputs(rng: &mut Rng, len: usize) -> Vec<f32> {
     x
 }
 
+/// GELU forward and backward against the f64 reference.
 pub async fn gelu<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x6E1);
     for len in [1, 7, 1000, 20_001] {

@@ -17,6 +17,7 @@ fn inputs(rng: &mut Rng, rows: usize, dim: usize) -> (Vec<f32>, Vec<f32>, Vec<f3
     (x, gamma, normal(rng, dim, 0.1))
 }
 
+/// LayerNorm forward and backward against the f64 reference.
 pub async fn layer_norm<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x1A7);
     for (rows, dim) in CASES {

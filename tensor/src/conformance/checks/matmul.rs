@@ -33,6 +33,7 @@ fn layouts() -> impl Iterator<Item = (bool, bool)> {
     [(false, false), (false, true), (true, false), (true, true)].into_iter()
 }
 
+/// `matmul` (every transpose, with and without bias) against the f64 reference.
 pub async fn matmul<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x3A7);
     for (m, k, n) in SHAPES {
