@@ -16,9 +16,10 @@ fn run_ops(backend: &CpuBackend) -> Vec<(String, Vec<f32>)> {
         |len: usize| -> Buf { backend.upload(&(0..len).map(|_| rng.normal() as f32).collect::<Vec<_>>()) };
     let mut results: Vec<(String, Buf)> = Vec::new();
 
-    // The second shape spans several pieces in every direction of the fast matmul
-    // (48-row, 256-column pieces, 256-deep k slices).
-    for (m, k, n) in [(150, 67, 133), (101, 600, 530), (3, 600, 530)] {
+    // The second and third shapes span several pieces in every direction of the fast
+    // matmul (48-row, 256- or 768-column pieces, 256-deep k slices); the last is a few-row
+    // one.
+    for (m, k, n) in [(150, 67, 133), (101, 600, 530), (400, 40, 1600), (3, 600, 530)] {
         let (a, b, bias) = (normal(m * k), normal(k * n), normal(n));
         for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
             let dims = MatmulDims { m, k, n, trans_a, trans_b };

@@ -9,12 +9,15 @@
 //! - op(B) is packed once per call into `nr`-column panels `[n / nr][k][nr]` (zero past
 //!   `n`), so the microkernel reads B contiguously whatever its layout, and each panel is
 //!   read from cache by every row block instead of being re-streamed per 4 rows.
-//! - C is cut into pieces of `MC` rows × `NC` columns — fixed sizes, never derived from
-//!   the thread count — that run in parallel. A piece walks k in `KC` slices, packs its
+//! - C is cut into pieces of `MC` rows × `NC` (or, given enough rows, `NC_WIDE`) columns
+//!   — sizes chosen by the problem, never derived from the thread count — that run in
+//!   parallel. A piece walks k in `KC` slices, packs its
 //!   `MC × KC` block of op(A) into `mr`-row panels (L2), then for each `KC × nr` panel of B
 //!   (L1) runs the microkernel over its `mr`-row panels.
 //! - Every output starts at its bias (or 0) and gets `a(i,p)·b(p,j)` added by one
-//!   multiply-add per `p`, in ascending `p`, whatever the piece or thread. So results are
+//!   multiply-add per `p`, in ascending `p`, whatever the piece or thread. The first k
+//!   slice's tiles start their registers from the bias, so C is written once per slice
+//!   and never zero-filled first. So results are
 //!   bit-identical at any thread count; they differ from the reference's (which rounds the
 //!   product and the sum separately) within the conformance kit's tolerance.
 
@@ -31,8 +34,15 @@ use crate::parallel::Parallel;
 const KC: usize = 256;
 /// Rows per parallel piece; a multiple of every variant's `mr` (4, 6, 12).
 const MC: usize = 48;
-/// Columns per parallel piece; a multiple of every variant's `nr` (8, 16, 32).
+/// Columns per parallel piece when C has few row blocks; a multiple of every variant's `nr`
+/// (8, 16, 32).
 const NC: usize = 256;
+/// Columns per parallel piece when C has at least [`ROW_BLOCKS_FOR_WIDE`] row blocks (enough
+/// pieces for the threads without cutting columns): a row block of A is then packed once
+/// for every layer up to `large` (`d_mlp` 768), where 256 columns packed it three times
+/// at the `large` MLP shapes; 768 ran them 10–40% faster (`matmul_bench`, BENCHMARKS.md).
+const NC_WIDE: usize = 768;
+const ROW_BLOCKS_FOR_WIDE: usize = 4;
 /// Room for the largest `mr × nr` tile, for the partial tiles at the edges of C.
 const MAX_TILE: usize = 512;
 
@@ -99,7 +109,10 @@ pub(crate) fn matmul(
     let MatmulDims { m, k, n, trans_a, trans_b } = dims;
     crate::kernels::matmul::check_operands(c, a, b, bias, dims);
     assert!(
-        kernel.mr * kernel.nr <= MAX_TILE && MC.is_multiple_of(kernel.mr) && NC.is_multiple_of(kernel.nr)
+        kernel.mr * kernel.nr <= MAX_TILE
+            && MC.is_multiple_of(kernel.mr)
+            && NC.is_multiple_of(kernel.nr)
+            && NC_WIDE.is_multiple_of(kernel.nr)
     );
     if c.is_empty() {
         return;
@@ -119,7 +132,9 @@ pub(crate) fn matmul(
         pack_b(par, &mut packed, b, k, n, kernel.nr);
         let packed: &[f32] = &packed;
         let out = OutPtr(c.as_mut_ptr());
-        let (row_blocks, col_blocks) = (m.div_ceil(MC), n.div_ceil(NC));
+        let row_blocks = m.div_ceil(MC);
+        let nc = if row_blocks >= ROW_BLOCKS_FOR_WIDE { NC_WIDE } else { NC };
+        let col_blocks = n.div_ceil(nc);
         par.map(row_blocks * col_blocks, |index| {
             let (rb, cb) = (index / col_blocks, index % col_blocks);
             let piece = Piece {
@@ -130,7 +145,7 @@ pub(crate) fn matmul(
                 k,
                 n,
                 rows: rb * MC..((rb + 1) * MC).min(m),
-                cols: cb * NC..((cb + 1) * NC).min(n),
+                cols: cb * nc..((cb + 1) * nc).min(n),
             };
             // SAFETY: `kernel` belongs to a supported variant (the backend checked it when it
             // was built); pieces cover disjoint parts of C, which is `m × n` as asserted.
@@ -176,13 +191,24 @@ fn pack_a<const MR: usize>(dst: &mut [f32], a: Strided<'_>, rows: Range<usize>, 
             // Transposed A (a weight gradient's output gradient): rows lie side by side.
             for (p, col) in panel.chunks_exact_mut(MR).enumerate() {
                 let start = (pc + p) * a.col_stride + i0;
-                col[..h].copy_from_slice(&a.data[start..start + h]);
-                col[h..].fill(0.0);
+                if h == MR {
+                    // A constant length: a few vector moves, not a `memcpy` call.
+                    col.copy_from_slice(&a.data[start..start + MR]);
+                } else {
+                    col[..h].copy_from_slice(&a.data[start..start + h]);
+                    col[h..].fill(0.0);
+                }
             }
         } else {
+            // Row-major A (activations): each row read contiguously, written every MR values.
             for r in 0..MR {
-                for p in 0..kc {
-                    panel[p * MR + r] = if r < h { a.at(i0 + r, pc + p) } else { 0.0 };
+                if r < h {
+                    let row = &a.data[(i0 + r) * a.row_stride + pc..][..kc];
+                    for (col, &x) in panel.chunks_exact_mut(MR).zip(row) {
+                        col[r] = x;
+                    }
+                } else {
+                    panel.chunks_exact_mut(MR).for_each(|col| col[r] = 0.0);
                 }
             }
         }
@@ -199,10 +225,12 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     let nr = NV * S::LANES;
     let Piece { a, packed_b, bias, c, k, n, ref rows, ref cols } = *job;
     let c = c.0;
-    // Every output starts at its bias: the tiles below only ever accumulate into C.
-    for i in rows.clone() {
-        for j in cols.clone() {
-            *c.add(i * n + j) = bias.map_or(0.0, |b| b[j]);
+    if k == 0 {
+        // No k slice below to start the outputs: each is its bias (or 0).
+        for i in rows.clone() {
+            for j in cols.clone() {
+                *c.add(i * n + j) = bias.map_or(0.0, |b| b[j]);
+            }
         }
     }
     // Taken out of the thread-local, not borrowed in a closure: a closure would not inherit
@@ -221,16 +249,25 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
                 let a_panel = a_pack[ip * kc * MR..][..kc * MR].as_ptr();
                 let corner = c.add(i0 * n + j0);
                 if h == MR && w == nr {
-                    microkernel::<S, MR, NV>(kc, a_panel, b_panel, corner, n);
+                    let start = match (pc, bias) {
+                        (0, Some(bias)) => Start::Bias(bias[j0..j0 + nr].as_ptr()),
+                        (0, None) => Start::Zero,
+                        _ => Start::FromC,
+                    };
+                    microkernel::<S, MR, NV>(kc, a_panel, b_panel, corner, n, start);
                 } else {
-                    // An edge tile: the same sums through a full-size scratch tile.
+                    // An edge tile: the same sums through a full-size scratch tile that
+                    // starts from the bias (first slice) or C's values.
                     let mut tile = [0f32; MAX_TILE];
                     for r in 0..h {
                         for j in 0..w {
-                            tile[r * nr + j] = *corner.add(r * n + j);
+                            tile[r * nr + j] = match (pc, bias) {
+                                (0, bias) => bias.map_or(0.0, |b| b[j0 + j]),
+                                _ => *corner.add(r * n + j),
+                            };
                         }
                     }
-                    microkernel::<S, MR, NV>(kc, a_panel, b_panel, tile.as_mut_ptr(), nr);
+                    microkernel::<S, MR, NV>(kc, a_panel, b_panel, tile.as_mut_ptr(), nr, Start::FromC);
                     for r in 0..h {
                         for j in 0..w {
                             *corner.add(r * n + j) = tile[r * nr + j];
@@ -243,7 +280,17 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     PACKED_A.set(a_pack);
 }
 
-/// `C[MR, nr] += A_panel[kc][MR] · B_panel[kc][nr]` with the whole tile of C held in
+/// Where a tile's sums start: C's values (a later k slice, or an edge tile's scratch), or,
+/// on the first slice, the bias row (`nr` values) or zero, so C needs no pass of its own to
+/// be initialised.
+#[derive(Clone, Copy)]
+enum Start {
+    FromC,
+    Bias(*const f32),
+    Zero,
+}
+
+/// `C[MR, nr] = start + A_panel[kc][MR] · B_panel[kc][nr]` with the whole tile of C held in
 /// `MR × NV` registers while `p` runs (`ldc`: C's row stride).
 #[inline(always)]
 unsafe fn microkernel<S: Simd, const MR: usize, const NV: usize>(
@@ -252,13 +299,27 @@ unsafe fn microkernel<S: Simd, const MR: usize, const NV: usize>(
     b: *const f32,
     c: *mut f32,
     ldc: usize,
+    start: Start,
 ) {
     let nr = NV * S::LANES;
     let mut acc = [[S::zero(); NV]; MR];
-    for (r, row) in acc.iter_mut().enumerate() {
-        for (v, x) in row.iter_mut().enumerate() {
-            *x = S::load(c.add(r * ldc + v * S::LANES));
+    match start {
+        Start::FromC => {
+            for (r, row) in acc.iter_mut().enumerate() {
+                for (v, x) in row.iter_mut().enumerate() {
+                    *x = S::load(c.add(r * ldc + v * S::LANES));
+                }
+            }
         }
+        Start::Bias(bias) => {
+            for v in 0..NV {
+                let b = S::load(bias.add(v * S::LANES));
+                for row in acc.iter_mut() {
+                    row[v] = b;
+                }
+            }
+        }
+        Start::Zero => {}
     }
     for p in 0..kc {
         let mut bv = [S::zero(); NV];
