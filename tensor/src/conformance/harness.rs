@@ -34,6 +34,7 @@ pub(crate) fn weighted_sum(out: &[f32], w: &[f32]) -> f64 {
 }
 
 /// Asserts that `storage` still holds `expected` bit for bit: ops must not write their inputs.
+/// The message names the first changed element, its value before and after.
 pub(crate) async fn assert_unchanged<B: Backend>(
     backend: &B,
     storage: &B::Storage,
@@ -41,7 +42,20 @@ pub(crate) async fn assert_unchanged<B: Backend>(
     what: &str,
 ) {
     let now = read(backend, storage, what).await;
-    let same =
-        now.len() == expected.len() && now.iter().zip(expected).all(|(a, b)| a.to_bits() == b.to_bits());
-    assert!(same, "{what}: an op modified its input buffer");
+    assert_eq!(now.len(), expected.len(), "{what}: an op changed its input buffer's length");
+    if let Some(i) = now.iter().zip(expected).position(|(a, b)| a.to_bits() != b.to_bits()) {
+        panic!("{what}: an op modified its input buffer: [{i}] was {}, is now {}", expected[i], now[i]);
+    }
+}
+
+/// [`assert_unchanged`] for each `(buffer, uploaded values, operand name)` of one op call,
+/// named `what` (the op and its shape).
+pub(crate) async fn assert_inputs_unchanged<B: Backend>(
+    backend: &B,
+    what: &str,
+    inputs: &[(&B::Storage, &[f32], &str)],
+) {
+    for &(storage, expected, operand) in inputs {
+        assert_unchanged(backend, storage, expected, &format!("{what}: input {operand}")).await;
+    }
 }

@@ -16,11 +16,20 @@
 //!   backward passes) also with central finite differences of the backend's *own*
 //!   forward op: step [`FD_EPS`], objective accumulated in f64, [`Tolerance::FINITE_DIFF`].
 //!
-//! Buffer copies (`zeros`, `upload`/`read`, `upload_indices`, `copy`) are checked bit for
-//! bit; `copy`'s misuse checks catch panics, so they need unwinding (native tests only).
+//! Every op's inputs are read back after the call and must hold what was uploaded, bit for
+//! bit (an op writes only its outputs). Buffer copies (`zeros`, `upload`/`read`,
+//! `upload_indices`, `copy`) are checked bit for bit; `copy`'s misuse checks catch panics,
+//! so they need unwinding (native tests only).
+//!
+//! A failure is one line that a backend author can act on: the op, its shape (the sizes,
+//! or the `…Dims` value), the output or operand, how many values failed, and the worst one
+//! with its index, the backend's value, the reference's, the error and the error allowed,
+//! e.g. `matmul MatmulDims { m: 5, k: 9, n: 17, trans_a: false, trans_b: true }: 3 of 85
+//! values outside Tolerance { abs: 0.0001, rel: 0.0001 }; worst at [12]: got 1.5, want
+//! 1.25, error 2.500e-1 (allowed 2.250e-4)`.
 //!
 //! Every check is an `async fn` that awaits its readbacks: natively the macro drives it
-//! with `block_on`, in a browser [`backend_conformance_browser_tests`] awaits it.
+//! with `block_on`, in a browser [`crate::backend_conformance_browser_tests`] awaits it.
 
 pub mod checks;
 mod finite_diff;

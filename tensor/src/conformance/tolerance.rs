@@ -36,8 +36,10 @@ impl Tolerance {
         (got - want).abs() <= self.abs + self.rel * want.abs()
     }
 
-    /// Panics, naming `what`, the number of failures and the worst one, unless every
-    /// `got[i]` is accepted against `want[i]`.
+    /// Panics unless every `got[i]` is accepted against `want[i]`. The message is the kit's
+    /// report: `what` (the checks pass the op, its shape and the output), how many values
+    /// failed, and the worst one — its index, the value, the reference, the error and the
+    /// error allowed there. A NaN counts as the worst.
     pub fn assert_close(&self, what: &str, got: &[f32], want: &[f64]) {
         assert_eq!(
             got.len(),
@@ -61,10 +63,12 @@ impl Tolerance {
         }
         if let Some(i) = worst {
             panic!(
-                "{what}: {failures} of {} values outside {self:?}; worst at [{i}]: got {}, want {}",
+                "{what}: {failures} of {} values outside {self:?}; worst at [{i}]: got {}, want {}, error {:.3e} (allowed {:.3e})",
                 got.len(),
                 got[i],
-                want[i]
+                want[i],
+                (got[i] as f64 - want[i]).abs(),
+                self.abs + self.rel * want[i].abs()
             );
         }
     }
@@ -87,5 +91,16 @@ mod tests {
     #[should_panic(expected = "2 of 3 values outside")]
     fn assert_close_reports_failures_including_nan() {
         Tolerance::POINTWISE.assert_close("test", &[1.0, f32::NAN, 2.0], &[1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn the_report_names_the_op_the_shape_and_the_worst_error() {
+        let report = std::panic::catch_unwind(|| {
+            Tolerance::POINTWISE.assert_close("add [3]", &[1.0, 1.5, 3.0], &[1.0, 1.0, 1.0]);
+        })
+        .unwrap_err();
+        let report = report.downcast_ref::<String>().unwrap();
+        assert!(report.starts_with("add [3]: 2 of 3 values outside"), "{report}");
+        assert!(report.contains("worst at [2]: got 3, want 1, error 2.000e0 (allowed 1.100e-6)"), "{report}");
     }
 }

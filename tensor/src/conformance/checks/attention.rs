@@ -4,7 +4,7 @@
 //! and finite differences.
 
 use crate::conformance::finite_diff::check_gradient;
-use crate::conformance::harness::{normal, read, weighted_sum};
+use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
 use crate::conformance::reference::attention as reference;
 use crate::conformance::Tolerance;
 use crate::{AttentionDims, Backend, CachedAttentionDims, DropoutMask, Rng};
@@ -24,10 +24,12 @@ pub async fn attention<B: Backend>(backend: &B) {
         let dims = dims_of(case);
         let len = dims.batch * dims.seq * dims.channels();
         let (q, k, v) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
-        let res = backend.attention(&backend.upload(&q), &backend.upload(&k), &backend.upload(&v), dims);
+        let (uq, uk, uv) = (backend.upload(&q), backend.upload(&k), backend.upload(&v));
+        let res = backend.attention(&uq, &uk, &uv, dims);
         let (out, probs) = (read(backend, &res.out, "out").await, read(backend, &res.probs, "probs").await);
         let (rout, rprobs) = reference::attention(&q, &k, &v, dims);
         let what = format!("attention {dims:?}");
+        assert_inputs_unchanged(backend, &what, &[(&uq, &q, "q"), (&uk, &k, "k"), (&uv, &v, "v")]).await;
         Tolerance::ACCUMULATED.assert_close(&format!("{what} out"), &out, &rout);
         Tolerance::ACCUMULATED.assert_close(&format!("{what} probs"), &probs, &rprobs);
         // The contract says zero above the diagonal, not "small".
@@ -106,6 +108,7 @@ pub async fn attention_for_training<B: Backend>(backend: &B) {
         let fused = read(backend, &backend.attention_for_training(&uq, &uk, &uv, dims).out, "out").await;
         let unfused = read(backend, &backend.attention(&uq, &uk, &uv, dims).out, "out").await;
         let what = format!("attention_for_training {dims:?}");
+        assert_inputs_unchanged(backend, &what, &[(&uq, &q, "q"), (&uk, &k, "k"), (&uv, &v, "v")]).await;
         Tolerance::ACCUMULATED.assert_close(
             &format!("{what} out"),
             &fused,
@@ -151,6 +154,8 @@ pub(super) async fn attention_backward_case<B: Backend>(
         read(backend, &g.dv, "dv").await,
     );
 
+    let inputs = [(&udout, &dout[..], "dout"), (&uq, &q[..], "q"), (&uk, &k[..], "k"), (&uv, &v[..], "v")];
+    assert_inputs_unchanged(backend, what, &inputs).await;
     let (rdq, rdk, rdv) = reference::attention_backward(&dout, &q, &k, &v, dims);
     Tolerance::ACCUMULATED.assert_close(&format!("{what} dq"), &dq, &rdq);
     Tolerance::ACCUMULATED.assert_close(&format!("{what} dk"), &dk, &rdk);

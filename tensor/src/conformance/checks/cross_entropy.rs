@@ -2,7 +2,7 @@
 //! where an unstabilised `exp` overflows.
 
 use crate::conformance::finite_diff::check_gradient;
-use crate::conformance::harness::{ids, normal, read, read_scalar};
+use crate::conformance::harness::{assert_inputs_unchanged, ids, normal, read, read_scalar};
 use crate::conformance::reference::layers;
 use crate::conformance::Tolerance;
 use crate::{Backend, Rng};
@@ -30,10 +30,12 @@ pub async fn cross_entropy<B: Backend>(backend: &B) {
     for (rows, vocab) in CASES {
         for shifted in [false, true] {
             let (x, t) = (logits(&mut rng, rows, vocab, shifted), ids(&mut rng, rows, vocab));
-            let loss = backend.cross_entropy(&backend.upload(&x), &backend.upload_indices(&t), rows, vocab);
+            let ux = backend.upload(&x);
+            let loss = backend.cross_entropy(&ux, &backend.upload_indices(&t), rows, vocab);
             let got = read_scalar(backend, &loss, "cross_entropy").await;
             let what = format!("cross_entropy [{rows}, {vocab}] shifted {shifted}");
             Tolerance::ACCUMULATED.assert_close(&what, &[got], &[layers::cross_entropy(&x, &t, vocab)]);
+            assert_inputs_unchanged(backend, &what, &[(&ux, &x, "logits")]).await;
         }
     }
 }
@@ -48,13 +50,13 @@ pub async fn cross_entropy_backward<B: Backend>(backend: &B) {
         for shifted in [false, true] {
             let (x, t) = (logits(&mut rng, rows, vocab, shifted), ids(&mut rng, rows, vocab));
             let ut = backend.upload_indices(&t);
-            let dx = read(
-                backend,
-                &backend.cross_entropy_backward(&backend.upload(&x), &ut, &udloss, rows, vocab),
-                "dlogits",
-            )
-            .await;
+            let ux = backend.upload(&x);
+            let dx =
+                read(backend, &backend.cross_entropy_backward(&ux, &ut, &udloss, rows, vocab), "dlogits")
+                    .await;
             let what = format!("cross_entropy_backward [{rows}, {vocab}] shifted {shifted}");
+            assert_inputs_unchanged(backend, &what, &[(&ux, &x, "logits"), (&udloss, &[dloss], "dloss")])
+                .await;
             Tolerance::ACCUMULATED.assert_close(
                 &what,
                 &dx,

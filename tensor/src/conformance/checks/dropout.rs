@@ -4,7 +4,7 @@
 
 use super::attention::{attention_backward_case, AttentionPath};
 use crate::conformance::finite_diff::check_gradient;
-use crate::conformance::harness::{normal, read, weighted_sum};
+use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
 use crate::conformance::reference::attention as reference;
 use crate::conformance::Tolerance;
 use crate::{AttentionDims, Backend, DropoutMask, Rng};
@@ -43,6 +43,7 @@ pub async fn dropout<B: Backend>(backend: &B) {
                 let want = v * mask.factor(i);
                 assert!(g.to_bits() == want.to_bits(), "{what}: element {i} is {g}, the rule gives {want}");
             }
+            assert_inputs_unchanged(backend, &what, &[(&ux, &x, "x")]).await;
             if len >= 10_000 {
                 // Binomial: the dropped fraction lies within 5 standard deviations of p.
                 let p = mask.threshold as f64 / 4_294_967_296.0;

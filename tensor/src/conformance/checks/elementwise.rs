@@ -3,7 +3,7 @@
 //! `sum_rows` is also the bias gradient of `matmul`; `matmul_backward` checks it against
 //! finite differences.
 
-use crate::conformance::harness::{normal, read, read_scalar};
+use crate::conformance::harness::{assert_inputs_unchanged, normal, read, read_scalar};
 use crate::conformance::reference::dense;
 use crate::conformance::Tolerance;
 use crate::{Backend, Rng};
@@ -30,6 +30,7 @@ pub async fn add<B: Backend>(backend: &B) {
             &read(backend, &backend.add(&ua, &ua, len), "add").await,
             &want,
         );
+        assert_inputs_unchanged(backend, &format!("add [{len}]"), &[(&ua, &a, "a"), (&ub, &b, "b")]).await;
     }
 }
 
@@ -44,6 +45,7 @@ pub async fn scale<B: Backend>(backend: &B) {
             let got = read(backend, &backend.scale(&ua, alpha, len), "scale").await;
             Tolerance::POINTWISE.assert_close(&format!("scale [{len}] by {alpha}"), &got, &want);
         }
+        assert_inputs_unchanged(backend, &format!("scale [{len}]"), &[(&ua, &a, "a")]).await;
     }
 }
 
@@ -52,12 +54,11 @@ pub async fn sum_rows<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x50_0305);
     for (rows, cols) in [(1, 1), (1, 9), (7, 1), (13, 70), (300, 130)] {
         let x = normal(&mut rng, rows * cols, 1.0);
-        let got = read(backend, &backend.sum_rows(&backend.upload(&x), rows, cols), "sum_rows").await;
-        Tolerance::ACCUMULATED.assert_close(
-            &format!("sum_rows [{rows}, {cols}]"),
-            &got,
-            &dense::sum_rows(&x, cols),
-        );
+        let ux = backend.upload(&x);
+        let got = read(backend, &backend.sum_rows(&ux, rows, cols), "sum_rows").await;
+        let what = format!("sum_rows [{rows}, {cols}]");
+        Tolerance::ACCUMULATED.assert_close(&what, &got, &dense::sum_rows(&x, cols));
+        assert_inputs_unchanged(backend, &what, &[(&ux, &x, "x")]).await;
     }
 }
 
@@ -66,11 +67,10 @@ pub async fn sum_squares<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x5050);
     for len in [1, 7, 1000, 4097, 9000] {
         let x = normal(&mut rng, len, 1.0);
-        let got = read_scalar(backend, &backend.sum_squares(&backend.upload(&x), len), "sum_squares").await;
-        Tolerance::ACCUMULATED.assert_close(
-            &format!("sum_squares [{len}]"),
-            &[got],
-            &[dense::sum_squares(&x)],
-        );
+        let ux = backend.upload(&x);
+        let got = read_scalar(backend, &backend.sum_squares(&ux, len), "sum_squares").await;
+        let what = format!("sum_squares [{len}]");
+        Tolerance::ACCUMULATED.assert_close(&what, &[got], &[dense::sum_squares(&x)]);
+        assert_inputs_unchanged(backend, &what, &[(&ux, &x, "x")]).await;
     }
 }

@@ -1,7 +1,7 @@
 //! Embedding gather and its scatter-add backward (repeated ids included).
 
 use crate::conformance::finite_diff::check_gradient;
-use crate::conformance::harness::{ids, normal, read, weighted_sum};
+use crate::conformance::harness::{assert_inputs_unchanged, ids, normal, read, weighted_sum};
 use crate::conformance::reference::dense;
 use crate::conformance::Tolerance;
 use crate::{Backend, Rng};
@@ -14,14 +14,13 @@ pub async fn embedding<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xE3B);
     for (rows, dim, n) in CASES {
         let (table, idx) = (normal(&mut rng, rows * dim, 1.0), ids(&mut rng, n, rows));
-        let got = read(
-            backend,
-            &backend.embedding(&backend.upload(&table), &backend.upload_indices(&idx), n, dim),
-            "embedding",
-        )
-        .await;
+        let utable = backend.upload(&table);
+        let got =
+            read(backend, &backend.embedding(&utable, &backend.upload_indices(&idx), n, dim), "embedding")
+                .await;
         let what = format!("embedding [{rows}, {dim}] at {n} ids");
         Tolerance::POINTWISE.assert_close(&what, &got, &dense::embedding(&table, &idx, dim));
+        assert_inputs_unchanged(backend, &what, &[(&utable, &table, "table")]).await;
     }
 }
 
@@ -33,10 +32,10 @@ pub async fn embedding_backward<B: Backend>(backend: &B) {
         let (table, idx, dout) =
             (normal(&mut rng, rows * dim, 1.0), ids(&mut rng, n, rows), normal(&mut rng, n * dim, 1.0));
         let uids = backend.upload_indices(&idx);
-        let dtable =
-            read(backend, &backend.embedding_backward(&backend.upload(&dout), &uids, n, rows, dim), "dtable")
-                .await;
+        let udout = backend.upload(&dout);
+        let dtable = read(backend, &backend.embedding_backward(&udout, &uids, n, rows, dim), "dtable").await;
         let what = format!("embedding_backward [{rows}, {dim}] at {n} ids");
+        assert_inputs_unchanged(backend, &what, &[(&udout, &dout, "dout")]).await;
         Tolerance::ACCUMULATED.assert_close(
             &what,
             &dtable,

@@ -1,7 +1,7 @@
 //! GELU (tanh form) forward and backward.
 
 use crate::conformance::finite_diff::check_gradient;
-use crate::conformance::harness::{normal, read, weighted_sum};
+use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
 use crate::conformance::reference::layers;
 use crate::conformance::Tolerance;
 use crate::{Backend, Rng};
@@ -20,8 +20,11 @@ pub async fn gelu<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x6E1);
     for len in [1, 7, 1000, 20_001] {
         let x = inputs(&mut rng, len);
-        let got = read(backend, &backend.gelu(&backend.upload(&x), len), "gelu").await;
-        Tolerance::TRANSCENDENTAL.assert_close(&format!("gelu [{len}]"), &got, &layers::gelu(&x));
+        let ux = backend.upload(&x);
+        let got = read(backend, &backend.gelu(&ux, len), "gelu").await;
+        let what = format!("gelu [{len}]");
+        Tolerance::TRANSCENDENTAL.assert_close(&what, &got, &layers::gelu(&x));
+        assert_inputs_unchanged(backend, &what, &[(&ux, &x, "x")]).await;
     }
 }
 
@@ -30,11 +33,11 @@ pub async fn gelu_backward<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x6E1B);
     for len in [1, 7, 50, 20_001] {
         let (x, dout) = (inputs(&mut rng, len), normal(&mut rng, len, 1.0));
-        let ux = backend.upload(&x);
-        let dx =
-            read(backend, &backend.gelu_backward(&ux, &backend.upload(&dout), len), "gelu_backward").await;
+        let (ux, udout) = (backend.upload(&x), backend.upload(&dout));
+        let dx = read(backend, &backend.gelu_backward(&ux, &udout, len), "gelu_backward").await;
         let what = format!("gelu_backward [{len}]");
         Tolerance::TRANSCENDENTAL.assert_close(&what, &dx, &layers::gelu_backward(&x, &dout));
+        assert_inputs_unchanged(backend, &what, &[(&ux, &x, "x"), (&udout, &dout, "dout")]).await;
         check_gradient(&what, &x, &dx, &mut rng, async |x| {
             weighted_sum(&read(backend, &backend.gelu(&backend.upload(x), len), "gelu").await, &dout)
         })

@@ -1,14 +1,15 @@
 //! LayerNorm forward (output and saved statistics) and backward.
 
 use crate::conformance::finite_diff::check_gradient;
-use crate::conformance::harness::{normal, read, weighted_sum};
+use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
 use crate::conformance::reference::layers;
 use crate::conformance::Tolerance;
 use crate::{Backend, Rng};
 
 const EPS: f32 = 1e-5;
-/// `(rows, dim)`: a single row, odd widths, a width past 128.
-const CASES: [(usize, usize); 5] = [(1, 3), (4, 7), (3, 64), (2, 130), (6, 33)];
+/// `(rows, dim)`: 1×1 (zero variance: the output is `beta`), a single row, odd widths, a
+/// width past 128.
+const CASES: [(usize, usize); 6] = [(1, 1), (1, 3), (4, 7), (3, 64), (2, 130), (6, 33)];
 
 /// `x` (scale 2, shifted so the mean matters), `gamma` near 1 and small `beta`.
 fn inputs(rng: &mut Rng, rows: usize, dim: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
@@ -22,14 +23,8 @@ pub async fn layer_norm<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x1A7);
     for (rows, dim) in CASES {
         let (x, gamma, beta) = inputs(&mut rng, rows, dim);
-        let saved = backend.layer_norm(
-            &backend.upload(&x),
-            &backend.upload(&gamma),
-            &backend.upload(&beta),
-            rows,
-            dim,
-            EPS,
-        );
+        let (ux, ug, ub) = (backend.upload(&x), backend.upload(&gamma), backend.upload(&beta));
+        let saved = backend.layer_norm(&ux, &ug, &ub, rows, dim, EPS);
         let (out, mean, rstd) = layers::layer_norm(&x, &gamma, &beta, dim, EPS);
         let what = format!("layer_norm [{rows}, {dim}]");
         Tolerance::ACCUMULATED.assert_close(
@@ -47,6 +42,12 @@ pub async fn layer_norm<B: Backend>(backend: &B) {
             &read(backend, &saved.rstd, "rstd").await,
             &rstd,
         );
+        assert_inputs_unchanged(
+            backend,
+            &what,
+            &[(&ux, &x, "x"), (&ug, &gamma, "gamma"), (&ub, &beta, "beta")],
+        )
+        .await;
     }
 }
 
@@ -59,7 +60,8 @@ pub async fn layer_norm_backward<B: Backend>(backend: &B) {
         let dout = normal(&mut rng, rows * dim, 1.0);
         let (ux, ug, ub) = (backend.upload(&x), backend.upload(&gamma), backend.upload(&beta));
         let saved = backend.layer_norm(&ux, &ug, &ub, rows, dim, EPS);
-        let g = backend.layer_norm_backward(&backend.upload(&dout), &ux, &ug, &saved, rows, dim);
+        let udout = backend.upload(&dout);
+        let g = backend.layer_norm_backward(&udout, &ux, &ug, &saved, rows, dim);
         let (dx, dgamma, dbeta) = (
             read(backend, &g.dx, "dx").await,
             read(backend, &g.dgamma, "dgamma").await,
@@ -71,6 +73,8 @@ pub async fn layer_norm_backward<B: Backend>(backend: &B) {
         Tolerance::ACCUMULATED.assert_close(&format!("{what} dx"), &dx, &rdx);
         Tolerance::ACCUMULATED.assert_close(&format!("{what} dgamma"), &dgamma, &rdgamma);
         Tolerance::ACCUMULATED.assert_close(&format!("{what} dbeta"), &dbeta, &rdbeta);
+        let inputs = [(&udout, &dout[..], "dout"), (&ux, &x[..], "x"), (&ug, &gamma[..], "gamma")];
+        assert_inputs_unchanged(backend, &what, &inputs).await;
 
         let loss = async |x: &B::Storage, g: &B::Storage, b: &B::Storage| {
             weighted_sum(
