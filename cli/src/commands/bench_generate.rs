@@ -5,14 +5,16 @@
 //! From a prompt of half a window, greedy generation runs for `--windows` context lengths
 //! of tokens, so the window fills, slides (see `tinygpt_model::sample`) and fills again:
 //! the steady state of a long sample. `first_token_ms` is the prompt's pass plus the first
-//! token; `tokens_per_s` counts the tokens after it, and `positions_per_token` the positions
-//! each of them ran through the model on average: the whole window for every token
-//! without the cache (between half a window and a full one, as it slides: about three
-//! quarters of `context`), one plus the recomputed half window after each slide with it.
+//! token; `tokens_per_s` counts the tokens after it (over `runs` samples, as many as make a
+//! second of them: a machine shared with other work makes a 0.1 s cached run noisy), and
+//! `positions_per_token` the positions each of them ran through the model on average: the
+//! whole window for every token without the cache (between half a window and a full one,
+//! as it slides: about three quarters of `context`), one plus the recomputed half window
+//! after each slide with it.
 //! Both modes use the same window (and so give the same tokens); a sampler that slid its
 //! window by one token would run a full window per uncached token, a third more.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tinygpt_model::{Generation, Gpt, Preset, SampleConfig};
 use tinygpt_tensor::{block_on, Backend, Rng};
@@ -34,6 +36,39 @@ pub fn run(args: BenchGenerateArgs) -> Result<(), CliError> {
     dispatch(&args.compute, BenchGenerate { preset, windows: args.windows as usize })
 }
 
+/// Each mode generates its sample again (the same tokens) until its timed tokens add up to
+/// at least this long, so a short cached run is not one burst of another process's load.
+const MIN_TIMED_SECONDS: f64 = 1.0;
+
+/// One sample, timed: the first token (the prompt's pass) apart from the rest.
+struct TimedSample {
+    first: Duration,
+    rest: Duration,
+    /// Tokens after the first.
+    tokens: usize,
+    /// Positions run through the model for them.
+    positions: usize,
+}
+
+fn timed_sample<B: Backend>(
+    model: &Gpt<B>,
+    prompt: &[u8],
+    config: &SampleConfig,
+) -> Result<TimedSample, CliError> {
+    let mut generation = Generation::new(prompt, config.clone());
+    let started = Instant::now();
+    block_on(generation.next_token(model))?;
+    let first = started.elapsed();
+    let first_positions = generation.positions_run();
+    let mut tokens = 0;
+    while !generation.is_done() {
+        block_on(generation.next_token(model))?;
+        tokens += 1;
+    }
+    let rest = started.elapsed() - first;
+    Ok(TimedSample { first, rest, tokens, positions: generation.positions_run() - first_positions })
+}
+
 impl WithBackend for BenchGenerate {
     type Output = ();
 
@@ -42,21 +77,15 @@ impl WithBackend for BenchGenerate {
         let ctx = preset.model.context_length;
         let model = Gpt::init(&backend, preset.model.clone(), &mut Rng::new(1))?;
         let prompt: Vec<u8> = b"ROMEO: ".iter().copied().cycle().take(ctx / 2).collect();
-        let tokens = windows * ctx;
+        let max_tokens = windows * ctx;
         for cached in [true, false] {
-            let config =
-                SampleConfig { max_tokens: tokens, temperature: 0.0, cached, ..SampleConfig::default() };
-            let mut generation = Generation::new(&prompt, config);
-            let started = Instant::now();
-            block_on(generation.next_token(&model))?;
-            let first = started.elapsed();
-            let first_positions = generation.positions_run();
-            let mut produced = 1;
-            while !generation.is_done() {
-                block_on(generation.next_token(&model))?;
-                produced += 1;
+            let config = SampleConfig { max_tokens, temperature: 0.0, cached, ..SampleConfig::default() };
+            let first = timed_sample(&model, &prompt, &config)?;
+            let (mut rest, mut tokens, mut runs) = (first.rest, first.tokens, 1);
+            while rest.as_secs_f64() < MIN_TIMED_SECONDS {
+                let again = timed_sample(&model, &prompt, &config)?;
+                (rest, tokens, runs) = (rest + again.rest, tokens + again.tokens, runs + 1);
             }
-            let rest = started.elapsed() - first;
             let line = serde_json::json!({
                 "backend": backend.name(),
                 "adapter": device_label(&backend, threads),
@@ -64,14 +93,11 @@ impl WithBackend for BenchGenerate {
                 "preset": preset.name,
                 "cached": cached,
                 "context": ctx,
-                "tokens": produced,
-                "first_token_ms": (first.as_secs_f64() * 1e4).round() / 10.0,
-                "tokens_per_s": ((produced - 1) as f64 / rest.as_secs_f64()).round(),
-                "positions_per_token": ((generation.positions_run() - first_positions) as f64
-                    / (produced - 1).max(1) as f64
-                    * 10.0)
-                    .round()
-                    / 10.0,
+                "tokens": first.tokens + 1,
+                "runs": runs,
+                "first_token_ms": (first.first.as_secs_f64() * 1e4).round() / 10.0,
+                "tokens_per_s": (tokens as f64 / rest.as_secs_f64()).round(),
+                "positions_per_token": (first.positions as f64 / first.tokens.max(1) as f64 * 10.0).round() / 10.0,
             });
             println!("{line}");
         }
