@@ -28,18 +28,25 @@ const K_MATMUL_SPLIT_SUM_BIAS: Kernel =
 /// Invocations per workgroup of `matmul_split_sum`.
 const SPLIT_SUM_WG: usize = 256;
 
-/// A matmul variant: block tile `bm`×`bn` (`tm`×`tn` outputs per invocation), depth `bk`.
+/// A matmul variant: block tile `bm`×`bn` (`tm`×`tn` outputs per invocation, so
+/// (bm / tm)·(bn / tn) invocations), depth `bk`.
 #[derive(Clone, Copy)]
 struct Tile {
     bm: usize,
     bn: usize,
     bk: usize,
+    tm: usize,
+    tn: usize,
 }
 
-const TILE_LARGE: Tile = Tile { bm: 128, bn: 128, bk: 8 };
-const TILE_SMALL: Tile = Tile { bm: 64, bn: 64, bk: 8 };
-/// `matmul_direct`'s block (it has no stages: `bk` 1).
-const TILE_DIRECT: Tile = Tile { bm: 32, bn: 32, bk: 1 };
+const TILE_LARGE: Tile = Tile { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 };
+const TILE_SMALL: Tile = Tile { bm: 64, bn: 64, bk: 8, tm: 4, tn: 4 };
+/// The small tile in 64 invocations of 8 × 8 outputs (the large tile's arithmetic per
+/// workgroup-memory read).
+const TILE_SMALL_DENSE: Tile = Tile { bm: 64, bn: 64, bk: 8, tm: 8, tn: 8 };
+/// `matmul_direct`'s block (it has no stages: `bk` 1; `tm`, `tn` only keep the module's
+/// tiled entry valid).
+const TILE_DIRECT: Tile = Tile { bm: 32, bn: 32, bk: 1, tm: 4, tn: 4 };
 /// Below this many large tiles a matrix uses small ones, to keep every compute unit busy.
 const LARGE_TILE_MIN_GROUPS: usize = 256;
 
@@ -47,9 +54,26 @@ fn tiles(tile: Tile, m: usize, n: usize) -> usize {
     m.div_ceil(tile.bm) * n.div_ceil(tile.bn)
 }
 
-fn pick_tile(m: usize, n: usize) -> Tile {
-    if tiles(TILE_LARGE, m, n) >= LARGE_TILE_MIN_GROUPS {
-        TILE_LARGE
+fn large_tile(tuning: &Tuning) -> Tile {
+    match tuning.large_tile {
+        Some((bm, bn, t)) => {
+            Tile { bm, bn, tm: t.unwrap_or(bm / 16), tn: t.unwrap_or(bn / 16), ..TILE_LARGE }
+        }
+        None => TILE_LARGE,
+    }
+}
+
+/// The tile for `batch` products of [m, n]: the large one when one product has enough of
+/// them; otherwise the small one, as 64 invocations of 8 × 8 outputs for a batched product
+/// (attention's per-head ones: many workgroups over all batches, so each can be dense; on
+/// the H200 at the shakespeare-char recipe's shape 3.3 -> 3.1 ms a step for the three
+/// kinds) unless `batched_dense` is off.
+fn pick_tile(tuning: &Tuning, m: usize, n: usize, batch: usize) -> Tile {
+    let large = large_tile(tuning);
+    if tiles(large, m, n) >= LARGE_TILE_MIN_GROUPS {
+        large
+    } else if batch > 1 && tuning.batched_dense {
+        TILE_SMALL_DENSE
     } else {
         TILE_SMALL
     }
@@ -59,17 +83,18 @@ fn pick_tile(m: usize, n: usize) -> Tile {
 /// A small output with a long k (a weight gradient over many rows) keeps the large tile,
 /// whose arithmetic per load is higher, when splitting k alone gives enough workgroups;
 /// otherwise a small output takes small tiles (split too when k is long).
-fn plan_tiled(tuning: &Tuning, m: usize, n: usize, k: usize, splittable: bool) -> (Tile, usize) {
-    let tile = pick_tile(m, n);
+fn plan_tiled(tuning: &Tuning, g: &Gemm, splittable: bool) -> (Tile, usize) {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let tile = pick_tile(tuning, m, n, g.batch);
     if !splittable {
         return (tile, 1);
     }
-    let large = tiles(TILE_LARGE, m, n);
+    let large = tiles(large_tile(tuning), m, n);
     let large_split = tuning.split_k_large(large, k);
     // (A quarter of the split target: slices of k shorter than `split_k_large`'s would
     // cost more than the smaller tile's lower arithmetic per load.)
     if tuning.split_large && large_split > 1 && large * large_split >= tuning.split_target_groups / 4 {
-        return (TILE_LARGE, large_split);
+        return (large_tile(tuning), large_split);
     }
     (tile, tuning.split_k(tiles(tile, m, n), k))
 }
@@ -134,31 +159,62 @@ impl Gemm {
     }
 }
 
-/// The generated constants in front of matmul.wgsl for one variant (`split`: slices of k).
-fn matmul_defines(tile: Tile, g: &Gemm, bias: bool, split: usize, double_buffer: bool) -> String {
-    let checked =
-        !g.m.is_multiple_of(tile.bm) || !g.n.is_multiple_of(tile.bn) || !g.k.is_multiple_of(tile.bk);
+/// The operand bindings and readers matmul.wgsl expects from its defines: plain f32
+/// arrays, or (VEC4) arrays of vec4 read a value or a vec4 at a time.
+const OPERANDS_F32: &str = "@group(0) @binding(1) var<storage, read> a: array<f32>;\n\
+    @group(0) @binding(2) var<storage, read> b: array<f32>;\n\
+    fn a_at(i: u32) -> f32 { return a[i]; }\n\
+    fn b_at(i: u32) -> f32 { return b[i]; }\n\
+    fn a4_at(v: u32) -> vec4<f32> { return vec4<f32>(a[4u * v], a[4u * v + 1u], a[4u * v + 2u], a[4u * v + 3u]); }\n\
+    fn b4_at(v: u32) -> vec4<f32> { return vec4<f32>(b[4u * v], b[4u * v + 1u], b[4u * v + 2u], b[4u * v + 3u]); }";
+const OPERANDS_VEC4: &str = "@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;\n\
+    @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;\n\
+    fn a_at(i: u32) -> f32 { return a[i / 4u][i % 4u]; }\n\
+    fn b_at(i: u32) -> f32 { return b[i / 4u][i % 4u]; }\n\
+    fn a4_at(v: u32) -> vec4<f32> { return a[v]; }\n\
+    fn b4_at(v: u32) -> vec4<f32> { return b[v]; }";
+
+/// One compiled form of matmul.wgsl's `matmul` (and its split sum).
+#[derive(Clone, Copy)]
+struct Variant {
+    tile: Tile,
+    bias: bool,
+    /// Slices of k.
+    split: usize,
+    double_buffer: bool,
+    /// Stages fetched as vec4s (see `vec4_fits`).
+    vec4: bool,
+}
+
+/// Whether `g` may fetch its stages as vec4s with `tile` (VEC4 in matmul.wgsl): no bound
+/// is checked, and every stored row and batch start of A and B is a whole vec4.
+fn vec4_fits(tile: Tile, g: &Gemm) -> bool {
+    let whole = |o: &Operand| [o.ld, o.outer, o.inner].iter().all(|v| v.is_multiple_of(4));
+    !checked(tile, g) && tile.bk.is_multiple_of(4) && whole(&g.a) && whole(&g.b)
+}
+
+/// Whether matmul.wgsl must check bounds (CHECKED): a size is not a whole number of tiles.
+fn checked(tile: Tile, g: &Gemm) -> bool {
+    !g.m.is_multiple_of(tile.bm) || !g.n.is_multiple_of(tile.bn) || !g.k.is_multiple_of(tile.bk)
+}
+
+/// The generated constants in front of matmul.wgsl for one variant.
+fn matmul_defines(v: Variant, g: &Gemm) -> String {
+    let Variant { tile, bias, split, double_buffer, vec4 } = v;
+    let checked = checked(tile, g);
     let bias_fn = if bias {
         "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n\
          fn bias_at(j: u32) -> f32 { return bias[j]; }"
     } else {
         "fn bias_at(j: u32) -> f32 { return 0.0; }"
     };
+    let operands = if vec4 { OPERANDS_VEC4 } else { OPERANDS_F32 };
     format!(
         "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
          const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
          const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n\
-         const DOUBLE_BUFFER: bool = {double_buffer};\n{bias_fn}",
-        tile.bm,
-        tile.bn,
-        tile.bk,
-        // (At least 4: matmul_direct ignores them, but the tiled entry in the same module
-        // must stay valid.)
-        (tile.bm / 16).max(4),
-        (tile.bn / 16).max(4),
-        g.trans_a,
-        g.trans_b,
-        g.causal as u32,
+         const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n{bias_fn}\n{operands}",
+        tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, g.trans_a, g.trans_b, g.causal as u32,
     )
 }
 
@@ -195,8 +251,10 @@ impl WgpuBackend {
             (MatmulPath::Direct, _) => (TILE_DIRECT, 1, [&K_MATMUL_DIRECT, &K_MATMUL_DIRECT_BIAS]),
             (MatmulPath::Tiled, forced) => {
                 let (tile, split) = match forced {
-                    Some(forced) => (pick_tile(m, n), if splittable { forced.max(1) } else { 1 }),
-                    None => plan_tiled(tuning, m, n, k, splittable),
+                    Some(forced) => {
+                        (pick_tile(tuning, m, n, g.batch), if splittable { forced.max(1) } else { 1 })
+                    }
+                    None => plan_tiled(tuning, g, splittable),
                 };
                 let tile = Tile { bk: tuning.matmul_bk.unwrap_or(tile.bk), ..tile };
                 (tile, split, [&K_MATMUL, &K_MATMUL_BIAS])
@@ -227,8 +285,10 @@ impl WgpuBackend {
             u(g.c.inner),
         ];
         let grid = [u(tiles[0]), u(tiles[1]), u(split * g.batch)];
+        let vec4 = tuning.matmul_vec4 && self.matmul_path == MatmulPath::Tiled && vec4_fits(tile, g);
+        let variant = Variant { tile, bias: bias.is_some(), split, double_buffer, vec4 };
         if split == 1 {
-            let defines = matmul_defines(tile, g, bias.is_some(), 1, double_buffer);
+            let defines = matmul_defines(variant, g);
             match bias {
                 Some(bias) => {
                     let bufs = [a.bind(), b.bind(), out.bind(), bias.bind()];
@@ -240,10 +300,11 @@ impl WgpuBackend {
         }
         // Each slice's sums into its own [m, n] of `partial`, then their sum (and the bias).
         let partial = self.alloc::<f32>(split * m * n);
-        let defines = matmul_defines(tile, g, false, split, double_buffer);
+        let defines = matmul_defines(Variant { bias: false, ..variant }, g);
         self.run(&K_MATMUL, &defines, &params, &[a.bind(), b.bind(), partial.bind()], grid);
         let grid = self.recorder().grid_1d((m * n).div_ceil(SPLIT_SUM_WG));
-        let defines = matmul_defines(tile, g, bias.is_some(), split, double_buffer);
+        // (The partials arrive as `a`, read a value at a time.)
+        let defines = matmul_defines(Variant { vec4: false, ..variant }, g);
         match bias {
             Some(bias) => {
                 let bufs = [partial.bind(), out.bind(), bias.bind()];

@@ -2,7 +2,10 @@
 //! an NVIDIA H200, see BENCHMARKS.md) and environment overrides for tuning runs on other
 //! GPUs: `TINYGPT_WGPU_SPLIT_BELOW`, `TINYGPT_WGPU_SPLIT_TARGET`,
 //! `TINYGPT_WGPU_MIN_K_SLICE`, `TINYGPT_WGPU_SUBMIT_EVERY`, `TINYGPT_WGPU_SPLIT_LARGE` (0 or 1),
-//! `TINYGPT_WGPU_MATMUL_BK`, `TINYGPT_WGPU_DOUBLE_BUFFER` (0 or 1). They change speed only: a split product sums in another
+//! `TINYGPT_WGPU_MATMUL_BK`, `TINYGPT_WGPU_DOUBLE_BUFFER` (0 or 1), `TINYGPT_WGPU_MATMUL_VEC4`
+//! (0 or 1), `TINYGPT_WGPU_MATMUL_TILE` (the large tile, `BMxBN` or `BMxBN:T`: 64, 128 or
+//! 256 each, T outputs per invocation along each, 4 or 8), `TINYGPT_WGPU_BATCHED_DENSE`
+//! (0 or 1). They change speed only: a split product sums in another
 //! (still fixed) order, well inside the tests' tolerances.
 
 /// See the module docs.
@@ -31,6 +34,16 @@ pub(crate) struct Tuning {
     /// where B is stored transposed (on the H200: +25% for `nt` products at the model's
     /// shapes, −2 to −7% for `nn` and `tn`).
     pub double_buffer: Option<bool>,
+    /// Whether the tiled matmul fetches its stages as vec4s where the operands allow it
+    /// (`matmul.rs`'s `vec4_fits`).
+    pub matmul_vec4: bool,
+    /// The large tile's rows and columns instead of 128 × 128, and the outputs per
+    /// invocation along each (`BMxBN:T`; without `:T`, 16 × 16 invocations).
+    pub large_tile: Option<(usize, usize, Option<usize>)>,
+    /// Whether a batched product (attention's per-head ones) with small tiles computes
+    /// them as 64 invocations of 8 × 8 outputs instead of 256 of 4 × 4 (`matmul.rs`'s
+    /// `pick_tile`).
+    pub batched_dense: bool,
 }
 
 impl Default for Tuning {
@@ -43,6 +56,9 @@ impl Default for Tuning {
             split_large: true,
             matmul_bk: None,
             double_buffer: None,
+            matmul_vec4: true,
+            large_tile: None,
+            batched_dense: true,
         }
     }
 }
@@ -72,6 +88,26 @@ impl Tuning {
         let mut double_buffer = 2;
         read("TINYGPT_WGPU_DOUBLE_BUFFER", &mut double_buffer);
         t.double_buffer = (double_buffer < 2).then_some(double_buffer == 1);
+        let mut vec4 = usize::from(t.matmul_vec4);
+        read("TINYGPT_WGPU_MATMUL_VEC4", &mut vec4);
+        t.matmul_vec4 = vec4 != 0;
+        let mut dense = usize::from(t.batched_dense);
+        read("TINYGPT_WGPU_BATCHED_DENSE", &mut dense);
+        t.batched_dense = dense != 0;
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some((bm, bn, per)) = std::env::var("TINYGPT_WGPU_MATMUL_TILE").ok().and_then(|v| {
+            let (tile, per) = v.split_once(':').map_or((v.as_str(), None), |(t, p)| (t, Some(p)));
+            let (m, n) = tile.split_once('x')?;
+            let per = match per {
+                Some(p) => Some(p.parse::<usize>().ok()?),
+                None => None,
+            };
+            Some((m.parse::<usize>().ok()?, n.parse::<usize>().ok()?, per))
+        }) {
+            let ok = |v: usize| [64, 128, 256].contains(&v);
+            let per_ok = per.is_none_or(|p| [4, 8].contains(&p));
+            t.large_tile = (ok(bm) && ok(bn) && per_ok).then_some((bm, bn, per));
+        }
         t.min_k_slice = t.min_k_slice.max(1);
         t
     }
@@ -82,12 +118,13 @@ impl Tuning {
     }
 
     /// [`Tuning::split_k`] for the large tile over a long k (`plan_tiled`): twice the
-    /// workgroups, in slices of at least 4 × `min_k_slice`. On the H200, at the
+    /// workgroups, in slices of at least 2 × `min_k_slice`. On the H200, at the
     /// shakespeare-char recipe's 16,384 rows: 1536 × 384 gradients 40 TFLOP/s (29 slices)
-    /// against 34 (15 slices, the plain rule); 384 × 384 ones 28 (32 slices: 288
-    /// workgroups, just over a wave) against 33 (57 slices): a net gain at that shape.
+    /// against 34 (15 slices, the plain rule); 384 × 384 ones 3.77 -> 3.39 ms a step with
+    /// 64 slices (576 workgroups) instead of 32 (288, just over a wave; slices of at least
+    /// 4 × `min_k_slice` before).
     pub fn split_k_large(&self, tiles: usize, k: usize) -> usize {
-        self.split_k_towards(tiles, k, 2 * self.split_target_groups, 4 * self.min_k_slice)
+        self.split_k_towards(tiles, k, 2 * self.split_target_groups, 2 * self.min_k_slice)
     }
 
     fn split_k_towards(&self, tiles: usize, k: usize, target: usize, min_slice: usize) -> usize {
@@ -114,7 +151,7 @@ mod tests {
         assert_eq!(t.split_k(36, 1536), 12);
         assert_eq!(t.split_k(4, 100), 1);
         // Weight gradients at the shakespeare-char recipe (k = 16,384 rows), large tiles.
-        assert_eq!(t.split_k_large(9, 16384), 32);
+        assert_eq!(t.split_k_large(9, 16384), 64);
         assert_eq!(t.split_k_large(36, 16384), 29);
     }
 }

@@ -12,10 +12,12 @@
 //
 // The host prepends the variant's constants (see `matmul_defines` in ops.rs):
 //   BM, BN (block tile), BK (depth of one shared-memory stage), TM, TN (outputs per
-//   invocation, multiples of 4, BM = 16·TM, BN = 16·TN), TRANS_A, TRANS_B, CHECKED
+//   invocation, multiples of 4, dividing BM and BN), TRANS_A, TRANS_B, CHECKED
 //   (bounds checks; off only when m, n, k are multiples of BM, BN, BK), SPLIT_K (slices
-//   of k, one per grid z), CAUSAL (below), DOUBLE_BUFFER (below) and `bias_at(j)` (reads
-//   binding 4, or returns 0).
+//   of k, one per grid z), CAUSAL (below), DOUBLE_BUFFER (below), VEC4 (below),
+//   `bias_at(j)` (reads binding 4, or returns 0) and the operands' bindings a (1) and b
+//   (2) with their readers `a_at(i)`, `b_at(i)` (the value at i) and `a4_at(v)`,
+//   `b4_at(v)` (values 4v..4v+3): arrays of f32, or of vec4 with VEC4.
 //
 // CAUSAL skips work that a causal mask makes zero (square per-batch products, m = n or
 // m = k = sequence length): 0 none; 1 op(A)[i, kk] = 0 for kk > i (probabilities times
@@ -24,7 +26,7 @@
 // needed, so tiles wholly above the diagonal are left unwritten. The skipped terms are
 // exact zeros: sums equal the full ones.
 //
-// 256 invocations (16 × 16) per workgroup; each stage copies op(A)[BM, BK] and
+// TY_N × TX_N invocations per workgroup (16 × 16 = 256 for the usual tiles); each stage copies op(A)[BM, BK] and
 // op(B)[BK, BN] into workgroup memory, k-major, so an invocation reads its TM values of
 // a column of A and TN values of a row of B as vec4s. Each depth's row of a stage is
 // padded by one vec4 (A_ROW = BM / 4 + 1 vec4s apart): an operand stored depth-minor
@@ -32,7 +34,7 @@
 // the pad they would all hit the same workgroup-memory bank. While a stage is multiplied, each
 // invocation already holds its share of the next stage in registers (fetched from
 // storage before the arithmetic, stored after the barrier), so loads overlap the math.
-// Invocation (tx, ty) owns rows (r4·16 + ty)·4 + 0..3 and columns (c4·16 + tx)·4 + 0..3
+// Invocation (tx, ty) owns rows (r4·TY_N + ty)·4 + 0..3 and columns (c4·TX_N + tx)·4 + 0..3
 // (vec4 chunks interleaved across invocations: conflict-free workgroup reads and
 // coalesced stores).
 //
@@ -60,11 +62,12 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 
-const THREADS: u32 = 256u;
+// Invocations across a tile's columns and down its rows (16 × 16 for the usual tiles).
+const TX_N: u32 = BN / TN;
+const TY_N: u32 = BM / TM;
+const THREADS: u32 = TX_N * TY_N;
 const RM: u32 = TM / 4u;
 const RN: u32 = TN / 4u;
 // Values of op(A) and op(B) each invocation moves per stage (at least 1 so that the
@@ -103,9 +106,9 @@ fn load_a(i: u32, kk: u32) -> f32 {
         return 0.0;
     }
     if (TRANS_A) {
-        return a[a_base + kk * p.lda + i];
+        return a_at(a_base + kk * p.lda + i);
     }
-    return a[a_base + i * p.lda + kk];
+    return a_at(a_base + i * p.lda + kk);
 }
 
 // op(B)[kk, j]
@@ -114,9 +117,9 @@ fn load_b(kk: u32, j: u32) -> f32 {
         return 0.0;
     }
     if (TRANS_B) {
-        return b[b_base + j * p.ldb + kk];
+        return b_at(b_base + j * p.ldb + kk);
     }
-    return b[b_base + kk * p.ldb + j];
+    return b_at(b_base + kk * p.ldb + j);
 }
 
 fn store_c(i: u32, j: u32, value: f32) {
@@ -142,7 +145,126 @@ fn b_slot(e: u32) -> vec2<u32> {
     return vec2<u32>(e % BN, e / BN);
 }
 
-@compute @workgroup_size(256)
+// With VEC4 a stage moves as vec4s along each operand's stored rows: four rows of op(A)
+// at one depth (TRANS_A), or four depths of one row (plain A); likewise for B. The host
+// sets it only where no bound is checked and stored rows and batch starts are whole vec4s,
+// so every vec4 lies inside the stage. A_VECS vec4s of op(A) per stage, spread over the
+// invocations (the last round only partly used when it does not divide).
+const A_VECS: u32 = BM * BK / 4u;
+const B_VECS: u32 = BN * BK / 4u;
+const A_VLOADS: u32 = max((A_VECS + THREADS - 1u) / THREADS, 1u);
+const B_VLOADS: u32 = max((B_VECS + THREADS - 1u) / THREADS, 1u);
+// vec4s along one stored row's depths (at least 1: matmul_direct's constants have BK = 1).
+const BK4: u32 = max(BK / 4u, 1u);
+
+// (row i, depth kk) of the first value of op(A)'s stage vec4 e.
+fn a_vec_slot(e: u32) -> vec2<u32> {
+    if (TRANS_A) {
+        return vec2<u32>((e % (BM / 4u)) * 4u, e / (BM / 4u));
+    }
+    return vec2<u32>(e / BK4, (e % BK4) * 4u);
+}
+
+// (column j, depth kk) of the first value of op(B)'s stage vec4 e.
+fn b_vec_slot(e: u32) -> vec2<u32> {
+    if (TRANS_B) {
+        return vec2<u32>(e / BK4, (e % BK4) * 4u);
+    }
+    return vec2<u32>((e % (BN / 4u)) * 4u, e / (BN / 4u));
+}
+
+// One invocation's share of a stage, held in registers between its fetch and its store.
+struct Stage {
+    a: array<f32, A_LOADS>,
+    b: array<f32, B_LOADS>,
+    a4: array<vec4<f32>, A_VLOADS>,
+    b4: array<vec4<f32>, B_VLOADS>,
+}
+
+fn fetch_stage(lid: u32, m0: u32, n0: u32, k0: u32) -> Stage {
+    var st: Stage;
+    if (VEC4) {
+        for (var l = 0u; l < A_VLOADS; l++) {
+            let e = lid + l * THREADS;
+            if (A_VECS % THREADS == 0u || e < A_VECS) {
+                let s = a_vec_slot(e);
+                let i = m0 + s.x;
+                let kk = k0 + s.y;
+                if (TRANS_A) {
+                    st.a4[l] = a4_at((a_base + kk * p.lda + i) / 4u);
+                } else {
+                    st.a4[l] = a4_at((a_base + i * p.lda + kk) / 4u);
+                }
+            }
+        }
+        for (var l = 0u; l < B_VLOADS; l++) {
+            let e = lid + l * THREADS;
+            if (B_VECS % THREADS == 0u || e < B_VECS) {
+                let s = b_vec_slot(e);
+                let j = n0 + s.x;
+                let kk = k0 + s.y;
+                if (TRANS_B) {
+                    st.b4[l] = b4_at((b_base + j * p.ldb + kk) / 4u);
+                } else {
+                    st.b4[l] = b4_at((b_base + kk * p.ldb + j) / 4u);
+                }
+            }
+        }
+        return st;
+    }
+    for (var l = 0u; l < A_LOADS; l++) {
+        let s = a_slot(lid + l * THREADS);
+        st.a[l] = load_a(m0 + s.x, k0 + s.y);
+    }
+    for (var l = 0u; l < B_LOADS; l++) {
+        let s = b_slot(lid + l * THREADS);
+        st.b[l] = load_b(k0 + s.y, n0 + s.x);
+    }
+    return st;
+}
+
+// Writes a fetched stage into the halves of the workgroup tiles at a_half, b_half.
+fn store_stage(lid: u32, a_half: u32, b_half: u32, st: Stage) {
+    if (VEC4) {
+        for (var l = 0u; l < A_VLOADS; l++) {
+            let e = lid + l * THREADS;
+            if (A_VECS % THREADS == 0u || e < A_VECS) {
+                let s = a_vec_slot(e);
+                if (TRANS_A) {
+                    a_tile[a_half + s.y * A_ROW + s.x / 4u] = st.a4[l];
+                } else {
+                    for (var q = 0u; q < 4u; q++) {
+                        a_tile[a_half + (s.y + q) * A_ROW + s.x / 4u][s.x % 4u] = st.a4[l][q];
+                    }
+                }
+            }
+        }
+        for (var l = 0u; l < B_VLOADS; l++) {
+            let e = lid + l * THREADS;
+            if (B_VECS % THREADS == 0u || e < B_VECS) {
+                let s = b_vec_slot(e);
+                if (TRANS_B) {
+                    for (var q = 0u; q < 4u; q++) {
+                        b_tile[b_half + (s.y + q) * B_ROW + s.x / 4u][s.x % 4u] = st.b4[l][q];
+                    }
+                } else {
+                    b_tile[b_half + s.y * B_ROW + s.x / 4u] = st.b4[l];
+                }
+            }
+        }
+        return;
+    }
+    for (var l = 0u; l < A_LOADS; l++) {
+        let s = a_slot(lid + l * THREADS);
+        a_tile[a_half + s.y * A_ROW + s.x / 4u][s.x % 4u] = st.a[l];
+    }
+    for (var l = 0u; l < B_LOADS; l++) {
+        let s = b_slot(lid + l * THREADS);
+        b_tile[b_half + s.y * B_ROW + s.x / 4u][s.x % 4u] = st.b[l];
+    }
+}
+
+@compute @workgroup_size(THREADS)
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let m0 = wid.y * BM;
     let n0 = wid.x * BN;
@@ -152,8 +274,8 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     let slice = wid.z % SPLIT_K;
     set_batch(wid.z / SPLIT_K);
     c_base += slice * p.m * p.n;
-    let tx = lid % 16u;
-    let ty = lid / 16u;
+    let tx = lid % TX_N;
+    let ty = lid / TX_N;
     var k_begin = slice * p.k_chunk;
     var k_end = min(k_begin + p.k_chunk, p.k);
     if (CAUSAL == 1u) {
@@ -168,54 +290,32 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     }
 
     // This invocation's share of the stage at k_begin (none when k is empty).
-    var next_a: array<f32, A_LOADS>;
-    var next_b: array<f32, B_LOADS>;
+    var next: Stage;
     if (k_begin < k_end) {
-        for (var l = 0u; l < A_LOADS; l++) {
-            let s = a_slot(lid + l * THREADS);
-            next_a[l] = load_a(m0 + s.x, k_begin + s.y);
-        }
-        for (var l = 0u; l < B_LOADS; l++) {
-            let s = b_slot(lid + l * THREADS);
-            next_b[l] = load_b(k_begin + s.y, n0 + s.x);
-        }
+        next = fetch_stage(lid, m0, n0, k_begin);
     }
 
     // The half of the tiles this stage uses (always 0 without DOUBLE_BUFFER).
     var a_half = 0u;
     var b_half = 0u;
     for (var k0 = k_begin; k0 < k_end; k0 += BK) {
-        for (var l = 0u; l < A_LOADS; l++) {
-            let s = a_slot(lid + l * THREADS);
-            a_tile[a_half + s.y * A_ROW + s.x / 4u][s.x % 4u] = next_a[l];
-        }
-        for (var l = 0u; l < B_LOADS; l++) {
-            let s = b_slot(lid + l * THREADS);
-            b_tile[b_half + s.y * B_ROW + s.x / 4u][s.x % 4u] = next_b[l];
-        }
+        store_stage(lid, a_half, b_half, next);
         workgroupBarrier();
 
         // The next stage's loads are in flight while this one is multiplied.
         let k1 = k0 + BK;
         if (k1 < k_end) {
-            for (var l = 0u; l < A_LOADS; l++) {
-                let s = a_slot(lid + l * THREADS);
-                next_a[l] = load_a(m0 + s.x, k1 + s.y);
-            }
-            for (var l = 0u; l < B_LOADS; l++) {
-                let s = b_slot(lid + l * THREADS);
-                next_b[l] = load_b(k1 + s.y, n0 + s.x);
-            }
+            next = fetch_stage(lid, m0, n0, k1);
         }
 
         for (var kk = 0u; kk < BK; kk++) {
             var av: array<vec4<f32>, RM>;
             var bv: array<vec4<f32>, RN>;
             for (var r4 = 0u; r4 < RM; r4++) {
-                av[r4] = a_tile[a_half + kk * A_ROW + r4 * 16u + ty];
+                av[r4] = a_tile[a_half + kk * A_ROW + r4 * TY_N + ty];
             }
             for (var c4 = 0u; c4 < RN; c4++) {
-                bv[c4] = b_tile[b_half + kk * B_ROW + c4 * 16u + tx];
+                bv[c4] = b_tile[b_half + kk * B_ROW + c4 * TX_N + tx];
             }
             for (var r = 0u; r < TM; r++) {
                 let ar = vec4<f32>(av[r / 4u][r % 4u]);
@@ -236,9 +336,9 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 
     // Unsplit: C with the bias. Split: this slice's sums, at slice z of the partials.
     for (var r = 0u; r < TM; r++) {
-        let row = m0 + ((r / 4u) * 16u + ty) * 4u + r % 4u;
+        let row = m0 + ((r / 4u) * TY_N + ty) * 4u + r % 4u;
         for (var c4 = 0u; c4 < RN; c4++) {
-            let col0 = n0 + (c4 * 16u + tx) * 4u;
+            let col0 = n0 + (c4 * TX_N + tx) * 4u;
             let v = acc[r * RN + c4];
             for (var cc = 0u; cc < 4u; cc++) {
                 var value = v[cc];
@@ -256,14 +356,14 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 @compute @workgroup_size(256)
 fn matmul_split_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * THREADS + lid;
+    let i = flat_group(wid, nwg) * 256u + lid;
     let len = p.m * p.n;
     if (i >= len) {
         return;
     }
-    var sum = a[i];
+    var sum = a_at(i);
     for (var z = 1u; z < SPLIT_K; z++) {
-        sum += a[z * len + i];
+        sum += a_at(z * len + i);
     }
     c[i] = sum + bias_at(i % p.n);
 }
