@@ -31,6 +31,7 @@
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
 mod backend;
+mod copy_many;
 mod error;
 mod matmul;
 mod ops;

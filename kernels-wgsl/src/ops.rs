@@ -5,7 +5,7 @@ use std::future::Future;
 
 use tinygpt_tensor::{
     assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend,
-    CachedAttentionDims, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    CachedAttentionDims, CopyRange, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 use crate::matmul::{Causal, Gemm, Operand};
@@ -224,6 +224,10 @@ impl Backend for WgpuBackend {
         }
         let params = [u(len), u(src_offset), u(dst_offset), 0];
         self.run_1d(&K_COPY, &params, &[src.bind(), dst.bind()], len.div_ceil(WG));
+    }
+
+    fn copy_many(&self, copies: &[CopyRange<'_, Self::Storage>]) {
+        self.copy_many_grouped(copies)
     }
 
     fn flush(&self) -> impl Future<Output = Result<(), TensorError>> {

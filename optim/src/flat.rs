@@ -11,7 +11,7 @@
 //! by AdamW, and copied back into the model's tensors after every update. Nothing else
 //! writes a model's parameters, so the two stay equal between updates.
 
-use tinygpt_tensor::{Backend, Tensor};
+use tinygpt_tensor::{Backend, CopyRange, Tensor};
 
 use crate::groups::ParamGroup;
 
@@ -86,23 +86,50 @@ impl<B: Backend> FlatGroup<B> {
         self.param.numel()
     }
 
-    /// Copies every member's gradient into the flat gradient buffer.
+    /// Copies every member's gradient into the flat gradient buffer (`copy_many`).
     pub fn gather_grads(&self, grads: &[Option<Tensor<B>>]) {
-        let backend = self.grad.backend();
-        for slot in &self.slots {
+        copy_slots(self.grad.backend(), &self.slots, |slot| {
             let grad = grads[slot.index].as_ref().unwrap_or_else(|| {
                 panic!("parameter {} is in group {:?} but has no gradient", slot.index, self.group.name)
             });
             assert_eq!(grad.numel(), slot.len, "gradient of parameter {} has the wrong size", slot.index);
-            backend.copy(grad.storage(), 0, self.grad.storage(), slot.offset, slot.len);
-        }
+            CopyRange {
+                src: grad.storage(),
+                src_offset: 0,
+                dst: self.grad.storage(),
+                dst_offset: slot.offset,
+                len: slot.len,
+            }
+        });
     }
 
-    /// Copies the updated parameters back into the model's tensors.
+    /// Copies the updated parameters back into the model's tensors (`copy_many`).
     pub fn scatter_params(&self, params: &[Tensor<B>]) {
-        let backend = self.param.backend();
-        for slot in &self.slots {
-            backend.copy(self.param.storage(), slot.offset, params[slot.index].storage(), 0, slot.len);
+        copy_slots(self.param.backend(), &self.slots, |slot| CopyRange {
+            src: self.param.storage(),
+            src_offset: slot.offset,
+            dst: params[slot.index].storage(),
+            dst_offset: 0,
+            len: slot.len,
+        });
+    }
+}
+
+/// Copies per `copy_many` call: a chunk's ranges sit in a stack buffer, so a training step
+/// allocates nothing for its copies (see `tests/allocations.rs`).
+const COPY_CHUNK: usize = 32;
+
+/// `backend.copy_many` of `range(slot)` for every slot, [`COPY_CHUNK`] at a time.
+fn copy_slots<'a, B: Backend>(
+    backend: &B,
+    slots: &[Slot],
+    range: impl Fn(&Slot) -> CopyRange<'a, B::Storage>,
+) {
+    for chunk in slots.chunks(COPY_CHUNK) {
+        let mut buf = [range(&chunk[0]); COPY_CHUNK];
+        for (b, slot) in buf.iter_mut().zip(chunk).skip(1) {
+            *b = range(slot);
         }
+        backend.copy_many(&buf[..chunk.len()]);
     }
 }

@@ -2,7 +2,7 @@ use std::fmt::Debug;
 use std::future::Future;
 
 use crate::dims::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims, CopyRange,
     LayerNormGrads, LayerNormOut, MatmulDims,
 };
 use crate::dropout::DropoutMask;
@@ -67,6 +67,18 @@ pub trait Backend: Clone + Debug + 'static {
         dst_offset: usize,
         len: usize,
     );
+    /// Several [`Backend::copy`]s, with the same result as calling them in order, in as
+    /// few device operations as the backend can: an optimizer gathers ~100 gradients into
+    /// its flat buffer and scatters the updated weights back every step, and on a GPU each
+    /// separate copy is a dispatch behind a barrier. No copy may read or write a range that
+    /// another copy in `copies` writes (the gather's and the scatter's destinations are
+    /// disjoint), so the order within the list does not matter. Each copy's own rules are
+    /// [`Backend::copy`]'s.
+    fn copy_many(&self, copies: &[CopyRange<'_, Self::Storage>]) {
+        for c in copies {
+            self.copy(c.src, c.src_offset, c.dst, c.dst_offset, c.len);
+        }
+    }
     /// Waits until every op called so far has finished on the device, and reports a device
     /// failure (lost device, out of memory) as an error instead of a panic. Callers use it
     /// where they must know the work is done or failed (before timing a step, before saving)

@@ -3,6 +3,30 @@
 
 use crate::dropout::DropoutMask;
 
+/// One copy of [`crate::Backend::copy_many`]: `src[src_offset..][..len]` into
+/// `dst[dst_offset..][..len]`.
+#[derive(Debug)]
+pub struct CopyRange<'a, S> {
+    /// The buffer read.
+    pub src: &'a S,
+    /// First value read.
+    pub src_offset: usize,
+    /// The buffer written (another buffer than `src`).
+    pub dst: &'a S,
+    /// First value written.
+    pub dst_offset: usize,
+    /// Values copied (may be 0).
+    pub len: usize,
+}
+
+// (By hand: derived impls would ask `S: Copy`, and a range holds only references.)
+impl<S> Clone for CopyRange<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<S> Copy for CopyRange<'_, S> {}
+
 /// `C = op(A) · op(B) (+ bias)`, all row-major, where `op(A)` is `[m, k]` and `op(B)` is
 /// `[k, n]`. With `trans_a`, `A` is stored `[k, m]`; with `trans_b`, `B` is stored `[n, k]`.
 /// `bias`, when given, is `[n]` and added to every row of `C` (`[m, n]`).

@@ -1,4 +1,4 @@
-//! `copy`: bit-for-bit, in place on the destination, inside its bounds.
+//! `copy` and `copy_many`: bit-for-bit, in place on the destination, inside its bounds.
 //!
 //! A copy is not arithmetic, so results are compared bit for bit against what the backend
 //! itself reads back from the source (a backend that quiets NaNs on upload still passes).
@@ -6,7 +6,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::conformance::harness::{assert_unchanged, normal, read};
-use crate::{AdamWStep, Backend, Rng};
+use crate::{AdamWStep, Backend, CopyRange, Rng};
 
 fn bits(values: &[f32]) -> Vec<u32> {
     values.iter().map(|v| v.to_bits()).collect()
@@ -110,4 +110,89 @@ pub async fn copy_misuse_panics<B: Backend>(backend: &B) {
     }
     assert_unchanged(backend, &src, &src_data, "copy misuse: source").await;
     assert_unchanged(backend, &dst, &dst_data, "copy misuse: destination").await;
+}
+
+/// `copy_many` equals its copies done one by one: a gather of pieces of many buffers into
+/// one (the optimizer's gradients into its flat buffer), the scatter back out of one, and
+/// a list with neither shape; more pieces than a GPU dispatch binds, empty pieces among
+/// them, lengths across the parallel chunk size; untouched ranges stay as they were.
+pub async fn copy_many<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0xC0_3A7);
+    let lens = [1, 384, 0, 1537, 7, 300, 20_001, 64, 2, 999, 5];
+    let total: usize = lens.iter().sum();
+    let starts: Vec<usize> = lens.iter().scan(3, |at, &l| Some(std::mem::replace(at, *at + l + 1))).collect();
+    let flat_len = starts.last().unwrap() + lens.last().unwrap() + 2;
+    let pieces: Vec<(Vec<f32>, B::Storage)> = lens
+        .iter()
+        .map(|&l| {
+            let data = source(&mut rng, l + 4);
+            let buffer = backend.upload(&data);
+            (data, buffer)
+        })
+        .collect();
+
+    // Gather: piece i's [2..2 + len] into flat[starts[i]..].
+    let flat_data = normal(&mut rng, flat_len, 1.0);
+    let flat = backend.upload(&flat_data);
+    let mut held_pieces = Vec::new();
+    for (_, b) in &pieces {
+        held_pieces.push(read(backend, b, "piece").await);
+    }
+    let flat_held = read(backend, &flat, "flat").await;
+    let gather: Vec<CopyRange<'_, B::Storage>> = (0..lens.len())
+        .map(|i| CopyRange {
+            src: &pieces[i].1,
+            src_offset: 2,
+            dst: &flat,
+            dst_offset: starts[i],
+            len: lens[i],
+        })
+        .collect();
+    backend.copy_many(&gather);
+    let mut want = flat_held.clone();
+    for i in 0..lens.len() {
+        want[starts[i]..][..lens[i]].copy_from_slice(&held_pieces[i][2..][..lens[i]]);
+    }
+    assert_eq!(bits(&read(backend, &flat, "flat").await), bits(&want), "copy_many gather of {total} values");
+
+    // Scatter: flat[starts[i]..] back into piece i at offset 1 (a fresh source).
+    let source_data = source(&mut rng, flat_len);
+    let src = backend.upload(&source_data);
+    let src_held = read(backend, &src, "src").await;
+    let scatter: Vec<CopyRange<'_, B::Storage>> = (0..lens.len())
+        .map(|i| CopyRange {
+            src: &src,
+            src_offset: starts[i],
+            dst: &pieces[i].1,
+            dst_offset: 1,
+            len: lens[i],
+        })
+        .collect();
+    backend.copy_many(&scatter);
+    for i in 0..lens.len() {
+        let mut want = held_pieces[i].clone();
+        want[1..][..lens[i]].copy_from_slice(&src_held[starts[i]..][..lens[i]]);
+        let got = read(backend, &pieces[i].1, "piece").await;
+        assert_eq!(bits(&got), bits(&want), "copy_many scatter: piece {i} ({} values)", lens[i]);
+    }
+    assert_unchanged(backend, &src, &src_held, "copy_many scatter: source").await;
+
+    // Neither: pairs of distinct buffers.
+    let (a, b) = (backend.upload(&source(&mut rng, 50)), backend.upload(&normal(&mut rng, 60, 1.0)));
+    let (c, d) = (backend.upload(&source(&mut rng, 70)), backend.upload(&normal(&mut rng, 80, 1.0)));
+    let (a_held, b_held, c_held, d_held) = (
+        read(backend, &a, "a").await,
+        read(backend, &b, "b").await,
+        read(backend, &c, "c").await,
+        read(backend, &d, "d").await,
+    );
+    backend.copy_many(&[
+        CopyRange { src: &a, src_offset: 5, dst: &b, dst_offset: 10, len: 40 },
+        CopyRange { src: &c, src_offset: 0, dst: &d, dst_offset: 9, len: 70 },
+    ]);
+    let (mut b_want, mut d_want) = (b_held.clone(), d_held.clone());
+    b_want[10..50].copy_from_slice(&a_held[5..45]);
+    d_want[9..79].copy_from_slice(&c_held);
+    assert_eq!(bits(&read(backend, &b, "b").await), bits(&b_want), "copy_many: a into b");
+    assert_eq!(bits(&read(backend, &d, "d").await), bits(&d_want), "copy_many: c into d");
 }
