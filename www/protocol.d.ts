@@ -17,7 +17,11 @@ export type InMessage =
   | LoadMessage
   | DeleteMessage
   | ExportMessage
-  | ImportMessage;
+  | ImportMessage
+  | LoadBaseMessage
+  | TrainAdapterMessage
+  | ListAdaptersMessage
+  | LoadAdapterMessage;
 
 export interface InitMessage {
   type: 'init';
@@ -61,6 +65,11 @@ export interface SampleMessage {
   topP?: number;
   /** The sample ends right after any of these (compared as UTF-8 bytes). */
   stop?: string[];
+  /**
+   * LoRA: false samples the frozen base alone, true the base with the adapter (the adapter
+   * run's, else the one `loadAdapter` selected); absent: the current run as it trains.
+   */
+  adapter?: boolean;
 }
 
 export interface SaveMessage {
@@ -94,11 +103,48 @@ export interface ImportMessage {
   bytes: Uint8Array;
 }
 
+/** LoRA: the frozen base adapters train on and sample with. */
+export interface LoadBaseMessage {
+  type: 'loadBase';
+  source: BaseSource;
+  /** The saved run's checkpoint id (`checkpoint`). */
+  id?: string;
+  /** The `.safetensors` file (`upload`; for `builtin` worker.js fetches the bundled file). */
+  bytes?: Uint8Array;
+  name?: string;
+}
+
+/** LoRA: trains a fresh adapter `name` on the loaded base; saves go to the adapter store. */
+export interface TrainAdapterMessage {
+  type: 'trainAdapter';
+  name: string;
+  /** `qv-r4` or `qvo-r8`; or give rank, alpha and targets. */
+  preset?: string;
+  rank?: number;
+  alpha?: number;
+  targets?: string[];
+  /** training_config.json fields over the adapter defaults (lr 1e-3, no weight decay, …). */
+  trainingConfig?: Partial<TrainingConfig>;
+  dataset: DatasetInput;
+}
+
+export interface ListAdaptersMessage {
+  type: 'listAdapters';
+}
+
+/** LoRA: with `dataset` the adapter becomes the (paused) run; without, it is selected for sampling. */
+export interface LoadAdapterMessage {
+  type: 'loadAdapter';
+  name: string;
+  dataset?: DatasetInput;
+}
+
 export interface DatasetInput {
   name: string;
   bytes: Uint8Array;
 }
 
+export type BaseSource = 'builtin' | 'checkpoint' | 'upload';
 export type BackendChoice = 'auto' | 'webgpu' | 'wasm' | 'wasm-simd' | 'wasm-simd-threads';
 export type StorageChoice = 'auto' | 'opfs' | 'idb' | 'memory';
 
@@ -116,6 +162,10 @@ export type OutMessage =
   | DeletedMessage
   | ExportedMessage
   | DoneMessage
+  | BaseLoadedMessage
+  | AdapterSavedMessage
+  | AdaptersMessage
+  | AdapterLoadedMessage
   | ErrorMessage;
 
 export interface ReadyMessage {
@@ -184,6 +234,60 @@ export interface DoneMessage {
   step: number;
 }
 
+export interface BaseLoadedMessage {
+  type: 'baseLoaded';
+  base: BaseInfo;
+}
+
+export interface AdapterSavedMessage {
+  type: 'adapterSaved';
+  name: string;
+  id: string;
+  step: number;
+  bytes: number;
+}
+
+export interface AdaptersMessage {
+  type: 'adapters';
+  items: AdapterInfo[];
+  storage: StorageKind;
+}
+
+/** The adapter is the current run when `resumable`, else selected for sampling. */
+export interface AdapterLoadedMessage {
+  type: 'adapterLoaded';
+  name: string;
+  step: number;
+  resumable: boolean;
+}
+
+export interface BaseInfo {
+  name: string;
+  source: BaseSource;
+  modelConfig: ModelConfig;
+  params: number;
+  weightsSha256: string;
+}
+
+export interface AdapterInfo {
+  name: string;
+  rank: number;
+  alpha: number;
+  targetModules: string[];
+  baseName: string;
+  /** Trained on the loaded base (same weights hash). */
+  fitsBase: boolean;
+}
+
+export interface RunAdapter {
+  name: string;
+  rank: number;
+  alpha: number;
+  targetModules: string[];
+  params: number;
+  baseName: string;
+}
+
 export interface ErrorMessage {
   type: 'error';
   code: ErrorCode;
@@ -241,6 +345,8 @@ export interface RunInfo {
   maxSteps: number;
   history: LossPoint[];
   checkpointId?: string;
+  /** LoRA: the adapter this run trains on its frozen base. */
+  adapter?: RunAdapter;
 }
 
 export interface TrainingProgress {
@@ -293,6 +399,9 @@ export type ErrorCode =
   | 'deleteRefused'
   | 'diverged'
   | 'deviceLost'
+  | 'noBase'
+  | 'baseMismatch'
+  | 'adapterNotFound'
   | 'internal';
 
 // ---- the checkpoint file formats (snake_case, as in the files) -------------------------

@@ -156,6 +156,17 @@ async function load(backend) {
   return new pkg.WorkerApp(post, env, { hold: holdLock, release: releaseLock });
 }
 
+/** The bundled pretrained base (`dist/assets`, copied from cli/assets by build-web); fetched once. */
+let builtinBase;
+async function fetchBuiltinBase() {
+  if (!builtinBase) {
+    const response = await fetch(new URL('./assets/base-medium-shakespeare.safetensors', import.meta.url));
+    if (!response.ok) throw new Error(`The bundled base model could not be fetched (HTTP ${response.status}).`);
+    builtinBase = new Uint8Array(await response.arrayBuffer());
+  }
+  return builtinBase;
+}
+
 self.onmessage = (event) => {
   const message = event.data;
   // Anything may arrive (null, a number): only an object has a type; the wasm side says
@@ -173,6 +184,10 @@ self.onmessage = (event) => {
         message: 'The worker is not started yet: send {type: "init"} first, then this message again.',
       });
       return;
+    }
+    // The bundled LoRA base is a file beside the page; the wasm side takes its bytes.
+    if (type === 'loadBase' && message.source === 'builtin' && !message.bytes) {
+      message.bytes = await fetchBuiltinBase();
     }
     await app.handle(message);
     scheduleTick();

@@ -55,6 +55,11 @@ const FILES: [&str; 8] = [
     TRAINER_STATE,
 ];
 
+/// The name adapters give the bundled pretrained base (`--base builtin` in the CLI, "Bundled
+/// base" in the page): a `medium` model trained on TinyShakespeare, shipped as
+/// `cli/assets/base-medium-shakespeare.safetensors` (weights only).
+pub const BUILTIN_BASE_NAME: &str = "builtin (tinygpt-medium on TinyShakespeare)";
+
 /// Which base an adapter was trained on: its model name and the SHA-256 of its
 /// `weights.f32` bytes (see [`base_weights_sha256`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

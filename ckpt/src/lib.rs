@@ -29,6 +29,7 @@
 
 mod adapter;
 mod adapter_safetensors;
+mod adapter_shelf;
 #[cfg(not(target_arch = "wasm32"))]
 mod blocking;
 mod checkpoint;
@@ -55,9 +56,10 @@ pub mod web;
 
 pub use adapter::{
     base_weights_sha256, AdapterCheckpoint, AdapterConfigFile, AdapterStore, BaseRef, ADAPTER_CONFIG,
-    ADAPTER_M, ADAPTER_V, ADAPTER_WEIGHTS,
+    ADAPTER_M, ADAPTER_V, ADAPTER_WEIGHTS, BUILTIN_BASE_NAME,
 };
 pub use adapter_safetensors::{export_adapter_safetensors, import_adapter_safetensors, PEFT_PREFIX};
+pub use adapter_shelf::{check_name as check_adapter_name, AdapterShelf, Shelved, MAX_ADAPTER_NAME};
 #[cfg(not(target_arch = "wasm32"))]
 pub use blocking::CheckpointDir;
 pub use checkpoint::Checkpoint;

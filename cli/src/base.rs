@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use tinygpt_ckpt::{
     base_weights_sha256, import_safetensors, AdapterCheckpoint, AdapterStore, Checkpoint, DirStore,
-    LoadOptions,
+    LoadOptions, BUILTIN_BASE_NAME,
 };
 use tinygpt_tensor::block_on;
 
@@ -45,7 +45,7 @@ impl Base {
 pub fn load_base(arg: &Path, generation: Option<&str>) -> Result<Base, CliError> {
     if arg == Path::new(BUILTIN) && !arg.exists() {
         let ckpt = import_safetensors(BUILTIN_BASE, &LoadOptions::default())?;
-        return Ok(Base { name: "builtin (tinygpt-medium on TinyShakespeare)".into(), ckpt, dir: None });
+        return Ok(Base { name: BUILTIN_BASE_NAME.into(), ckpt, dir: None });
     }
     let ckpt = load(arg, generation)?.weights_only();
     Ok(Base { name: arg.display().to_string(), ckpt, dir: Some(arg.to_path_buf()) })

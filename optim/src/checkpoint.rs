@@ -4,7 +4,7 @@
 //! training code: a checkpoint is configs, progress and flat vectors as data, and only the
 //! trainer knows how to read its state out of the device and put it back.
 
-use tinygpt_ckpt::Checkpoint;
+use tinygpt_ckpt::{AdapterCheckpoint, BaseRef, Checkpoint};
 use tinygpt_model::Dataset;
 use tinygpt_tensor::Backend;
 
@@ -40,5 +40,28 @@ impl<B: Backend> Trainer<B> {
             history: ckpt.loss_history,
         };
         Trainer::resume(backend, ckpt.model_config, ckpt.training_config, dataset, state)
+    }
+
+    /// An adapter run's whole state for the adapter store: the adapter's weights and moments
+    /// read back from the device, progress, history, configs, and `base`, the base it trains
+    /// on. Refused for a run that trains the whole model.
+    pub async fn adapter_checkpoint(&self, base: BaseRef) -> Result<AdapterCheckpoint, TrainError> {
+        let adapter = self.adapter().ok_or_else(|| TrainError::InvalidConfig {
+            field: "adapter",
+            reason: "this run trains the whole model, not an adapter".into(),
+        })?;
+        let state = self.resume_state().await?;
+        Ok(AdapterCheckpoint {
+            base,
+            model_config: self.model().config().clone(),
+            lora: adapter.config().clone(),
+            training_config: self.config().clone(),
+            dataset: self.dataset().manifest().clone(),
+            progress: state.progress,
+            loss_history: state.history,
+            weights: state.weights,
+            adam_m: state.adam_m,
+            adam_v: state.adam_v,
+        })
     }
 }

@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 mod adamw;
+mod adapter_run;
 #[cfg(feature = "ckpt")]
 mod checkpoint;
 pub mod early_stop;
@@ -16,6 +17,7 @@ mod schedule;
 mod trainer;
 
 pub use adamw::AdamW;
+pub use adapter_run::{adapter_training_config, ADAPTER_INIT_SALT, DEFAULT_ADAPTER_STEPS};
 pub use error::TrainError;
 pub use evaluation::{Evaluation, EVAL_SALT_TRAIN, EVAL_SALT_VAL};
 pub use flat::Slot;

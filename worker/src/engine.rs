@@ -7,16 +7,26 @@
 //! only forwards each call to the variant in use (the `on_session!` match), so no session
 //! code is written per backend.
 
-use tinygpt_ckpt::Checkpoint;
+use std::rc::Rc;
+
+use tinygpt_ckpt::{AdapterCheckpoint, Checkpoint};
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::WgpuBackend;
 
+use crate::adapters::BaseModel;
 use crate::checkpoints::{restore, snapshot};
 use crate::clock::Clock;
 use crate::error::WorkerError;
 use crate::interrupt::Interrupt;
 use crate::protocol::{DatasetInput, EngineKind, OutMessage, RunState};
-use crate::session::{SampleRequest, Session, TickOutcome, TrainRequest};
+use crate::session::{adapter_snapshot, AdapterRequest, SampleRequest, Session, TickOutcome, TrainRequest};
+
+/// A run's state to save: a full checkpoint, or an adapter run's adapter (by its name).
+#[derive(Debug)]
+pub enum Snapshot {
+    Run(Checkpoint),
+    Adapter { name: String, ckpt: AdapterCheckpoint },
+}
 
 /// A session on the CPU or on the GPU.
 #[derive(Debug)]
@@ -143,12 +153,48 @@ impl Engine {
         on_session!(self, s => s.tick_async(budget_ms, clock, interrupt).await)
     }
 
-    /// The current run as a checkpoint (weights and moments read back); `None` without a run.
-    pub async fn snapshot(&self) -> Option<Result<Checkpoint, WorkerError>> {
+    /// The current run as a checkpoint, or an adapter run's adapter (weights and moments
+    /// read back); `None` without a run.
+    pub async fn snapshot(&self) -> Option<Result<Snapshot, WorkerError>> {
         on_session!(self, s => match s.run() {
-            Some(run) => Some(snapshot(run).await),
+            Some(run) => Some(match adapter_snapshot(run).await {
+                Some(adapter) => adapter.map(|(name, ckpt)| Snapshot::Adapter { name, ckpt }),
+                None => snapshot(run).await.map(Snapshot::Run),
+            }),
             None => None,
         })
+    }
+
+    /// LoRA: the loaded base, if any.
+    pub fn base(&self) -> Option<Rc<BaseModel>> {
+        on_session!(self, s => s.base())
+    }
+
+    /// LoRA: makes `base` the base adapters train on and sample with: `baseLoaded`.
+    pub fn load_base(&mut self, base: Rc<BaseModel>) -> Vec<OutMessage> {
+        on_session!(self, s => s.load_base(base))
+    }
+
+    /// LoRA: a fresh adapter run on the loaded base.
+    pub fn start_adapter(
+        &mut self,
+        request: AdapterRequest,
+        dataset: DatasetInput,
+        now_ms: f64,
+    ) -> Result<Vec<OutMessage>, WorkerError> {
+        on_session!(self, s => s.start_adapter(request, dataset, now_ms))
+    }
+
+    /// LoRA: a stored adapter onto the loaded base, as a paused run (with its text) or
+    /// selected for sampling (without).
+    pub fn load_adapter(
+        &mut self,
+        name: String,
+        ckpt: AdapterCheckpoint,
+        dataset: Option<&DatasetInput>,
+        now_ms: f64,
+    ) -> Result<Vec<OutMessage>, WorkerError> {
+        on_session!(self, s => s.load_adapter(name, ckpt, dataset, now_ms))
     }
 
     /// Records that the run's state at `step` was saved as checkpoint `id`.

@@ -11,7 +11,7 @@ use crate::error::WorkerError;
 use crate::protocol::{ErrorCode, InMessage};
 
 /// The message types the worker understands, in PROTOCOL.md's order.
-pub const MESSAGE_TYPES: [&str; 12] = [
+pub const MESSAGE_TYPES: [&str; 16] = [
     "init",
     "train",
     "pause",
@@ -24,6 +24,10 @@ pub const MESSAGE_TYPES: [&str; 12] = [
     "delete",
     "export",
     "import",
+    "loadBase",
+    "trainAdapter",
+    "listAdapters",
+    "loadAdapter",
 ];
 
 /// What arrived, as far as it matters for the words of the answer.

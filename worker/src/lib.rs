@@ -3,11 +3,13 @@
 //! Layout: [`protocol`] (the messages, plain serde), [`session`] (one run, advanced in
 //! time-budgeted ticks; it trains and evaluates in row [`parts`] of a batch),
 //! [`sampler`] (a `tinygpt_model::Generation` streamed as text, a token at a time),
-//! [`presets`] (what the picker shows), [`engine`] (the session on the CPU or WebGPU backend
+//! [`presets`] (what the picker shows), [`adapters`] (LoRA: the frozen base and the adapter
+//! store; the adapter runs themselves are sessions' runs, `session/lora.rs`), [`engine`] (the session on the CPU or WebGPU backend
 //! `init` chose) and [`self_test`] (the numerics check a GPU must pass first). Everything above compiles and is tested natively;
 //! `web` (wasm32 only) binds it to JavaScript and to the browser checkpoint stores. The JS
 //! side is `www/worker.js`; the protocol is documented in `PROTOCOL.md`.
 
+pub mod adapters;
 pub mod checkpoints;
 pub mod clock;
 pub mod engine;

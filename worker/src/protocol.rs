@@ -53,6 +53,11 @@ pub enum InMessage {
         /// The sample ends right after any of these (their UTF-8 bytes); none by default.
         #[serde(default)]
         stop: Option<Vec<String>>,
+        /// LoRA: `false` samples the frozen base alone, `true` the base with the adapter
+        /// (the adapter run's, else the one `loadAdapter` selected); absent: the current run
+        /// as it trains (base + adapter for an adapter run), else the loaded base.
+        #[serde(default)]
+        adapter: Option<bool>,
     },
     /// Saves the current run now.
     Save,
@@ -76,6 +81,57 @@ pub enum InMessage {
         #[serde(with = "serde_bytes")]
         bytes: Vec<u8>,
     },
+    /// LoRA: makes a frozen base the one adapters train on and sample with: `baseLoaded`,
+    /// then `adapters`. `builtin`: the bundled pretrained base (worker.js fetches its file
+    /// into `bytes`); `checkpoint`: saved run `id` of the checkpoint store; `upload`: a
+    /// `.safetensors` checkpoint in `bytes` (weights only or full), called `name`.
+    LoadBase {
+        source: BaseSource,
+        #[serde(default)]
+        id: Option<String>,
+        #[serde(default, with = "serde_bytes")]
+        bytes: Option<Vec<u8>>,
+        #[serde(default)]
+        name: Option<String>,
+    },
+    /// LoRA: trains a fresh adapter called `name` on the loaded base (frozen) over
+    /// `dataset`, replacing the current run: `preset` (`qv-r4`, `qvo-r8`), or `rank`,
+    /// `alpha` and `targets`; `trainingConfig` fields over the adapter defaults. Saves go to
+    /// the adapter store under `name` (`adapterSaved`).
+    TrainAdapter {
+        name: String,
+        #[serde(default)]
+        preset: Option<String>,
+        #[serde(default)]
+        rank: Option<usize>,
+        #[serde(default)]
+        alpha: Option<f32>,
+        #[serde(default)]
+        targets: Option<Vec<String>>,
+        #[serde(default)]
+        training_config: Option<serde_json::Value>,
+        dataset: DatasetInput,
+    },
+    /// LoRA: the adapters stored in this browser: `adapters`.
+    ListAdapters,
+    /// LoRA: adapter `name` onto the loaded base (refused with `baseMismatch` when it was
+    /// trained on another base). With `dataset` (the text it trained on) it becomes the
+    /// current run, paused (`runStarted`, `status`; `resume` continues it); without, it is
+    /// selected for sampling only. Answered first by `adapterLoaded`.
+    LoadAdapter {
+        name: String,
+        #[serde(default)]
+        dataset: Option<DatasetInput>,
+    },
+}
+
+/// Where `loadBase` takes the base from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaseSource {
+    Builtin,
+    Checkpoint,
+    Upload,
 }
 
 /// A text to train on: a display name and its raw bytes (the byte-v1 tokens).
@@ -190,6 +246,29 @@ pub enum OutMessage {
         reason: DoneReason,
         step: usize,
     },
+    /// LoRA: the base adapters now train on and sample with.
+    BaseLoaded {
+        base: BaseInfo,
+    },
+    /// LoRA: an adapter run was saved (periodically, at `stop`, at the end, or by `save`).
+    AdapterSaved {
+        name: String,
+        id: String,
+        step: usize,
+        bytes: u64,
+    },
+    /// LoRA: the stored adapters, by name.
+    Adapters {
+        items: Vec<AdapterInfo>,
+        storage: StoreKind,
+    },
+    /// LoRA: adapter `name` (at `step`) is on the base: the current run when `resumable`,
+    /// else selected for sampling.
+    AdapterLoaded {
+        name: String,
+        step: usize,
+        resumable: bool,
+    },
     Error {
         code: ErrorCode,
         message: String,
@@ -282,6 +361,50 @@ pub struct RunInfo {
     /// The checkpoint it was loaded from, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_id: Option<String>,
+    /// LoRA: the adapter this run trains on its frozen base (absent: the whole model trains).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<RunAdapter>,
+}
+
+/// A base as the LoRA panel shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BaseInfo {
+    /// What adapters call it (`base_model.name`).
+    pub name: String,
+    pub source: BaseSource,
+    pub model_config: ModelConfig,
+    pub params: usize,
+    /// SHA-256 of its weights.f32 bytes: an adapter loads only onto the base it names.
+    pub weights_sha256: String,
+}
+
+/// A stored adapter as the LoRA panel lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdapterInfo {
+    pub name: String,
+    pub rank: usize,
+    pub alpha: f32,
+    pub target_modules: Vec<String>,
+    /// The base it was trained on.
+    pub base_name: String,
+    /// Whether it was trained on the loaded base (same weights hash); false without a base.
+    pub fits_base: bool,
+}
+
+/// The adapter an adapter run trains.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAdapter {
+    /// Its name in the adapter store.
+    pub name: String,
+    pub rank: usize,
+    pub alpha: f32,
+    pub target_modules: Vec<String>,
+    /// Trained parameters (the base's are frozen).
+    pub params: usize,
+    pub base_name: String,
 }
 
 /// One chart point: a step's training loss, and the validation loss where one was measured.
@@ -386,5 +509,11 @@ pub enum ErrorCode {
     /// The GPU failed mid-run (device lost, out of GPU memory): training stopped, the last
     /// checkpoint is intact, and the page offers to continue on WebAssembly from it.
     DeviceLost,
+    /// LoRA: an adapter message needs a base (`loadBase` first).
+    NoBase,
+    /// LoRA: the adapter was trained on another base (its weights hash differs).
+    BaseMismatch,
+    /// LoRA: no adapter of that name is stored, or `sample {adapter: true}` without one.
+    AdapterNotFound,
     Internal,
 }

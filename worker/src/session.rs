@@ -20,22 +20,30 @@
 //! device has finished (its last `progress` follows `done`). So commands stay prompt on a
 //! GPU whose units take longer than the 200 ms a command may wait.
 
+use std::rc::Rc;
+
 use serde_json::Value;
+use tinygpt_ckpt::{AdapterCheckpoint, BaseRef};
 use tinygpt_model::memory::WASM32_ADDRESS_SPACE;
-use tinygpt_model::{check_training_memory, Dataset, ModelConfig, SampleConfig, Split};
+use tinygpt_model::{check_training_memory, Dataset, Gpt, ModelConfig, SampleConfig, Split};
 use tinygpt_optim::{Evaluation, Overrides, Recipe, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
+use crate::adapters::BaseModel;
 use crate::clock::Clock;
 use crate::error::WorkerError;
 use crate::interrupt::Interrupt;
 use crate::locks::run_lock_name;
 use crate::parts::rows_per_part;
 use crate::protocol::{
-    DatasetInput, DoneReason, EngineKind, ErrorCode, LossPoint, OutMessage, RunInfo, RunState,
+    DatasetInput, DoneReason, EngineKind, ErrorCode, LossPoint, OutMessage, RunAdapter, RunInfo, RunState,
     TrainingProgress,
 };
 use crate::sampler::Sampler;
+
+mod lora;
+use lora::merged_model;
+pub use lora::{adapter_snapshot, AdapterRequest};
 
 /// Progress goes out at most this often (and whenever something notable happens), so the
 /// page gets several updates a second without a message per step.
@@ -65,6 +73,9 @@ pub struct SampleRequest {
     pub top_p: f32,
     /// Byte sequences that end the sample.
     pub stop: Vec<Vec<u8>>,
+    /// LoRA: `Some(false)` the base alone, `Some(true)` base + adapter, `None` the current
+    /// model (see `InMessage::Sample`).
+    pub adapter: Option<bool>,
 }
 
 /// One run and how far it got.
@@ -74,6 +85,9 @@ pub struct Run<B: Backend> {
     pub state: RunState,
     /// The checkpoint the run was loaded from or last saved to.
     pub checkpoint_id: Option<String>,
+    /// LoRA: the adapter's name in the adapter store and the base it trains on (`None`: the
+    /// run trains the whole model).
+    pub adapter: Option<AdapterRunInfo>,
     /// The step of the last checkpoint written (or loaded).
     pub saved_step: usize,
     /// Batch rows a unit of training or validation covers (see [`crate::parts`]).
@@ -107,17 +121,48 @@ pub struct TickOutcome {
     pub busy: bool,
 }
 
+/// What an adapter run saves under, and on which base.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdapterRunInfo {
+    pub name: String,
+    pub base: BaseRef,
+}
+
+/// The model a sample runs on (chosen as it starts; see [`Session::sample`]).
+#[derive(Debug)]
+enum SampleModel<B: Backend> {
+    /// The run's model (for an adapter run: the frozen base alone).
+    Run,
+    /// The adapter run's base with its adapter as it is now, merged once the readback is in.
+    RunMerged,
+    /// A model built for this sample: the loaded base, alone or with the selected adapter.
+    Own(Box<Gpt<B>>),
+}
+
 #[derive(Debug)]
 pub struct Session<B: Backend> {
     backend: B,
     kind: EngineKind,
     run: Option<Run<B>>,
     sampler: Option<Sampler<B>>,
+    sample_model: SampleModel<B>,
+    /// LoRA: the frozen base adapters train on and sample with.
+    base: Option<Rc<BaseModel>>,
+    /// LoRA: an adapter `loadAdapter` selected for sampling (no run).
+    selected: Option<(String, AdapterCheckpoint)>,
 }
 
 impl<B: Backend> Session<B> {
     pub fn new(backend: B, kind: EngineKind) -> Self {
-        Session { backend, kind, run: None, sampler: None }
+        Session {
+            backend,
+            kind,
+            run: None,
+            sampler: None,
+            sample_model: SampleModel::Run,
+            base: None,
+            selected: None,
+        }
     }
 
     pub fn backend(&self) -> &B {
@@ -176,6 +221,7 @@ impl<B: Backend> Session<B> {
         let run = Run {
             state,
             rows_per_part,
+            adapter: None,
             saved_step: if checkpoint_id.is_some() { step } else { 0 },
             checkpoint_id,
             eval: None,
@@ -273,7 +319,7 @@ impl<B: Backend> Session<B> {
     /// Begins sampling with the current model; text arrives from later ticks. A sample
     /// still in progress is cancelled: its `sampleDone {cancelled: true}` is returned.
     pub fn sample(&mut self, request: SampleRequest, now_ms: f64) -> Result<Vec<OutMessage>, WorkerError> {
-        if self.run.is_none() {
+        if self.run.is_none() && self.base.is_none() {
             return Err(WorkerError::no_run("sample from"));
         }
         if !(request.temperature.is_finite() && request.temperature >= 0.0) {
@@ -303,13 +349,16 @@ impl<B: Backend> Session<B> {
             reason[..1].make_ascii_uppercase();
             return Err(WorkerError::new(ErrorCode::InvalidConfig, format!("{reason}.")));
         }
+        let model = self.sample_model_for(request.adapter)?;
         let cancelled = self.cancel_sample(now_ms);
+        self.sample_model = model;
         self.sampler = Some(Sampler::new(request.prompt.as_bytes(), config, now_ms));
         Ok(cancelled.into_iter().collect())
     }
 
     /// Ends the sample in progress, if any: its `sampleDone {cancelled: true}`.
     fn cancel_sample(&mut self, now_ms: f64) -> Option<OutMessage> {
+        self.sample_model = SampleModel::Run;
         self.sampler.take().map(|s| s.done_message(now_ms, true))
     }
 
@@ -346,10 +395,17 @@ impl<B: Backend> Session<B> {
         clock: &dyn Clock,
         out: &mut TickOutcome,
     ) -> Result<(), WorkerError> {
-        let (Some(sampler), Some(run)) = (self.sampler.as_mut(), self.run.as_ref()) else {
-            return Ok(());
+        if matches!(self.sample_model, SampleModel::RunMerged) {
+            if let Some(run) = self.run.as_ref() {
+                self.sample_model = SampleModel::Own(Box::new(merged_model(&run.trainer).await?));
+            }
+        }
+        let model = match (&self.sample_model, self.run.as_ref()) {
+            (SampleModel::Own(model), _) => model,
+            (_, Some(run)) => run.trainer.model(),
+            (_, None) => return Ok(()),
         };
-        let model = run.trainer.model();
+        let Some(sampler) = self.sampler.as_mut() else { return Ok(()) };
         let mut chunk = String::new();
         while !sampler.is_done() {
             chunk.push_str(&sampler.advance(model).await?);
@@ -363,6 +419,7 @@ impl<B: Backend> Session<B> {
         if sampler.is_done() {
             out.messages.push(sampler.done_message(clock.now_ms(), false));
             self.sampler = None;
+            self.sample_model = SampleModel::Run;
         }
         Ok(())
     }
@@ -530,6 +587,14 @@ impl<B: Backend> Run<B> {
 fn run_info<B: Backend>(run: &Run<B>) -> RunInfo {
     let t = &run.trainer;
     RunInfo {
+        adapter: run.adapter.as_ref().zip(t.adapter()).map(|(a, lora)| RunAdapter {
+            name: a.name.clone(),
+            rank: lora.config().rank,
+            alpha: lora.config().alpha,
+            target_modules: lora.config().target_modules.clone(),
+            params: lora.config().param_count(t.model().config()),
+            base_name: a.base.name.clone(),
+        }),
         model_config: t.model().config().clone(),
         training_config: t.config().clone(),
         dataset: t.dataset().manifest().clone(),

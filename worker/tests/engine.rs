@@ -7,7 +7,7 @@ use serde_json::json;
 use tinygpt_kernels_wgsl::testing::shared_backend;
 use tinygpt_tensor::block_on;
 use tinygpt_worker::clock::SystemClock;
-use tinygpt_worker::engine::Engine;
+use tinygpt_worker::engine::{Engine, Snapshot};
 use tinygpt_worker::interrupt::Interrupt;
 use tinygpt_worker::protocol::{DatasetInput, EngineKind, OutMessage, RunState};
 use tinygpt_worker::self_test::self_test;
@@ -70,7 +70,9 @@ fn a_webgpu_engine_trains_reports_webgpu_and_its_checkpoint_continues_on_the_cpu
     messages.extend(block_on(engine.stop_async()).unwrap());
     assert!(messages.iter().any(|m| matches!(m, OutMessage::Done { step: 6, .. })), "{messages:?}");
     assert!(engine.needs_save());
-    let ckpt = block_on(engine.snapshot()).expect("a run").unwrap();
+    let Snapshot::Run(ckpt) = block_on(engine.snapshot()).expect("a run").unwrap() else {
+        panic!("a full run snapshots a full checkpoint")
+    };
     assert_eq!(ckpt.progress.step, 6);
 
     let mut cpu = Engine::cpu(EngineKind::WasmSimd);

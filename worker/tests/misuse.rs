@@ -38,6 +38,7 @@ fn sample(max_tokens: usize) -> SampleRequest {
         seed: 7,
         top_p: 1.0,
         stop: vec![],
+        adapter: None,
     }
 }
 

@@ -206,6 +206,7 @@ fn in_samples() -> Vec<InMessage> {
             seed: 1,
             top_p: Some(0.9),
             stop: Some(vec!["\n\n".into()]),
+            adapter: Some(true),
         },
         InMessage::Save,
         InMessage::ListCheckpoints,
@@ -213,6 +214,23 @@ fn in_samples() -> Vec<InMessage> {
         InMessage::Delete { id: "gen-000001".into() },
         InMessage::Export { id: Some("gen-000001".into()) },
         InMessage::Import { bytes: vec![1, 2, 3] },
+        InMessage::LoadBase {
+            source: BaseSource::Checkpoint,
+            id: Some("gen-000001".into()),
+            bytes: Some(vec![1, 2]),
+            name: Some("my base".into()),
+        },
+        InMessage::TrainAdapter {
+            name: "code".into(),
+            preset: Some("qv-r4".into()),
+            rank: Some(4),
+            alpha: Some(8.0),
+            targets: Some(vec!["q_proj".into(), "v_proj".into()]),
+            training_config: Some(serde_json::to_value(TrainingConfig::default()).unwrap()),
+            dataset: dataset_input(),
+        },
+        InMessage::ListAdapters,
+        InMessage::LoadAdapter { name: "code".into(), dataset: Some(dataset_input()) },
     ];
     for s in &samples {
         match s {
@@ -227,7 +245,11 @@ fn in_samples() -> Vec<InMessage> {
             | InMessage::Load { .. }
             | InMessage::Delete { .. }
             | InMessage::Export { .. }
-            | InMessage::Import { .. } => {}
+            | InMessage::Import { .. }
+            | InMessage::LoadBase { .. }
+            | InMessage::TrainAdapter { .. }
+            | InMessage::ListAdapters
+            | InMessage::LoadAdapter { .. } => {}
         }
     }
     samples
@@ -284,6 +306,14 @@ fn out_samples() -> Vec<OutMessage> {
                 max_steps: 10,
                 history: loss_points(),
                 checkpoint_id: Some("gen-000001".into()),
+                adapter: Some(RunAdapter {
+                    name: "code".into(),
+                    rank: 4,
+                    alpha: 8.0,
+                    target_modules: vec!["q_proj".into(), "v_proj".into()],
+                    params: 8192,
+                    base_name: "builtin".into(),
+                }),
             },
         },
         OutMessage::Progress(TrainingProgress {
@@ -317,6 +347,28 @@ fn out_samples() -> Vec<OutMessage> {
         OutMessage::Deleted { id: "gen-000001".into() },
         OutMessage::Exported { file_name: "x.safetensors".into(), bytes: vec![0, 255] },
         OutMessage::Done { reason: DoneReason::Stopped, step: 2 },
+        OutMessage::BaseLoaded {
+            base: BaseInfo {
+                name: "builtin".into(),
+                source: BaseSource::Builtin,
+                model_config: ModelConfig::reference(),
+                params: 838_400,
+                weights_sha256: "ab".into(),
+            },
+        },
+        OutMessage::AdapterSaved { name: "code".into(), id: "gen-000001".into(), step: 2, bytes: 32768 },
+        OutMessage::Adapters {
+            items: vec![AdapterInfo {
+                name: "code".into(),
+                rank: 4,
+                alpha: 8.0,
+                target_modules: vec!["q_proj".into()],
+                base_name: "builtin".into(),
+                fits_base: true,
+            }],
+            storage: StoreKind::Opfs,
+        },
+        OutMessage::AdapterLoaded { name: "code".into(), step: 2, resumable: false },
         OutMessage::Error { code: ErrorCode::EmptyDataset, message: "empty".into() },
     ];
     for s in &samples {
@@ -332,6 +384,10 @@ fn out_samples() -> Vec<OutMessage> {
             | OutMessage::Deleted { .. }
             | OutMessage::Exported { .. }
             | OutMessage::Done { .. }
+            | OutMessage::BaseLoaded { .. }
+            | OutMessage::AdapterSaved { .. }
+            | OutMessage::Adapters { .. }
+            | OutMessage::AdapterLoaded { .. }
             | OutMessage::Error { .. } => {}
         }
     }
@@ -361,6 +417,9 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
         E::DeleteRefused,
         E::Diverged,
         E::DeviceLost,
+        E::NoBase,
+        E::BaseMismatch,
+        E::AdapterNotFound,
         E::Internal,
     ];
     for c in codes {
@@ -381,6 +440,9 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
             | E::DeleteRefused
             | E::Diverged
             | E::DeviceLost
+            | E::NoBase
+            | E::BaseMismatch
+            | E::AdapterNotFound
             | E::Internal => {}
         }
     }
@@ -396,6 +458,12 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
         BackendChoice::WasmSimdThreads,
     ];
     let storage_choices = [StoreChoice::Auto, StoreChoice::Opfs, StoreChoice::Idb, StoreChoice::Memory];
+    let sources = [BaseSource::Builtin, BaseSource::Checkpoint, BaseSource::Upload];
+    for s in sources {
+        match s {
+            BaseSource::Builtin | BaseSource::Checkpoint | BaseSource::Upload => {}
+        }
+    }
     let schedules = [tinygpt_optim::ScheduleKind::Constant, tinygpt_optim::ScheduleKind::Cosine];
     for b in backends {
         match b {
@@ -437,6 +505,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
         ("BackendChoice", values(&choices)),
         ("StorageChoice", values(&storage_choices)),
         ("ScheduleKind", values(&schedules)),
+        ("BaseSource", values(&sources)),
     ]
 }
 

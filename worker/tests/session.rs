@@ -206,6 +206,7 @@ fn sampling_streams_the_same_text_as_generate() {
         seed: 7,
         top_p: 1.0,
         stop: vec![],
+        adapter: None,
     };
     s.sample(request, 0.0).unwrap();
     let (messages, _) = run_until_idle(&mut s, 0.0);

@@ -8,6 +8,7 @@
 //! pkg/simd-threads/...                      SIMD + threads (wasm-bindgen-rayon, shared memory)
 //! vendor/uplot/uPlot.esm.js, uPlot.min.css  from node_modules (npm ci)
 //! data/tinyshakespeare.txt                  the default dataset
+//! assets/base-medium-shakespeare.safetensors  the bundled LoRA base (from cli/assets)
 //! build-info.json                           variants and the wasm-bindgen version
 //! ```
 //! Each variant builds into its own target dir (`target/wasm-<variant>`), because they
@@ -105,6 +106,11 @@ pub fn build() -> Result<(), String> {
     copy_file(&uplot.join("uPlot.esm.js"), &dist.join("vendor/uplot/uPlot.esm.js"))?;
     copy_file(&uplot.join("uPlot.min.css"), &dist.join("vendor/uplot/uPlot.min.css"))?;
     copy_file(&root.join("data/tinyshakespeare.txt"), &dist.join("data/tinyshakespeare.txt"))?;
+    // The bundled LoRA base (the CLI's `--base builtin`), fetched by worker.js for `loadBase`.
+    copy_file(
+        &root.join("cli/assets/base-medium-shakespeare.safetensors"),
+        &dist.join("assets/base-medium-shakespeare.safetensors"),
+    )?;
     let info = serde_json::json!({
         "variants": VARIANTS.iter().map(|v| v.name).collect::<Vec<_>>(),
         "wasmBindgen": locked_wasm_bindgen_version()?,

@@ -19,8 +19,10 @@ use tinygpt_ckpt::{
     Checkpoint, CheckpointDir, DirStore,
 };
 use tinygpt_model::{Dataset, Gpt, Lora, LoraConfig, Params, Split};
-use tinygpt_optim::{GroupOptions, ResumeState, TrainError, Trainer, TrainingConfig};
-use tinygpt_tensor::{block_on, Backend, Rng};
+use tinygpt_optim::{
+    adapter_training_config, GroupOptions, ResumeState, Trainer, TrainingConfig, DEFAULT_ADAPTER_STEPS,
+};
+use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::{LoraExportArgs, LoraImportArgs, LoraListArgs, LoraMergeArgs, LoraTrainArgs};
 use crate::base::{adapter_dir, load_adapter, load_base, merged_weights, Base, ADAPTERS_DIR};
@@ -81,20 +83,24 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
         None => {
             let lora = lora_config(&args)?;
             lora.validate(&base.ckpt.model_config)?;
-            let steps = run_config::positive("--steps", args.steps.unwrap_or(1000))?;
-            let lr = args.lr.unwrap_or(tinygpt_model::DEFAULT_LORA_LEARNING_RATE as f64) as f32;
-            let training = TrainingConfig {
-                max_steps: steps,
-                learning_rate: lr,
-                min_lr: lr / 10.0,
-                warmup_steps: (steps / 20).min(100),
-                weight_decay: args.weight_decay,
-                eval_interval: args.eval_interval.min(steps).max(1),
-                batch_size: args.batch.unwrap_or(base.ckpt.training_config.batch_size),
-                seed: args.seed.unwrap_or(base.ckpt.training_config.seed),
-                ..TrainingConfig::default()
-            };
-            training.validate().map_err(TrainError::from)?;
+            let steps = run_config::positive("--steps", args.steps.unwrap_or(DEFAULT_ADAPTER_STEPS as i64))?;
+            let mut fields = serde_json::json!({
+                "max_steps": steps,
+                "weight_decay": args.weight_decay,
+                "eval_interval": args.eval_interval.min(steps).max(1),
+            });
+            let named = [
+                ("learning_rate", args.lr.map(serde_json::Value::from)),
+                ("batch_size", args.batch.map(serde_json::Value::from)),
+                ("seed", args.seed.map(serde_json::Value::from)),
+            ];
+            for (name, value) in named {
+                if let Some(v) = value {
+                    fields[name] = v;
+                }
+            }
+            let fields = fields.as_object().cloned().unwrap_or_default();
+            let training = adapter_training_config(&base.ckpt.training_config, fields)?;
             (lora, training)
         }
     };
@@ -126,11 +132,7 @@ impl WithBackend for TrainAdapter {
                 };
                 Trainer::resume_adapter(model, adapter, options, training, dataset, state)?
             }
-            None => {
-                let adapter =
-                    Lora::init(&backend, &model_config, lora, &mut Rng::new(training.seed ^ LORA_SALT))?;
-                Trainer::new_adapter(model, adapter, options, training, dataset)?
-            }
+            None => Trainer::start_adapter(model, lora, options, training, dataset)?,
         };
         let base_ref = BaseRef { name: base.name.clone(), weights_sha256: base.weights_sha256() };
         let store = AdapterStore::new(DirStore::open(&args.out)?);
@@ -189,9 +191,6 @@ impl WithBackend for TrainAdapter {
         Ok(())
     }
 }
-
-/// Salt for the adapter's initial A draw, apart from the batch sampler's.
-const LORA_SALT: u64 = 0x10FA_0000_0000_0004;
 
 fn save<B: Backend>(
     store: &AdapterStore<DirStore>,

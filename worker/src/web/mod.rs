@@ -24,19 +24,20 @@ use tinygpt_optim::TrainingConfig;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{future_to_promise, JsFuture};
 
+use crate::adapters::{Adapters, BaseModel};
 use crate::checkpoints::Checkpoints;
 use crate::clock::{Clock, SystemClock};
-use crate::engine::Engine;
+use crate::engine::{Engine, Snapshot};
 use crate::error::WorkerError;
 use crate::incoming::{unreadable, Received};
 use crate::interrupt::Interrupt;
 use crate::locks::{run_lock_name, STORE_LOCK};
 use crate::presets::preset_infos;
 use crate::protocol::{
-    BackendChoice, Capabilities, EngineKind, ErrorCode, InMessage, OutMessage, StoreChoice, StoreKind,
-    WebgpuInfo,
+    BackendChoice, BaseSource, Capabilities, EngineKind, ErrorCode, InMessage, OutMessage, StoreChoice,
+    StoreKind, WebgpuInfo,
 };
-use crate::session::{resolve_configs, SampleRequest, TrainRequest};
+use crate::session::{resolve_configs, AdapterRequest, SampleRequest, TrainRequest};
 
 /// What only the JS side can see, passed to the constructor.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
@@ -92,6 +93,8 @@ impl Drop for Held<'_> {
 struct Inner {
     session: Slot,
     store: RefCell<Option<Rc<Checkpoints<WebStore>>>>,
+    /// LoRA adapters (a second store of the same kind).
+    adapters: RefCell<Option<Rc<Adapters<WebStore>>>>,
     /// Why training is not on WebGPU, once `init` chose the engine (`None`: it is).
     backend_note: RefCell<Option<String>>,
     /// The first `init` chose the engine; later ones keep it (a run may exist).
@@ -137,6 +140,7 @@ impl WorkerApp {
             backend_note: RefCell::new(None),
             engine_chosen: RefCell::new(false),
             store: RefCell::new(None),
+            adapters: RefCell::new(None),
             storage_note: RefCell::new(None),
             warned_no_storage: RefCell::new(false),
             post,
@@ -290,10 +294,11 @@ impl Inner {
                 }
                 Ok(())
             }
-            InMessage::Sample { prompt, max_tokens, temperature, top_k, seed, top_p, stop } => {
+            InMessage::Sample { prompt, max_tokens, temperature, top_k, seed, top_p, stop, adapter } => {
                 let top_p = top_p.unwrap_or(1.0);
                 let stop = stop.unwrap_or_default().into_iter().map(String::into_bytes).collect();
-                let request = SampleRequest { prompt, max_tokens, temperature, top_k, seed, top_p, stop };
+                let request =
+                    SampleRequest { prompt, max_tokens, temperature, top_k, seed, top_p, stop, adapter };
                 self.post_all(self.session()?.sample(request, self.now()))
             }
             InMessage::Save => self.save(true).await,
@@ -322,7 +327,84 @@ impl Inner {
                 self.post(&OutMessage::CheckpointSaved { id, step, bytes });
                 self.post_list().await
             }
+            InMessage::LoadBase { source, id, bytes, name } => {
+                let base = match source {
+                    BaseSource::Builtin => {
+                        BaseModel::builtin(&require_bytes(bytes, "the bundled base's file")?)?
+                    }
+                    BaseSource::Upload => {
+                        let name = name.unwrap_or_else(|| "uploaded base".into());
+                        BaseModel::from_safetensors(
+                            name,
+                            source,
+                            &require_bytes(bytes, "the uploaded file")?,
+                        )?
+                    }
+                    BaseSource::Checkpoint => {
+                        let id = id.ok_or_else(|| {
+                            WorkerError::new(
+                                ErrorCode::BadMessage,
+                                "loadBase from a checkpoint needs its \"id\".",
+                            )
+                        })?;
+                        let ckpt = self.require_store()?.load(&id).await?;
+                        let name = name.unwrap_or_else(|| {
+                            format!(
+                                "{} on {} (checkpoint {id})",
+                                ckpt.model_config.model_name, ckpt.dataset.name
+                            )
+                        });
+                        BaseModel::new(name, source, ckpt)?
+                    }
+                };
+                let out = self.session()?.load_base(Rc::new(base));
+                out.iter().for_each(|m| self.post(m));
+                self.post_adapters().await
+            }
+            InMessage::TrainAdapter { name, preset, rank, alpha, targets, training_config, dataset } => {
+                let request = AdapterRequest { name, preset, rank, alpha, targets, training_config };
+                let out = self.session()?.start_adapter(request, dataset, self.now())?;
+                *self.warned_no_storage.borrow_mut() = false;
+                out.iter().for_each(|m| self.post(m));
+                Ok(())
+            }
+            InMessage::ListAdapters => self.post_adapters().await,
+            InMessage::LoadAdapter { name, dataset } => {
+                let adapters = self.require_adapters()?;
+                let base = self.session()?.base().ok_or_else(|| {
+                    WorkerError::new(
+                        ErrorCode::NoBase,
+                        "Load a base model first, then load an adapter onto it.",
+                    )
+                })?;
+                let ckpt = adapters.load(&name, &base).await?;
+                let out = self.session()?.load_adapter(name, ckpt, dataset.as_ref(), self.now())?;
+                out.iter().for_each(|m| self.post(m));
+                Ok(())
+            }
         }
+    }
+
+    fn require_adapters(&self) -> Result<Rc<Adapters<WebStore>>, WorkerError> {
+        self.require_store()?;
+        self.adapters.borrow().clone().ok_or_else(|| {
+            WorkerError::new(
+                ErrorCode::StorageUnavailable,
+                "Browser storage for adapters could not be opened.",
+            )
+        })
+    }
+
+    async fn post_adapters(&self) -> Result<(), WorkerError> {
+        let adapters = self.adapters.borrow().clone();
+        let Some(adapters) = adapters else {
+            self.post(&OutMessage::Adapters { items: Vec::new(), storage: StoreKind::None });
+            return Ok(());
+        };
+        let base = self.session()?.base();
+        let items = adapters.list(base.as_deref()).await?;
+        self.post(&OutMessage::Adapters { items, storage: adapters.kind() });
+        Ok(())
     }
 
     /// Takes a Web Lock: true once held, false when `wait` is false and another context
@@ -403,10 +485,22 @@ impl Inner {
             *self.backend_note.borrow_mut() = note;
             *self.engine_chosen.borrow_mut() = true;
         }
-        let (storage, note) = storage::open(choice).await;
+        let (storage, note) = storage::open(choice, storage::STORE_NAME).await;
         *self.storage_note.borrow_mut() = note.clone();
         let kind = storage.as_ref().map_or(StoreKind::None, storage::kind);
         *self.store.borrow_mut() = storage.map(|s| Rc::new(Checkpoints::new(s, kind)));
+        // Adapters go where checkpoints go (the same kind of store, beside it).
+        let adapter_choice = match kind {
+            StoreKind::Opfs => StoreChoice::Opfs,
+            StoreKind::Indexeddb => StoreChoice::Idb,
+            StoreKind::Memory => StoreChoice::Memory,
+            StoreKind::None => choice,
+        };
+        let (adapters, _) = storage::open(adapter_choice, storage::ADAPTER_STORE_NAME).await;
+        *self.adapters.borrow_mut() = adapters.map(|s| {
+            let kind = storage::kind(&s);
+            Rc::new(Adapters::new(s, kind))
+        });
         let (quota_bytes, usage_bytes) = estimate().await;
         let capabilities = Capabilities {
             backend: self.session()?.kind(),
@@ -442,9 +536,20 @@ impl Inner {
         };
         let snapshot = self.session()?.snapshot().await;
         let ckpt = match snapshot {
-            Some(ckpt) => ckpt?,
+            Some(snapshot) => snapshot?,
             None if explicit => return Err(WorkerError::no_run("save")),
             None => return Ok(()),
+        };
+        let ckpt = match ckpt {
+            Snapshot::Run(ckpt) => ckpt,
+            Snapshot::Adapter { name, ckpt } => {
+                let adapters = self.require_adapters()?;
+                let step = ckpt.progress.step;
+                let (id, bytes) = self.with_store_lock(adapters.save(&name, &ckpt)).await?;
+                self.session()?.mark_saved(step, &name);
+                self.post(&OutMessage::AdapterSaved { name, id, step, bytes });
+                return self.post_adapters().await;
+            }
         };
         let step = ckpt.progress.step;
         let (id, bytes) = self.with_store_lock(store.save(&ckpt)).await?;
@@ -462,6 +567,11 @@ impl Inner {
         self.post(&OutMessage::Checkpoints { items, storage: store.kind() });
         Ok(())
     }
+}
+
+/// The bytes a `loadBase` carries, or a plain refusal naming what is missing.
+fn require_bytes(bytes: Option<Vec<u8>>, what: &str) -> Result<Vec<u8>, WorkerError> {
+    bytes.ok_or_else(|| WorkerError::new(ErrorCode::BadMessage, format!("loadBase needs \"bytes\": {what}.")))
 }
 
 /// Decodes a page message; what cannot be read is answered in the protocol's words.

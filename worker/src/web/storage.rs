@@ -9,14 +9,18 @@ use crate::protocol::{StoreChoice, StoreKind};
 /// The OPFS directory and the IndexedDB database checkpoints live in.
 pub const STORE_NAME: &str = "tinygpt-checkpoints";
 
-/// Opens the storage `choice` asks for: the store (`None` when nothing could be opened),
-/// and a note saying why the preferred one was not used, if it was not.
-pub async fn open(choice: StoreChoice) -> (Option<WebStore>, Option<String>) {
+/// The OPFS directory and the IndexedDB database LoRA adapters live in (all of them,
+/// whatever their base: see `tinygpt_ckpt::AdapterShelf`).
+pub const ADAPTER_STORE_NAME: &str = "tinygpt-adapters";
+
+/// Opens the storage `choice` asks for, called `name`: the store (`None` when nothing could
+/// be opened), and a note saying why the preferred one was not used, if it was not.
+pub async fn open(choice: StoreChoice, name: &str) -> (Option<WebStore>, Option<String>) {
     let opened = match choice {
         StoreChoice::Memory => Ok((WebStore::memory(), None)),
-        StoreChoice::Idb => WebStore::indexed_db(STORE_NAME).await.map(|s| (s, None)),
-        StoreChoice::Opfs => WebStore::opfs(STORE_NAME).await.map(|s| (s, None)),
-        StoreChoice::Auto => WebStore::open_noting_fallback(STORE_NAME).await,
+        StoreChoice::Idb => WebStore::indexed_db(name).await.map(|s| (s, None)),
+        StoreChoice::Opfs => WebStore::opfs(name).await.map(|s| (s, None)),
+        StoreChoice::Auto => WebStore::open_noting_fallback(name).await,
     };
     match opened {
         Ok((store, passed_over)) => (Some(store), passed_over.map(|e| e.to_string())),

@@ -1,0 +1,263 @@
+//! The session's LoRA side: the frozen base (`loadBase`), adapter runs (`trainAdapter`,
+//! `loadAdapter` with its text), an adapter selected for sampling (`loadAdapter` without),
+//! and which model a sample runs on — the base alone or base + adapter, so the page can
+//! put the two side by side.
+//!
+//! An adapter run is an ordinary [`Run`] whose trainer trains only the adapter
+//! (`Trainer::start_adapter`, the CLI's `lora train` path), so progress, pause, stop and
+//! periodic saves are the full runs' own. Base + adapter samples run on the merged
+//! weights (`W' = W + (alpha/r)·B·A`, `tinygpt_model::lora::merge`), which give the
+//! adapted model's logits with the plain (cached) forward.
+
+use std::rc::Rc;
+
+use serde_json::Value;
+use tinygpt_ckpt::AdapterCheckpoint;
+use tinygpt_model::{Dataset, Gpt, Lora, LoraConfig, Params};
+use tinygpt_optim::{adapter_training_config, GroupOptions, ResumeState, Trainer};
+use tinygpt_tensor::Backend;
+
+use super::{check_fits_wasm32, AdapterRunInfo, Run, SampleModel, Session};
+use crate::adapters::BaseModel;
+use crate::error::WorkerError;
+use crate::protocol::{DatasetInput, ErrorCode, OutMessage, RunState};
+
+/// What `trainAdapter` asks for, before validation.
+#[derive(Clone, Debug, Default)]
+pub struct AdapterRequest {
+    pub name: String,
+    pub preset: Option<String>,
+    pub rank: Option<usize>,
+    pub alpha: Option<f32>,
+    pub targets: Option<Vec<String>>,
+    pub training_config: Option<Value>,
+}
+
+impl AdapterRequest {
+    /// The adapter's shape: the preset, or rank/alpha/targets (rank 4, alpha 2·rank,
+    /// `q_proj,v_proj` where left out); no preset and nothing else is `qv-r4`.
+    pub fn lora_config(&self) -> Result<LoraConfig, WorkerError> {
+        let custom = self.rank.is_some() || self.alpha.is_some() || self.targets.is_some();
+        let config = match (&self.preset, custom) {
+            (Some(_), true) => {
+                return Err(WorkerError::new(
+                    ErrorCode::InvalidConfig,
+                    "Give an adapter preset or rank, alpha and targets, not both.",
+                ))
+            }
+            (Some(name), false) => LoraConfig::preset(name),
+            (None, false) => LoraConfig::preset("qv-r4"),
+            (None, true) => {
+                let rank = self.rank.unwrap_or(4);
+                let targets = self.targets.clone().unwrap_or_else(|| vec!["q_proj".into(), "v_proj".into()]);
+                let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+                LoraConfig::new(rank, self.alpha.unwrap_or(2.0 * rank as f32), &targets)
+            }
+        };
+        Ok(config?)
+    }
+}
+
+impl<B: Backend> Session<B> {
+    /// The loaded base, if any.
+    pub fn base(&self) -> Option<Rc<BaseModel>> {
+        self.base.clone()
+    }
+
+    /// The adapter selected for sampling, if any.
+    pub fn selected_adapter(&self) -> Option<&str> {
+        self.selected.as_ref().map(|(name, _)| name.as_str())
+    }
+
+    /// Makes `base` the one adapters train on and sample with: `baseLoaded`. The current run
+    /// stays (an adapter run keeps its own base); a selected adapter of another base is
+    /// dropped.
+    pub fn load_base(&mut self, base: Rc<BaseModel>) -> Vec<OutMessage> {
+        if self.selected.as_ref().is_some_and(|(_, a)| a.base.weights_sha256 != base.weights_sha256) {
+            self.selected = None;
+        }
+        let info = base.info();
+        self.base = Some(base);
+        vec![OutMessage::BaseLoaded { base: info }]
+    }
+
+    fn require_base(&self, what: &str) -> Result<&BaseModel, WorkerError> {
+        self.base.as_deref().ok_or_else(|| {
+            WorkerError::new(
+                ErrorCode::NoBase,
+                format!("Load a base model first (the bundled one, a saved run or a file), then {what}."),
+            )
+        })
+    }
+
+    /// The base as a model on this session's backend.
+    fn base_model(&self, base: &BaseModel, weights: &[f32]) -> Result<Gpt<B>, WorkerError> {
+        let config = base.ckpt.model_config.clone();
+        Ok(Gpt::new(config.clone(), Params::from_flat(&self.backend, &config, weights)?)?)
+    }
+
+    /// Starts a fresh adapter run on the loaded base, replacing the current run:
+    /// `runStarted` (with `run.adapter`), `status`.
+    pub fn start_adapter(
+        &mut self,
+        request: AdapterRequest,
+        dataset: DatasetInput,
+        now_ms: f64,
+    ) -> Result<Vec<OutMessage>, WorkerError> {
+        let base = self.require_base("train an adapter on it")?;
+        tinygpt_ckpt::check_adapter_name(&request.name).map_err(crate::adapters::name_error)?;
+        let lora = request.lora_config()?;
+        lora.validate(&base.ckpt.model_config)?;
+        let fields = match request.training_config {
+            Some(Value::Object(map)) => map,
+            None | Some(Value::Null) => Default::default(),
+            Some(other) => {
+                return Err(WorkerError::new(
+                    ErrorCode::InvalidConfig,
+                    format!("The training config must be an object, not {other}."),
+                ))
+            }
+        };
+        let training = adapter_training_config(&base.ckpt.training_config, fields)?;
+        let model_config = &base.ckpt.model_config;
+        check_fits_wasm32(model_config, training.batch_size)?;
+        let data = Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training.seed)?;
+        let model = self.base_model(base, &base.ckpt.weights)?;
+        let options = GroupOptions { weight_decay: training.weight_decay, lr_scale: 1.0 };
+        let info = AdapterRunInfo { name: request.name, base: base.reference() };
+        let trainer = Trainer::start_adapter(model, lora, options, training, data)?;
+        Ok(self.install_adapter(trainer, info, None, RunState::Training, now_ms))
+    }
+
+    /// Adapter `name` (its latest stored generation) on the loaded base: with `dataset` (its
+    /// text) the current run, paused; without, selected for sampling. `adapterLoaded`,
+    /// then `runStarted` and `status` for a run.
+    pub fn load_adapter(
+        &mut self,
+        name: String,
+        ckpt: AdapterCheckpoint,
+        dataset: Option<&DatasetInput>,
+        now_ms: f64,
+    ) -> Result<Vec<OutMessage>, WorkerError> {
+        let base = self.require_base("load an adapter onto it")?;
+        let step = ckpt.progress.step;
+        let Some(dataset) = dataset else {
+            self.selected = Some((name.clone(), ckpt));
+            return Ok(vec![OutMessage::AdapterLoaded { name, step, resumable: false }]);
+        };
+        let model_config = &base.ckpt.model_config;
+        check_fits_wasm32(model_config, ckpt.training_config.batch_size)?;
+        let data =
+            Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, ckpt.dataset.seed)?;
+        if data.manifest().dataset_id != ckpt.dataset.dataset_id {
+            return Err(WorkerError::new(
+                ErrorCode::DatasetMismatch,
+                format!(
+                    "Adapter \"{name}\" was trained on \"{}\" ({} bytes), not on \"{}\". Give that text to continue \
+                     training it, or load it without text to sample with it.",
+                    ckpt.dataset.name, ckpt.dataset.raw_bytes, dataset.name
+                ),
+            ));
+        }
+        let model = self.base_model(base, &base.ckpt.weights)?;
+        let adapter = Lora::from_flat(&self.backend, model_config, ckpt.lora.clone(), &ckpt.weights)?;
+        let options = GroupOptions { weight_decay: ckpt.training_config.weight_decay, lr_scale: 1.0 };
+        let info = AdapterRunInfo { name: name.clone(), base: base.reference() };
+        let state = ResumeState {
+            weights: Vec::new(),
+            adam_m: ckpt.adam_m,
+            adam_v: ckpt.adam_v,
+            progress: ckpt.progress,
+            history: ckpt.loss_history,
+        };
+        let trainer = Trainer::resume_adapter(model, adapter, options, ckpt.training_config, data, state)?;
+        let mut out = vec![OutMessage::AdapterLoaded { name, step, resumable: true }];
+        let id = Some(info.name.clone());
+        out.extend(self.install_adapter(trainer, info, id, RunState::Paused, now_ms));
+        Ok(out)
+    }
+
+    fn install_adapter(
+        &mut self,
+        trainer: Trainer<B>,
+        info: AdapterRunInfo,
+        id: Option<String>,
+        state: RunState,
+        now_ms: f64,
+    ) -> Vec<OutMessage> {
+        let mut out = self.install(trainer, id, state, now_ms);
+        if let Some(run) = self.run.as_mut() {
+            run.adapter = Some(info);
+            // runStarted went out before the adapter was set: say it again with it.
+            if let Some(OutMessage::RunStarted { run: started }) =
+                out.iter_mut().find(|m| matches!(m, OutMessage::RunStarted { .. }))
+            {
+                *started = run.info();
+            }
+        }
+        out
+    }
+
+    /// Which model a sample with `adapter` (see `InMessage::Sample`) runs on.
+    pub(super) fn sample_model_for(&self, adapter: Option<bool>) -> Result<SampleModel<B>, WorkerError> {
+        let adapter_run = self.run.as_ref().is_some_and(|r: &Run<B>| r.trainer.adapter().is_some());
+        match (adapter, adapter_run) {
+            // The adapter run's own frozen base, or base + its adapter as trained so far.
+            (Some(false), true) => Ok(SampleModel::Run),
+            (None | Some(true), true) => Ok(SampleModel::RunMerged),
+            (Some(false), false) => match &self.base {
+                Some(base) => Ok(SampleModel::Own(Box::new(self.base_model(base, &base.ckpt.weights)?))),
+                None => Ok(SampleModel::Run),
+            },
+            (Some(true), false) => self.selected_model()?.ok_or_else(|| {
+                WorkerError::new(
+                    ErrorCode::AdapterNotFound,
+                    "No adapter to sample with: train one, or load one from the adapter list.",
+                )
+            }),
+            (None, false) if self.run.is_some() => Ok(SampleModel::Run),
+            (None, false) => match self.selected_model()? {
+                Some(model) => Ok(model),
+                None => {
+                    let base = self.require_base("sample from it")?;
+                    Ok(SampleModel::Own(Box::new(self.base_model(base, &base.ckpt.weights)?)))
+                }
+            },
+        }
+    }
+
+    /// The loaded base with the selected adapter merged in, if an adapter is selected.
+    fn selected_model(&self) -> Result<Option<SampleModel<B>>, WorkerError> {
+        let Some(((_, ckpt), base)) = self.selected.as_ref().zip(self.base.as_ref()) else { return Ok(None) };
+        let config = &base.ckpt.model_config;
+        let merged = tinygpt_model::lora::merge(config, &ckpt.lora, &base.ckpt.weights, &ckpt.weights)?;
+        Ok(Some(SampleModel::Own(Box::new(self.base_model(base, &merged)?))))
+    }
+}
+
+/// The adapter run's model with its adapter merged in, as it is now (both read back).
+pub(super) async fn merged_model<B: Backend>(trainer: &Trainer<B>) -> Result<Gpt<B>, WorkerError> {
+    let model = trainer.model();
+    let Some(adapter) = trainer.adapter() else {
+        return Err(WorkerError::new(
+            ErrorCode::Internal,
+            "Internal error: a merged sample without an adapter.",
+        ));
+    };
+    let config = model.config();
+    let base = model.params().to_flat().await?;
+    let weights = adapter.to_flat().await?;
+    let merged = tinygpt_model::lora::merge(config, adapter.config(), &base, &weights)?;
+    let backend = model.params().tensors()[0].backend().clone();
+    Ok(Gpt::new(config.clone(), Params::from_flat(&backend, config, &merged)?)?)
+}
+
+/// An adapter run's state for the adapter store: `(name, checkpoint)`; `None` for a run
+/// that trains the whole model.
+pub async fn adapter_snapshot<B: Backend>(
+    run: &Run<B>,
+) -> Option<Result<(String, AdapterCheckpoint), WorkerError>> {
+    let info = run.adapter.as_ref()?;
+    let captured = run.trainer.adapter_checkpoint(info.base.clone()).await;
+    Some(captured.map(|c| (info.name.clone(), c)).map_err(WorkerError::from))
+}
