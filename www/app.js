@@ -10,6 +10,7 @@ import { Notices } from './lib/notices.js';
 import { Settings } from './lib/settings.js';
 import { renderCheckpoints } from './lib/checkpoints.js';
 import { renderCapabilities } from './lib/capabilities.js';
+import { LoraPanel } from './lib/lora.js';
 import * as datasets from './lib/dataset.js';
 import { formatBytes, formatDuration, formatLoss } from './lib/format.js';
 
@@ -55,6 +56,7 @@ const settings = new Settings({
 });
 
 let client = null;
+const lora = new LoraPanel({ client: () => client, state, notices, sampleSettings });
 
 // ---- worker ----------------------------------------------------------------------------
 
@@ -75,11 +77,12 @@ function startWorker(backend) {
     notices.info(title, `At step ${m.step}.${why}`);
   });
   client.on('sampleChunk', (m) => {
-    $('sample-output').textContent += m.text;
+    // The LoRA panel's side-by-side samples go to its own panes.
+    if (!lora.sampling) $('sample-output').textContent += m.text;
   });
   client.on('sampleDone', (m) => {
     // A cancelled sample was ended by a newer sample or a new run, which set the state.
-    if (m.cancelled) return;
+    if (m.cancelled || lora.sampling) return;
     state.sampling = false;
     $('sample-stats').textContent = `${m.text.length} characters at ${m.tokensPerSecond.toFixed(1)} tokens/s`;
     updateButtons();
@@ -109,6 +112,8 @@ function startWorker(backend) {
   });
   client.on('crashed', onCrashed);
   client.on('*', (m) => window.tinygpt.messages.push(m.type));
+  // After the page's own handlers, so they see the LoRA panel's comparison as still running.
+  lora.attach(client);
 }
 
 /**
@@ -333,6 +338,7 @@ function updateButtons() {
   $('sample-best').disabled = !bestCheckpoint() || s === 'training';
   $('sample-best').title = s === 'training' ? 'Pause or stop training first: the best checkpoint replaces this run.' : '';
   $('save-now').disabled = !hasRun;
+  lora.update();
 }
 
 /** Storage use changes with every save; the page can ask the browser directly. */
@@ -473,12 +479,9 @@ function offerResume() {
   $('resume-last').onclick = () => resumeCheckpoint(latest);
 }
 
-function generate() {
-  state.sampling = true;
-  $('sample-output').textContent = $('prompt').value;
-  $('sample-stats').textContent = 'Sampling…';
-  client.send({
-    type: 'sample',
+/** The Generate card's sampling settings (a `sample` message's fields). */
+function sampleSettings() {
+  return {
     prompt: $('prompt').value,
     maxTokens: Math.max(1, Math.round(Number($('length').value))),
     temperature: Number($('temperature').value),
@@ -487,7 +490,14 @@ function generate() {
     seed: $('seed').value === '' ? Math.floor(Math.random() * 2 ** 32) : Math.max(0, Math.round(Number($('seed').value))),
     // One stop sequence; `\n` and `\t` in the field stand for a newline and a tab.
     stop: $('stop').value === '' ? [] : [$('stop').value.replaceAll('\\n', '\n').replaceAll('\\t', '\t')],
-  });
+  };
+}
+
+function generate() {
+  state.sampling = true;
+  $('sample-output').textContent = $('prompt').value;
+  $('sample-stats').textContent = 'Sampling…';
+  client.send({ type: 'sample', ...sampleSettings() });
   updateButtons();
 }
 
@@ -532,7 +542,7 @@ function resetRun() {
 }
 
 async function main() {
-  window.tinygpt = { state, chart, messages: [], get client() { return client; } };
+  window.tinygpt = { state, chart, lora, messages: [], get client() { return client; } };
   setupDataset();
   setupControls();
   if (navigator.storage && navigator.storage.persist) {

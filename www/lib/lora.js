@@ -1,0 +1,216 @@
+// The LoRA panel: load a frozen base, train an adapter on the Dataset card's text, list the
+// saved adapters and switch between them, and sample the base alone and base + adapter side
+// by side. Everything runs in the worker (worker/PROTOCOL.md, "LoRA"); this only sends
+// messages and renders what comes back.
+
+const $ = (id) => document.getElementById(id);
+
+export class LoraPanel {
+  /**
+   * @param {{client: () => any, state: object, notices: any, sampleSettings: () => object}} options
+   */
+  constructor({ client, state, notices, sampleSettings }) {
+    this.client = client;
+    this.page = state;
+    this.notices = notices;
+    this.sampleSettings = sampleSettings;
+    /** What the test and the buttons read: the base, the adapters, the side-by-side samples. */
+    this.state = { base: null, adapters: [], selected: null, comparing: null, samples: { base: null, adapter: null } };
+    this.setupControls();
+  }
+
+  /** Wires a (new) worker client's LoRA messages. */
+  attach(client) {
+    client.on('ready', () => client.send({ type: 'listAdapters' }));
+    client.on('baseLoaded', (m) => {
+      this.state.base = m.base;
+      this.state.selected = null;
+      const c = m.base.modelConfig;
+      $('lora-base').textContent =
+        `${m.base.name}: ${m.base.params.toLocaleString('en-US')} parameters (${c.n_layers} layers, d ${c.d_model}, ` +
+        `context ${c.context_length}), weights sha256 ${m.base.weightsSha256.slice(0, 12)}…`;
+      this.update();
+    });
+    client.on('adapters', (m) => {
+      this.state.adapters = m.items;
+      this.render();
+    });
+    client.on('adapterSaved', (m) => {
+      $('storage-line').textContent = `Saved adapter ${m.name} (${m.id}) at step ${m.step}.`;
+    });
+    client.on('adapterLoaded', (m) => {
+      this.state.selected = m.name;
+      this.notices.info(
+        `Adapter ${m.name} loaded.`,
+        m.resumable ? `Paused at step ${m.step}: press Resume to train on.` : `Step ${m.step}; press "Sample both" to compare.`,
+      );
+      this.render();
+    });
+    client.on('runStarted', ({ run }) => {
+      if (run.adapter) this.state.selected = run.adapter.name;
+      this.update();
+    });
+    client.on('sampleChunk', (m) => {
+      if (this.state.comparing) $(`lora-sample-${this.state.comparing}`).textContent += m.text;
+    });
+    client.on('sampleDone', (m) => this.onSampleDone(m));
+    client.on('error', () => {
+      // A refused sample ends the comparison.
+      if (this.state.comparing) {
+        this.state.comparing = null;
+        this.update();
+      }
+    });
+  }
+
+  /** Whether the panel owns the sample in progress (the Generate card then ignores it). */
+  get sampling() {
+    return this.state.comparing != null;
+  }
+
+  setupControls() {
+    $('lora-base-source').onchange = (e) => {
+      $('lora-upload-field').hidden = e.target.value !== 'upload';
+    };
+    $('lora-preset').onchange = (e) => {
+      document.querySelectorAll('.lora-custom').forEach((el) => (el.hidden = e.target.value !== 'custom'));
+    };
+    $('lora-load-base').onclick = () => this.loadBase();
+    $('lora-train').onclick = () => this.train();
+    $('lora-compare').onclick = () => this.compare();
+  }
+
+  async loadBase() {
+    const source = $('lora-base-source').value;
+    if (source === 'builtin') {
+      this.client().send({ type: 'loadBase', source });
+    } else if (source === 'checkpoint') {
+      const newest = this.page.checkpoints[0];
+      if (!newest) {
+        this.notices.error('checkpointNotFound', 'There is no saved run yet: train one, or use the bundled base.');
+        return;
+      }
+      this.client().send({ type: 'loadBase', source, id: newest.id });
+    } else {
+      const file = $('lora-base-file').files[0];
+      if (!file) {
+        this.notices.error('badCheckpoint', 'Choose a .safetensors file first (from "Export" or `tinygpt export`).');
+        return;
+      }
+      const bytes = new Uint8Array(await file.arrayBuffer());
+      this.client().send({ type: 'loadBase', source, bytes, name: file.name }, [bytes.buffer]);
+    }
+  }
+
+  train() {
+    const d = this.page.dataset;
+    const number = (id) => ($(id).value === '' ? undefined : Number($(id).value));
+    const trainingConfig = { max_steps: number('lora-steps'), learning_rate: number('lora-lr') };
+    if (number('lora-batch') !== undefined) trainingConfig.batch_size = number('lora-batch');
+    if (number('lora-seed') !== undefined) trainingConfig.seed = number('lora-seed');
+    const preset = $('lora-preset').value;
+    const shape =
+      preset === 'custom'
+        ? {
+            rank: number('lora-rank'),
+            alpha: number('lora-alpha'),
+            targets: $('lora-targets').value.split(',').map((t) => t.trim()).filter(Boolean),
+          }
+        : { preset };
+    $('sample-output').textContent = '';
+    this.client().send({
+      type: 'trainAdapter',
+      name: $('lora-name').value.trim(),
+      ...shape,
+      trainingConfig,
+      dataset: { name: d.name, bytes: d.bytes.slice() },
+    });
+  }
+
+  /** Samples the base alone, then base + adapter, with the same settings and seed. */
+  compare() {
+    const settings = this.sampleSettings();
+    this.state.samples = { base: null, adapter: null };
+    this.state.compareSettings = settings;
+    this.startSample('base');
+  }
+
+  startSample(which) {
+    this.state.comparing = which;
+    $(`lora-sample-${which}`).textContent = this.state.compareSettings.prompt;
+    this.client().send({ type: 'sample', ...this.state.compareSettings, adapter: which === 'adapter' });
+    this.update();
+  }
+
+  onSampleDone(m) {
+    const which = this.state.comparing;
+    if (!which || m.cancelled) return;
+    this.state.samples[which] = m.text;
+    if (which === 'base') {
+      this.startSample('adapter');
+    } else {
+      this.state.comparing = null;
+      this.update();
+    }
+  }
+
+  /** The adapter a sample with `adapter: true` uses: the adapter run's, else the selected one. */
+  currentAdapter() {
+    return this.page.run?.adapter?.name || this.state.selected;
+  }
+
+  render() {
+    const tbody = $('adapter-rows');
+    if (!this.state.adapters.length) {
+      tbody.innerHTML = '<tr class="empty"><td colspan="4">No adapters yet.</td></tr>';
+      this.update();
+      return;
+    }
+    tbody.replaceChildren(
+      ...this.state.adapters.map((a) => {
+        const row = document.createElement('tr');
+        row.dataset.name = a.name;
+        const cells = [
+          a.name,
+          `rank ${a.rank}, alpha ${a.alpha}: ${a.targetModules.join(', ')}`,
+          `${a.baseName}${a.fitsBase ? '' : ' (not the loaded base)'}`,
+        ];
+        for (const [i, text] of cells.entries()) {
+          const td = document.createElement('td');
+          td.textContent = text;
+          if (i === 0 && a.name === this.currentAdapter()) td.insertAdjacentHTML('beforeend', '<span class="tag">current</span>');
+          row.append(td);
+        }
+        const actions = document.createElement('td');
+        const button = (label, title, handler) => {
+          const b = document.createElement('button');
+          b.textContent = label;
+          b.title = title;
+          b.className = `adapter-${label.toLowerCase().split(' ')[0]}`;
+          b.disabled = !this.state.base;
+          b.onclick = handler;
+          actions.append(b);
+        };
+        button('Use', 'Sample with this adapter on the loaded base', () =>
+          this.client().send({ type: 'loadAdapter', name: a.name }),
+        );
+        button('Continue training', 'Make it the run (the Dataset card must hold the text it trained on)', () => {
+          const d = this.page.dataset;
+          this.client().send({ type: 'loadAdapter', name: a.name, dataset: { name: d.name, bytes: d.bytes.slice() } });
+        });
+        row.append(actions);
+        return row;
+      }),
+    );
+    this.update();
+  }
+
+  update() {
+    const ready = this.page.ready;
+    const training = this.page.runState === 'training';
+    $('lora-load-base').disabled = !ready;
+    $('lora-train').disabled = !ready || !this.state.base || !this.page.dataset || training;
+    $('lora-compare').disabled = !ready || !this.state.base || !this.currentAdapter() || this.sampling;
+    $('lora-adapter-title').textContent = this.currentAdapter() ? `Base + ${this.currentAdapter()}` : 'Base + adapter';
+  }
+}
