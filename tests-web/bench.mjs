@@ -7,6 +7,12 @@
 // TINYGPT_BENCH_PRESETS and TINYGPT_BENCH_BACKENDS (comma-separated) pick other runs; with
 // `webgpu` among the backends Chromium starts with WebGPU on (SwiftShader headless), e.g.
 // TINYGPT_BENCH_BACKENDS=webgpu TINYGPT_BENCH_PRESETS=tiny,small,medium,large.
+//
+// TINYGPT_BENCH_LORA (comma-separated LoRA presets, e.g. `qv-r4`) adds adapter training runs
+// through the LoRA panel: the bundled `medium` base (frozen) over
+// tests-web/fixtures/lora-text.rs.txt at the base's batch size, timed the same way
+// (`preset` is `lora-<preset>`; `adapter_over_full` compares with `medium` full training of
+// the same backend in this run, when PRESETS includes it).
 
 import { WEBGPU_FLAGS, openBrowser, openPage, setField } from './harness.mjs';
 
@@ -15,25 +21,46 @@ const PRESETS = list('TINYGPT_BENCH_PRESETS', ['small', 'medium']);
 const BACKENDS = list('TINYGPT_BENCH_BACKENDS', ['wasm', 'wasm-simd', 'wasm-simd-threads']);
 const WARMUP = 2;
 const STEPS = Number(process.env.TINYGPT_BENCH_STEPS || 12);
+const LORA = list('TINYGPT_BENCH_LORA', []);
 
-async function run(context, backend, preset) {
-  const page = await openPage(context, `?backend=${backend}&storage=memory&preset=${preset}`);
+/** Starts full training of the preset (the Training card). */
+async function startFull(page, total) {
+  // More steps than timed: pause and stop are timed after the timed steps.
+  await setField(page, 'max_steps', total + 10_000);
+  await setField(page, 'eval_interval', 1_000_000);
+  await setField(page, 'eval_batches', 1);
+  await setField(page, 'checkpoint_interval', 1_000_000);
+  await page.click('#train');
+}
+
+/** Starts an adapter run of LoRA preset `lora` on the bundled base (the LoRA panel). */
+function startAdapter(lora) {
+  return async (page, total) => {
+    await page.setInputFiles('#file-input', 'tests-web/fixtures/lora-text.rs.txt');
+    await page.waitForFunction(() => window.tinygpt.state.dataset?.name === 'lora-text.rs.txt');
+    await page.click('#lora-load-base');
+    await page.waitForFunction(() => window.tinygpt.lora.state.base, null, { timeout: 120_000 });
+    await page.fill('#lora-name', 'bench');
+    await page.selectOption('#lora-preset', lora);
+    // Evaluations and saves come every 200 steps by default: after the timed ones.
+    await page.fill('#lora-steps', String(total + 10_000));
+    await page.click('#lora-train');
+  };
+}
+
+async function run(context, backend, preset, start = startFull) {
+  const page = await openPage(context, `?backend=${backend}&storage=memory&preset=${preset.startsWith('lora-') ? 'medium' : preset}`);
   const info = await page.evaluate(() => {
     const p = window.tinygpt.state;
     return { backend: p.capabilities.backend, threads: p.capabilities.threads ?? 1, hardwareThreads: p.capabilities.hardwareThreads };
   });
   if (info.backend !== backend) throw new Error(`asked for ${backend}, got ${info.backend}`);
   const total = WARMUP + STEPS + 1;
-  // More steps than timed: pause and stop are timed after the timed steps.
-  await setField(page, 'max_steps', total + 10_000);
-  await setField(page, 'eval_interval', 1_000_000);
-  await setField(page, 'eval_batches', 1);
-  await setField(page, 'checkpoint_interval', 1_000_000);
   await page.evaluate(() => {
     window.__progress = [];
     window.tinygpt.client.on('progress', (m) => window.__progress.push([performance.now(), m.step]));
   });
-  await page.click('#train');
+  await start(page, total);
   await page.waitForFunction((n) => window.tinygpt.state.step >= n, total, { timeout: 590_000, polling: 500 });
   const records = await page.evaluate(() => window.__progress);
   const pauseMs = [];
@@ -93,6 +120,15 @@ try {
   for (const preset of PRESETS) {
     for (const backend of BACKENDS) {
       const r = await run(browser.context, backend, preset);
+      results.push(r);
+      console.log(JSON.stringify(r));
+    }
+  }
+  for (const lora of LORA) {
+    for (const backend of BACKENDS) {
+      const r = await run(browser.context, backend, `lora-${lora}`, startAdapter(lora));
+      const full = results.find((f) => f.preset === 'medium' && f.backend === backend);
+      if (full) r.adapter_over_full = +(r.tok_per_s / full.tok_per_s).toFixed(3);
       results.push(r);
       console.log(JSON.stringify(r));
     }

@@ -213,19 +213,41 @@ fn fixture_run(e: &mut Engine, training: &Value) -> Vec<f32> {
     losses.into_iter().map(|(_, l)| l).collect()
 }
 
+/// The fixture's settings: 50 qv-r4 steps at batch 2, lr 3e-3, seed 1337.
+fn fixture_training() -> Value {
+    json!({"max_steps": 50, "batch_size": 2, "learning_rate": 3e-3, "eval_interval": 50,
+           "eval_batches": 1, "checkpoint_interval": 50, "seed": 1337})
+}
+
+fn fixture_losses() -> Vec<f32> {
+    let fixture: Value =
+        serde_json::from_str(&std::fs::read_to_string(FIXTURE).expect("the fixture")).unwrap();
+    assert_eq!(fixture["trainingConfig"], fixture_training(), "the fixture's config is this test's");
+    serde_json::from_value(fixture["losses"].clone()).expect("losses in the fixture")
+}
+
+/// Each step's loss within `tolerance` (relative) of the fixture's; the largest difference.
+fn check_against_fixture(backend: &str, losses: &[f32], tolerance: f32) -> f32 {
+    let expected = fixture_losses();
+    assert_eq!(losses.len(), expected.len(), "{backend}: one loss per step");
+    let mut worst = 0f32;
+    for (step, (got, want)) in losses.iter().zip(&expected).enumerate() {
+        let rel = ((got - want) / want).abs();
+        worst = worst.max(rel);
+        assert!(rel <= tolerance, "step {}: {backend} {got}, fixture {want} (relative {rel:.2e})", step + 1);
+    }
+    eprintln!("{backend}: 50 adapter steps, largest relative difference from the fixture {worst:.2e}");
+    worst
+}
+
 /// The cross-backend parity fixture (tests-web/fixtures/lora-parity.json) is this native CPU
 /// run's 50 step losses: this test fails when native training drifts from it, and the page
 /// test fails when WASM (all 50) or WebGPU (its first steps) differ from it by more than 1%.
 /// `TINYGPT_WRITE_LORA_FIXTURE=1` rewrites it (after a deliberate change to the numerics).
 #[test]
 fn native_adapter_losses_match_the_parity_fixture() {
-    let fixture: Value =
-        serde_json::from_str(&std::fs::read_to_string(FIXTURE).unwrap_or_else(|_| "{}".into())).unwrap();
-    let training = json!({"max_steps": 50, "batch_size": 2, "learning_rate": 3e-3, "eval_interval": 50,
-                          "eval_batches": 1, "checkpoint_interval": 50, "seed": 1337});
-    let losses = fixture_run(&mut engine(), &training);
+    let losses = fixture_run(&mut engine(), &fixture_training());
     assert_eq!(losses.len(), 50);
-    eprintln!("{losses:?}");
     let mean = |s: &[f32]| s.iter().sum::<f32>() / s.len() as f32;
     let (first, last) = (mean(&losses[..10]), mean(&losses[40..]));
     assert!(last < first - 0.1, "the adapter should learn: mean loss of steps 1-10 {first}, 41-50 {last}");
@@ -233,18 +255,20 @@ fn native_adapter_losses_match_the_parity_fixture() {
         let out = json!({
             "about": "50 qv-r4 adapter steps on the bundled base over lora-text.rs.txt: the native CPU run's losses (worker/tests/lora.rs writes and checks them; tests-web/lora.test.mjs holds WASM and WebGPU to them within 1%)",
             "preset": "qv-r4",
-            "trainingConfig": training,
+            "trainingConfig": fixture_training(),
             "losses": losses,
         });
         std::fs::write(FIXTURE, serde_json::to_string_pretty(&out).unwrap() + "\n").unwrap();
         return;
     }
-    assert_eq!(fixture["trainingConfig"], training, "the fixture's config is this test's");
-    let expected: Vec<f32> =
-        serde_json::from_value(fixture["losses"].clone()).expect("losses in the fixture");
-    for (step, (got, want)) in losses.iter().zip(&expected).enumerate() {
-        let rel = ((got - want) / want).abs();
-        // Bit-exact on the machine that wrote it; other CPUs' kernels round differently.
-        assert!(rel <= 1e-3, "step {}: native {got}, fixture {want} (relative {rel:.2e})", step + 1);
-    }
+    // Bit-exact on the machine that wrote it; other CPUs' kernels round differently.
+    check_against_fixture("native cpu", &losses, 1e-3);
+}
+
+/// The same run on wgpu (lavapipe natively): within 1% of the native CPU's fixture.
+#[test]
+fn wgpu_adapter_losses_match_the_parity_fixture() {
+    let Some(gpu) = tinygpt_kernels_wgsl::testing::shared_backend() else { return };
+    let losses = fixture_run(&mut Engine::webgpu(gpu), &fixture_training());
+    check_against_fixture("wgpu", &losses, 0.01);
 }
