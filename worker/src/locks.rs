@@ -4,6 +4,7 @@
 //! - A run holds [`run_lock_name`] while it trains. A second tab that tries to train the
 //!   same run (say, "Resume last run" on the run another tab is training) is refused with
 //!   `runLocked`; once the first tab pauses, stops or closes, it may.
+//! - An adapter run holds [`adapter_lock_name`] (one per adapter name) the same way.
 //! - Every write to the store (save, delete, import) holds [`STORE_LOCK`], so two tabs'
 //!   saves never interleave (the store supports one writer at a time).
 //!
@@ -27,6 +28,12 @@ pub fn run_lock_name(model: &ModelConfig, training: &TrainingConfig, dataset_id:
         hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
     }
     format!("tinygpt-run/{}/{hash:016x}", model.model_name)
+}
+
+/// The lock an adapter run holds while training: one per adapter name, since every run of
+/// that name saves into the same adapter in the shared store.
+pub fn adapter_lock_name(name: &str) -> String {
+    format!("tinygpt-adapter/{name}")
 }
 
 #[cfg(test)]

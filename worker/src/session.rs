@@ -33,7 +33,7 @@ use crate::adapters::BaseModel;
 use crate::clock::Clock;
 use crate::error::WorkerError;
 use crate::interrupt::Interrupt;
-use crate::locks::run_lock_name;
+use crate::locks::{adapter_lock_name, run_lock_name};
 use crate::parts::rows_per_part;
 use crate::protocol::{
     DatasetInput, DoneReason, EngineKind, ErrorCode, LossPoint, OutMessage, RunAdapter, RunInfo, RunState,
@@ -432,6 +432,9 @@ impl<B: Backend> Run<B> {
 
     /// The Web Lock this run holds while it trains (see [`crate::locks`]).
     pub fn lock_name(&self) -> String {
+        if let Some(adapter) = &self.adapter {
+            return adapter_lock_name(&adapter.name);
+        }
         let t = &self.trainer;
         run_lock_name(t.model().config(), t.config(), &t.dataset().manifest().dataset_id)
     }

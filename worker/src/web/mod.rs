@@ -31,7 +31,7 @@ use crate::engine::{Engine, Snapshot};
 use crate::error::WorkerError;
 use crate::incoming::{unreadable, Received};
 use crate::interrupt::Interrupt;
-use crate::locks::{run_lock_name, STORE_LOCK};
+use crate::locks::{adapter_lock_name, run_lock_name, STORE_LOCK};
 use crate::presets::preset_infos;
 use crate::protocol::{
     BackendChoice, BaseSource, Capabilities, EngineKind, ErrorCode, InMessage, OutMessage, StoreChoice,
@@ -362,6 +362,8 @@ impl Inner {
                 self.post_adapters().await
             }
             InMessage::TrainAdapter { name, preset, rank, alpha, targets, training_config, dataset } => {
+                let lock = adapter_lock_name(&name);
+                self.hold_run(&lock, &format!("adapter {name}"), &dataset.name).await?;
                 let request = AdapterRequest { name, preset, rank, alpha, targets, training_config };
                 let out = self.session()?.start_adapter(request, dataset, self.now())?;
                 *self.warned_no_storage.borrow_mut() = false;
