@@ -113,7 +113,7 @@ test('LoRA on WebGPU (SwiftShader): the same flow, its first steps within 1% of 
     const page = await openPage(browser.context, '?backend=webgpu');
     assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'webgpu');
     await startAdapterRun(page);
-    await page.waitForFunction(() => window.tinygpt.state.step >= 3, null, { timeout: 240_000 });
+    await page.waitForFunction(() => window.tinygpt.state.step >= 8, null, { timeout: 240_000 });
     await page.click('#stop');
     await page.waitForFunction(() => window.tinygpt.messages.includes('adapterSaved'), null, { timeout: 120_000 });
     const steps = await page.evaluate(() => window.tinygpt.chart.steps.length);
