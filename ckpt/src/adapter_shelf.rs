@@ -26,10 +26,12 @@ pub struct Shelved<'a, S> {
 }
 
 impl<S: BlobStore> AdapterShelf<S> {
+    /// A shelf over `storage` (an empty one, or one holding adapters already).
     pub fn new(storage: S) -> Self {
         AdapterShelf { storage }
     }
 
+    /// The storage the shelf keeps its adapters in.
     pub fn storage(&self) -> &S {
         &self.storage
     }
