@@ -13,7 +13,9 @@ use tinygpt_tensor::block_on;
 use tinygpt_worker::adapters::{Adapters, BaseModel};
 use tinygpt_worker::clock::SystemClock;
 use tinygpt_worker::engine::{Engine, Snapshot};
-use tinygpt_worker::protocol::{DatasetInput, DoneReason, EngineKind, ErrorCode, OutMessage, StoreKind};
+use tinygpt_worker::protocol::{
+    BaseSource, DatasetInput, DoneReason, EngineKind, ErrorCode, OutMessage, StoreKind,
+};
 use tinygpt_worker::session::{AdapterRequest, SampleRequest, TickOutcome};
 use tinygpt_worker::Session;
 
@@ -176,8 +178,7 @@ fn bundled_base_adapter_trains_saves_reloads_and_samples_with_and_without() {
     // Another base (one weight changed) refuses the adapter in one line naming both.
     let mut ckpt = base.ckpt.clone();
     ckpt.weights[0] += 1.0;
-    let other_base =
-        BaseModel::new("my-run".into(), tinygpt_worker::protocol::BaseSource::Upload, ckpt).unwrap();
+    let other_base = BaseModel::new("my-run".into(), BaseSource::Upload, ckpt).unwrap();
     let err = block_on(store.load("code", &other_base)).unwrap_err();
     assert_eq!(err.code, ErrorCode::BaseMismatch);
     assert!(
@@ -271,4 +272,46 @@ fn wgpu_adapter_losses_match_the_parity_fixture() {
     let Some(gpu) = tinygpt_kernels_wgsl::testing::shared_backend() else { return };
     let losses = fixture_run(&mut Engine::webgpu(gpu), &fixture_training());
     check_against_fixture("wgpu", &losses, 0.01);
+}
+
+/// An uploaded base that is no checkpoint, or a model too big for wasm32, is refused in words.
+#[test]
+fn bad_bases_are_refused_plainly() {
+    let err = BaseModel::from_safetensors("notes.safetensors".into(), BaseSource::Upload, b"not a file")
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::BadCheckpoint, "{}", err.message);
+    assert!(err.message.starts_with("That file cannot be a base model"), "{}", err.message);
+    let mut huge = builtin().ckpt.clone();
+    huge.model_config.d_model = 8192;
+    huge.model_config.d_mlp = 32768;
+    huge.model_config.n_layers = 48;
+    let err = BaseModel::new("huge".into(), BaseSource::Upload, huge).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidConfig, "{}", err.message);
+    let mut e = engine();
+    let err = e.load_adapter("code".into(), fake_adapter(), None, 0.0).unwrap_err();
+    assert_eq!(err.code, ErrorCode::NoBase, "{}", err.message);
+    let err = e.sample(greedy(Some(true)), 0.0).unwrap_err();
+    assert_eq!(err.code, ErrorCode::NoRun, "{}", err.message);
+    e.load_base(builtin());
+    let err = e.sample(greedy(Some(true)), 0.0).unwrap_err();
+    assert_eq!(err.code, ErrorCode::AdapterNotFound, "{}", err.message);
+}
+
+/// A stored-looking adapter for the builtin base (zeros), for the refusals above.
+fn fake_adapter() -> tinygpt_ckpt::AdapterCheckpoint {
+    let base = builtin();
+    let lora = tinygpt_model::LoraConfig::preset("qv-r4").unwrap();
+    let n = lora.param_count(&base.ckpt.model_config);
+    tinygpt_ckpt::AdapterCheckpoint {
+        base: base.reference(),
+        model_config: base.ckpt.model_config.clone(),
+        lora,
+        training_config: base.ckpt.training_config.clone(),
+        dataset: base.ckpt.dataset.clone(),
+        progress: base.ckpt.progress.clone(),
+        loss_history: Vec::new(),
+        weights: vec![0.0; n],
+        adam_m: Vec::new(),
+        adam_v: Vec::new(),
+    }
 }
