@@ -91,8 +91,9 @@ test('tiny trains in the worker: loss falls, no long task, pause/resume/stop ans
     assert.equal(await stepNow(page), pausedAt, 'no steps while paused');
     assert.equal(await page.textContent('#status-pill'), 'Paused');
 
-    // Sampling streams: several chunks arrive before sampleDone.
-    await page.fill('#length', '400');
+    // Sampling streams: several chunks arrive before sampleDone (5,000 bytes: with the cache a
+    // 400-byte sample of `tiny` finishes within two of the worker's ticks).
+    await page.fill('#length', '5000');
     await page.fill('#prompt', 'ROMEO:');
     const chunksBefore = await page.evaluate(() => window.tinygpt.messages.filter((t) => t === 'sampleChunk').length);
     await page.click('#generate');
