@@ -22,8 +22,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tinygpt_model::{DatasetManifest, LoraConfig, ModelConfig, TensorSpec};
-use tinygpt_run::{LossPoint, TrainerProgress, TrainingConfig};
+use tinygpt_run::{
+    DatasetManifest, LoraConfig, LossPoint, ModelConfig, TensorSpec, TrainerProgress, TrainingConfig,
+};
 
 use crate::checkpoint::check_finite;
 use crate::encode::f32_le_bytes;

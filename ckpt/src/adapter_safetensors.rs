@@ -6,7 +6,7 @@
 
 use ::safetensors::tensor::TensorView;
 use ::safetensors::{Dtype, SafeTensors};
-use tinygpt_model::{LoraConfig, ModelConfig, TensorSpec};
+use tinygpt_run::{LoraConfig, ModelConfig, TensorSpec};
 
 use crate::adapter::{named_tensors, AdapterCheckpoint, AdapterConfigFile, ADAPTER_CONFIG};
 use crate::encode::f32_le_bytes;

@@ -1,8 +1,7 @@
 //! The plain-data snapshot the trainer hands to a store and gets back (the trainer side,
 //! `Trainer::checkpoint` and `Trainer::from_checkpoint`, is in `tinygpt-optim`'s `ckpt` feature).
 
-use tinygpt_model::{DatasetManifest, ModelConfig, TensorSpec};
-use tinygpt_run::{LossPoint, TrainerProgress, TrainingConfig};
+use tinygpt_run::{DatasetManifest, LossPoint, ModelConfig, TensorSpec, TrainerProgress, TrainingConfig};
 
 use crate::error::{CkptError, Result};
 use crate::layout::{self, ADAM_M, ADAM_V, LOSS_HISTORY, TRAINER_STATE, WEIGHTS};

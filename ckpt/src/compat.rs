@@ -1,6 +1,6 @@
 //! Whether a checkpoint may be resumed with a given model config and data.
 
-use tinygpt_model::{DatasetManifest, ModelConfig};
+use tinygpt_run::{DatasetManifest, ModelConfig};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{CkptError, Result};

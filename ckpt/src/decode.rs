@@ -8,8 +8,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use tinygpt_model::{DatasetManifest, ModelConfig, TensorSpec};
-use tinygpt_run::{LossPoint, TrainerProgress, TrainingConfig};
+use tinygpt_run::{DatasetManifest, LossPoint, ModelConfig, TensorSpec, TrainerProgress, TrainingConfig};
 
 use crate::checkpoint::{check_finite, Checkpoint};
 use crate::error::{CkptError, Result};

@@ -2,8 +2,7 @@
 //! `indexeddb:…` / `memory:…` in other stores) and say what to do about it.
 
 use thiserror::Error;
-use tinygpt_model::ModelError;
-use tinygpt_run::InvalidTrainingConfig;
+use tinygpt_run::{ConfigError, InvalidTrainingConfig};
 
 /// Every way a save or a load fails; the message names the file and what to do.
 #[derive(Debug, Error)]
@@ -39,7 +38,7 @@ pub enum CkptError {
 
     /// The saved model config is invalid.
     #[error("{file}: {source}")]
-    InvalidConfig { file: String, source: ModelError },
+    InvalidConfig { file: String, source: ConfigError },
 
     /// The saved training config is invalid.
     #[error("{file}: {source}")]

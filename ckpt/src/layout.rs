@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tinygpt_model::{ModelConfig, ModelError, TensorSpec};
+use tinygpt_run::{ConfigError, ModelConfig, TensorSpec};
 
 use crate::error::{CkptError, Result};
 
@@ -106,14 +106,14 @@ pub(crate) struct ModelConfigFile {
 pub(crate) fn check_model_config(file: &str, config: &ModelConfig) -> Result<usize> {
     let invalid = |source| CkptError::InvalidConfig { file: file.to_string(), source };
     let count = checked_param_count(config).filter(|&n| n <= MAX_PARAMS).ok_or_else(|| {
-        invalid(ModelError::InvalidConfig {
+        invalid(ConfigError::InvalidConfig {
             field: "d_model",
             reason: format!("and the other sizes give more than {MAX_PARAMS} parameters"),
         })
     })?;
     config.validate().map_err(invalid)?;
     usize::try_from(count).ok().filter(|n| n.checked_mul(4).is_some()).ok_or_else(|| {
-        invalid(ModelError::InvalidConfig {
+        invalid(ConfigError::InvalidConfig {
             field: "d_model",
             reason: format!("gives {count} parameters, more than this platform can address"),
         })
@@ -154,7 +154,7 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tinygpt_model::Preset;
+    use tinygpt_run::Preset;
 
     #[test]
     fn checked_count_matches_the_model_crate() {

@@ -27,8 +27,9 @@ use std::collections::{BTreeMap, HashMap};
 use ::safetensors::tensor::TensorView;
 use ::safetensors::{Dtype, SafeTensors};
 use serde::de::DeserializeOwned;
-use tinygpt_model::{DatasetManifest, ModelConfig, TensorSpec};
-use tinygpt_run::{LossPoint, TrainerProgress, TrainingConfig, BATCH_SALT};
+use tinygpt_run::{
+    DatasetManifest, LossPoint, ModelConfig, TensorSpec, TrainerProgress, TrainingConfig, BATCH_SALT,
+};
 use tinygpt_tensor::Rng;
 
 use crate::checkpoint::{check_finite, Checkpoint};

@@ -36,3 +36,10 @@ pub enum CliError {
     )]
     IntactGeneration { source: Box<CkptError>, id: String, step: usize, dir: PathBuf },
 }
+
+/// A refused model or adapter config reads as the model crate's refusal.
+impl From<tinygpt_model::ConfigError> for CliError {
+    fn from(e: tinygpt_model::ConfigError) -> Self {
+        CliError::Model(e.into())
+    }
+}

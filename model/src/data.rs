@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use tinygpt_tensor::Rng;
 
 use crate::error::ModelError;
+use crate::DatasetManifest;
 
 /// The tokenizer name stored in manifests.
 pub const TOKENIZER: &str = "byte-v1";
@@ -23,27 +24,6 @@ pub enum Split {
     Train,
     /// The last 10% of the text.
     Val,
-}
-
-/// `dataset_manifest.json`: identifies the exact text a run trained on.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DatasetManifest {
-    /// Lower-case hex SHA-256 of the raw bytes.
-    pub dataset_id: String,
-    /// A name for the data (a file name).
-    pub name: String,
-    /// Size of the text in bytes.
-    pub raw_bytes: usize,
-    /// Tokens after tokenization (bytes, for the byte tokenizer).
-    pub token_count: usize,
-    /// The tokenizer's id (`byte-v1`).
-    pub tokenizer: String,
-    /// Fraction of tokens for training.
-    pub train_split: f64,
-    /// Fraction of tokens for validation.
-    pub val_split: f64,
-    /// Seed the dataset was made with.
-    pub seed: u64,
 }
 
 /// A token stream split into train and validation parts.

@@ -27,3 +27,17 @@ pub enum ModelError {
     #[error("parameter {name}: expected {expected} values, got {got}")]
     WeightsMismatch { name: String, expected: usize, got: usize },
 }
+
+/// A refused config keeps its variant and message (`?` on a config check works in model code).
+impl From<tinygpt_run::ConfigError> for ModelError {
+    fn from(e: tinygpt_run::ConfigError) -> Self {
+        match e {
+            tinygpt_run::ConfigError::InvalidConfig { field, reason } => {
+                ModelError::InvalidConfig { field, reason }
+            }
+            tinygpt_run::ConfigError::UnknownPreset { name, known } => {
+                ModelError::UnknownPreset { name, known }
+            }
+        }
+    }
+}

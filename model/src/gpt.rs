@@ -3,11 +3,11 @@
 use tinygpt_autograd::{Tape, Var};
 use tinygpt_tensor::{Backend, Indices, Rng};
 
-use crate::config::ModelConfig;
 use crate::dropout::{DropoutDraw, Site};
 use crate::error::ModelError;
 use crate::params::Params;
-use crate::structure::{Block, GptParts, LayerNorm, Linear, LinearKind};
+use crate::ModelConfig;
+use crate::{Block, GptParts, LayerNorm, Linear, LinearKind};
 
 /// LayerNorm epsilon, fixed by the model contract.
 pub const LN_EPS: f32 = 1e-5;

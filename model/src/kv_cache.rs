@@ -12,7 +12,7 @@
 use tinygpt_tensor::{Backend, Indices, Tensor};
 
 use crate::gpt::{Gpt, LN_EPS};
-use crate::structure::{LayerNorm, Linear};
+use crate::{LayerNorm, Linear};
 
 /// Keys and values of the positions run so far, per block, on the model's device.
 #[derive(Clone, Debug)]

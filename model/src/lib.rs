@@ -9,7 +9,6 @@
 //! [`GptParts::build`].
 #![warn(missing_docs)]
 
-mod config;
 pub mod data;
 pub mod dropout;
 mod error;
@@ -19,20 +18,23 @@ pub mod lora;
 pub mod memory;
 mod params;
 mod sample;
-mod structure;
 pub mod tokenizer;
 
-pub use config::{ModelConfig, Preset, TensorSpec};
-pub use data::{Batch, Dataset, DatasetManifest, Split};
+pub use data::{Batch, Dataset, Split};
 pub use dropout::DropoutDraw;
 pub use error::ModelError;
 pub use gpt::{Forward, Gpt, LinearDelta, LN_EPS};
 pub use kv_cache::KvCache;
-pub use lora::{Lora, LoraConfig, DEFAULT_LORA_LEARNING_RATE};
+pub use lora::{Lora, DEFAULT_LORA_LEARNING_RATE};
 pub use memory::{check_training_memory, training_memory_bytes};
 pub use params::Params;
 pub use sample::{pick_token, Generation, SampleConfig};
-pub use structure::{Block, GptParts, Init, LayerNorm, Linear, LinearKind, TensorDecl};
+/// The architecture, dataset manifest and adapter config as plain data (they live in
+/// `tinygpt-run` so that the checkpoint format reads them without the training crates).
+pub use tinygpt_run::{
+    Block, ConfigError, DatasetManifest, GptParts, Init, LayerNorm, Linear, LinearKind, LoraConfig,
+    ModelConfig, Preset, TensorDecl, TensorSpec,
+};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

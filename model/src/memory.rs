@@ -3,8 +3,8 @@
 //! or killing the worker (in the browser). One function serves the CLI, the worker and the
 //! page's preset picker.
 
-use crate::config::ModelConfig;
 use crate::error::ModelError;
+use crate::ModelConfig;
 
 /// A wasm32 module addresses at most 4 GiB, whatever the machine has.
 pub const WASM32_ADDRESS_SPACE: u64 = 4 << 30;
@@ -83,7 +83,7 @@ pub fn human_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Preset;
+    use crate::Preset;
 
     #[test]
     fn the_estimate_counts_16_bytes_a_parameter_plus_activations() {

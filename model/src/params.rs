@@ -2,9 +2,9 @@
 
 use tinygpt_tensor::{Backend, Rng, Tensor, TensorError};
 
-use crate::config::{ModelConfig, TensorSpec};
 use crate::error::ModelError;
-use crate::structure::{GptParts, Init};
+use crate::{GptParts, Init};
+use crate::{ModelConfig, TensorSpec};
 
 /// All parameters of a model, in the canonical order of [`ModelConfig::tensor_specs`].
 #[derive(Clone, Debug)]

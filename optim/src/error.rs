@@ -28,3 +28,10 @@ impl From<InvalidTrainingConfig> for TrainError {
         TrainError::InvalidConfig { field: e.field, reason: e.reason }
     }
 }
+
+/// A refused model or adapter config is [`TrainError::Model`], as when the model crate refused it.
+impl From<tinygpt_run::ConfigError> for TrainError {
+    fn from(e: tinygpt_run::ConfigError) -> Self {
+        TrainError::Model(e.into())
+    }
+}

@@ -1,19 +1,29 @@
-//! A training run as plain data: how it trains ([`TrainingConfig`], `training_config.json`)
-//! and where it stands ([`TrainerProgress`] and [`LossPoint`], `trainer_state.json` and
-//! `loss_history.json`).
+//! A training run as plain data: the model's architecture ([`ModelConfig`],
+//! `model_config.json`, with its canonical tensor names and shapes from [`GptParts::build`]),
+//! how it trains ([`TrainingConfig`], `training_config.json`), what it trains on
+//! ([`DatasetManifest`]), the adapter it trains ([`LoraConfig`]) and where it stands
+//! ([`TrainerProgress`] and [`LossPoint`], `trainer_state.json` and `loss_history.json`).
 //!
-//! These types sit below both the trainer (`tinygpt-optim`, which runs them) and the
-//! checkpoint format (`tinygpt-ckpt`, which stores them), so that neither needs the other:
-//! a checkpoint reader takes no training code, and the trainer re-exports them unchanged.
+//! These types sit below both the trainer (`tinygpt-model` and `tinygpt-optim`, which run
+//! them and re-export them unchanged) and the checkpoint format (`tinygpt-ckpt`, which stores
+//! them), so that neither needs the other: a checkpoint reader takes no training code.
 #![warn(missing_docs)]
 
 mod config;
+mod dataset;
 mod error;
+mod lora;
+mod model_config;
 mod progress;
+mod structure;
 
 pub use config::{ScheduleKind, TrainingConfig};
-pub use error::InvalidTrainingConfig;
+pub use dataset::DatasetManifest;
+pub use error::{ConfigError, InvalidTrainingConfig};
+pub use lora::LoraConfig;
+pub use model_config::{ModelConfig, Preset, TensorSpec};
 pub use progress::{LossPoint, TrainerProgress};
+pub use structure::{Block, GptParts, Init, LayerNorm, Linear, LinearKind, TensorDecl};
 
 /// Salt of the training batch sampler's seed: batches come from `Rng::new(seed ^ BATCH_SALT)`.
 /// Part of the run's definition (a checkpoint converted from another trainer starts its

@@ -31,6 +31,13 @@ impl WorkerError {
     }
 }
 
+/// A refused model or adapter config reads as the model crate's refusal.
+impl From<tinygpt_model::ConfigError> for WorkerError {
+    fn from(e: tinygpt_model::ConfigError) -> Self {
+        ModelError::from(e).into()
+    }
+}
+
 impl From<ModelError> for WorkerError {
     fn from(e: ModelError) -> Self {
         let code = match &e {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::ConfigError;
 use crate::structure::GptParts;
 
 /// The byte-level GPT's shape. Serialized as `model_config.json`.
@@ -24,7 +24,7 @@ pub struct ModelConfig {
     /// Width of the MLP's hidden layer.
     pub d_mlp: usize,
     /// Dropout probability in training, `0 <= dropout < 1` (0: none; the presets' default).
-    /// Where and how masks are drawn: [`crate::dropout`].
+    /// Where and how masks are drawn: `tinygpt_model::dropout`.
     pub dropout: f32,
     /// Always true: logits use the token embedding transposed.
     pub tie_embeddings: bool,
@@ -65,9 +65,9 @@ impl Preset {
     }
 
     /// The preset called `name`, or an error listing the known ones.
-    pub fn by_name(name: &str) -> Result<Preset, ModelError> {
+    pub fn by_name(name: &str) -> Result<Preset, ConfigError> {
         let &(name, n_layers, d_model, n_heads, context_length, batch_size) =
-            PRESETS.iter().find(|p| p.0 == name).ok_or_else(|| ModelError::UnknownPreset {
+            PRESETS.iter().find(|p| p.0 == name).ok_or_else(|| ConfigError::UnknownPreset {
                 name: name.to_string(),
                 known: Self::names().collect::<Vec<_>>().join(", "),
             })?;
@@ -126,8 +126,8 @@ impl ModelConfig {
     }
 
     /// Rejects configs this implementation cannot run, naming the field.
-    pub fn validate(&self) -> Result<(), ModelError> {
-        let bad = |field: &'static str, reason: String| Err(ModelError::InvalidConfig { field, reason });
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field: &'static str, reason: String| Err(ConfigError::InvalidConfig { field, reason });
         if self.vocab_size != 256 {
             return bad("vocab_size", format!("is {}, but the byte-v1 tokenizer needs 256", self.vocab_size));
         }

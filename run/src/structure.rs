@@ -4,16 +4,16 @@
 //!
 //! Everything else is derived by walking [`GptParts::build`]: the canonical tensor list
 //! ([`crate::ModelConfig::tensor_specs`]), the parameter count (counted in `u64` before a
-//! config is trusted), the initial values ([`crate::Params::init`]) and the index of each
-//! tensor in the list, which the forward pass uses instead of looking names up. The names
+//! config is trusted), the initial values (`tinygpt_model::Params::init`) and the index of
+//! each tensor in the list, which the forward pass uses instead of looking names up. The names
 //! are the checkpoint contract (`blocks.{i}.attn.q_proj.weight`, …); the typed fields are
 //! how code reaches a tensor.
 
 use std::fmt;
 
-use crate::config::ModelConfig;
+use crate::model_config::ModelConfig;
 
-/// How a parameter starts (GPT-2 style; see [`crate::Params::init`]).
+/// How a parameter starts (GPT-2 style; see `tinygpt_model::Params::init`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Init {
     /// All zeros (biases, LayerNorm shifts).
@@ -175,7 +175,7 @@ impl<T> Block<T> {
 }
 
 /// Every parameter place of the model, typed. `T` is what a place holds: a position in the
-/// canonical list (`usize`, see [`crate::Gpt`]), a tensor, or nothing (`()`, when only the
+/// canonical list (`usize`, see `tinygpt_model::Gpt`), a tensor, or nothing (`()`, when only the
 /// walk matters).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GptParts<T> {
