@@ -48,7 +48,29 @@ fn docs_without_warnings(cargo: &str) -> Result<(), String> {
 /// path dependencies, metadata, files inside each crate's folder); cli and worker are
 /// `publish = false`. About four minutes on 2 cores (it builds wgpu once more, unoptimised).
 fn publish_dry_run(cargo: &str) -> Result<(), String> {
+    forget_registry_builds_of_our_crates();
     run(Command::new(cargo).current_dir(workspace_root()).args(["publish", "--workspace", "--dry-run"]))
+}
+
+/// The dry run builds each package against the others unpacked from a temporary registry,
+/// whose files all carry the tarball's fixed 2006 mtime; so a build of, say, `tinygpt-run
+/// 0.1.0` left by an earlier dry run still looks fresh, and the next run compiles its
+/// dependents against the old API. Forgetting those builds (their fingerprints) makes cargo
+/// rebuild them from the new packages. Only our crates built from a registry copy are
+/// touched; nothing is lost but a few seconds of compiling.
+fn forget_registry_builds_of_our_crates() {
+    let target = workspace_root().join("target/debug");
+    let Ok(entries) = std::fs::read_dir(target.join("deps")) else { return };
+    for path in entries.flatten().map(|e| e.path()) {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+        let Some(stem) = name.strip_prefix("tinygpt_").and_then(|n| n.strip_suffix(".d")) else { continue };
+        let from_registry = std::fs::read_to_string(&path)
+            .is_ok_and(|d| d.lines().next().is_some_and(|l| l.contains("/registry/src/")));
+        if let (true, Some((krate, hash))) = (from_registry, stem.rsplit_once('-')) {
+            let fingerprint = format!("tinygpt-{}-{hash}", krate.replace('_', "-"));
+            let _ = std::fs::remove_dir_all(target.join(".fingerprint").join(fingerprint));
+        }
+    }
 }
 
 /// The ckpt crate's OPFS and IndexedDB stores, tested in Chromium by wasm-bindgen-test
