@@ -59,6 +59,7 @@ fn publish_dry_run(cargo: &str) -> Result<(), String> {
 /// rebuild them from the new packages. Only our crates built from a registry copy are
 /// touched; nothing is lost but a few seconds of compiling.
 fn forget_registry_builds_of_our_crates() {
+    forget_unpacked_copies_of_our_crates();
     let target = workspace_root().join("target/debug");
     let Ok(entries) = std::fs::read_dir(target.join("deps")) else { return };
     for path in entries.flatten().map(|e| e.path()) {
@@ -69,6 +70,30 @@ fn forget_registry_builds_of_our_crates() {
         if let (true, Some((krate, hash))) = (from_registry, stem.rsplit_once('-')) {
             let fingerprint = format!("tinygpt-{}-{hash}", krate.replace('_', "-"));
             let _ = std::fs::remove_dir_all(target.join(".fingerprint").join(fingerprint));
+        }
+    }
+}
+
+/// Cargo unpacks each package of the temporary registry into `$CARGO_HOME/registry/src/<the
+/// registry's hash>/` once and reuses that copy while its `.cargo-ok` marker is there, so a
+/// later dry run from the same target dir would verify against the sources of the earlier
+/// one (seen: `tinygpt-model` built against an old `tinygpt-run`). Removing our crates'
+/// copies from every registry but crates.io's makes cargo unpack the new packages.
+fn forget_unpacked_copies_of_our_crates() {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")));
+    let Some(src) = cargo_home.map(|h| h.join("registry/src")) else { return };
+    let Ok(registries) = std::fs::read_dir(src) else { return };
+    for registry in registries.flatten().map(|e| e.path()) {
+        if registry.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("index.crates.io")) {
+            continue;
+        }
+        let Ok(packages) = std::fs::read_dir(&registry) else { continue };
+        for package in packages.flatten().map(|e| e.path()) {
+            if package.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("tinygpt-")) {
+                let _ = std::fs::remove_dir_all(package);
+            }
         }
     }
 }
