@@ -64,7 +64,7 @@ function startWorker(backend) {
   if (client) client.terminate();
   state.ready = false;
   $('backend').value = backend;
-  client = new WorkerClient({ backend, storage: params.get('storage') || 'auto' });
+  client = new WorkerClient({ backend, storage: params.get('storage') || 'auto', checked: params.has('checked') });
   client.on('ready', onReady);
   client.on('runStarted', onRunStarted);
   client.on('progress', onProgress);

@@ -27,6 +27,12 @@ export interface InitMessage {
   type: 'init';
   backend?: BackendChoice;
   storage?: StorageChoice;
+  /**
+   * Developer mode: every op's inputs and outputs are checked and the first op that makes a
+   * NaN, an infinity or an out-of-range value is named in the error. Runs on this build's
+   * CPU kernels (WebGPU is not checked in a tab); several times slower.
+   */
+  checked?: boolean;
 }
 
 export interface TrainMessage {
@@ -296,6 +302,8 @@ export interface ErrorMessage {
 
 export interface Capabilities {
   backend: BackendKind;
+  /** Every op is checked (developer mode, `init`'s `checked`). */
+  checked?: boolean;
   simd: boolean;
   crossOriginIsolated: boolean;
   storage: StorageKind;

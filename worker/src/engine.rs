@@ -10,6 +10,7 @@
 use std::rc::Rc;
 
 use tinygpt_ckpt::{AdapterCheckpoint, Checkpoint};
+use tinygpt_kernels_checked::Checked;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::WgpuBackend;
 
@@ -33,6 +34,8 @@ pub enum Snapshot {
 pub enum Engine {
     Cpu(Session<CpuBackend>),
     Webgpu(Session<WgpuBackend>),
+    /// The CPU kernels with every op checked (developer mode).
+    CheckedCpu(Session<Checked<CpuBackend>>),
 }
 
 /// Evaluates `$body` with `$s` bound to the session, whatever its backend.
@@ -41,6 +44,7 @@ macro_rules! on_session {
         match $engine {
             Engine::Cpu($s) => $body,
             Engine::Webgpu($s) => $body,
+            Engine::CheckedCpu($s) => $body,
         }
     };
 }
@@ -57,11 +61,18 @@ impl Engine {
     /// A CPU session: the WASM build's own kernels (`kind` says scalar, SIMD, or SIMD on
     /// rayon's global pool, which wasm-bindgen-rayon's `initThreadPool` has started).
     pub fn cpu(kind: EngineKind) -> Self {
-        let backend = match kind {
-            EngineKind::WasmSimdThreads => CpuBackend::on_global_pool(),
-            _ => CpuBackend::new(1),
-        };
-        Engine::Cpu(Session::new(backend, kind))
+        Engine::Cpu(Session::new(cpu_backend(kind), kind))
+    }
+
+    /// [`Engine::cpu`] with every op's inputs and outputs checked (developer mode): a
+    /// NaN, an infinity or an out-of-range value stops the run with the op's name.
+    pub fn checked_cpu(kind: EngineKind) -> Self {
+        Engine::CheckedCpu(Session::new(Checked::new(cpu_backend(kind)), kind))
+    }
+
+    /// Whether every op is checked.
+    pub fn is_checked(&self) -> bool {
+        matches!(self, Engine::CheckedCpu(_))
     }
 
     /// A session on `gpu` (reported as `webgpu`).
@@ -203,5 +214,14 @@ impl Engine {
             run.saved_step = step;
             run.checkpoint_id = Some(id.to_string());
         })
+    }
+}
+
+/// The CPU kernels for `kind`: SIMD on rayon's global pool in the `wasm-simd-threads` build
+/// (wasm-bindgen-rayon's `initThreadPool` has started it), one thread otherwise.
+fn cpu_backend(kind: EngineKind) -> CpuBackend {
+    match kind {
+        EngineKind::WasmSimdThreads => CpuBackend::on_global_pool(),
+        _ => CpuBackend::new(1),
     }
 }

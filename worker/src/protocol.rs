@@ -23,6 +23,12 @@ pub enum InMessage {
         backend: BackendChoice,
         #[serde(default)]
         storage: StoreChoice,
+        /// Developer mode: every op's inputs and outputs are checked (`tinygpt-kernels-checked`),
+        /// and the first op that makes a NaN, an infinity or an out-of-range value is named in
+        /// the error. Checking reads every result back synchronously, which WebGPU in a tab
+        /// cannot do, so checked runs use this build's CPU kernels; several times slower.
+        #[serde(default)]
+        checked: bool,
     },
     /// Starts a fresh run (replacing any current one). Either `modelConfig` or `preset`;
     /// `trainingConfig` fields left out take their documented defaults, and `batch_size`
@@ -281,6 +287,9 @@ pub enum OutMessage {
 pub struct Capabilities {
     /// The build running now.
     pub backend: EngineKind,
+    /// Whether every op is checked (developer mode, `init`'s `checked`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checked: bool,
     /// Whether the browser validates wasm SIMD (so `wasm-simd` can be picked).
     pub simd: bool,
     pub cross_origin_isolated: bool,

@@ -188,7 +188,7 @@ fn dataset_input() -> DatasetInput {
 
 fn in_samples() -> Vec<InMessage> {
     let samples = vec![
-        InMessage::Init { backend: BackendChoice::WasmSimd, storage: StoreChoice::Idb },
+        InMessage::Init { backend: BackendChoice::WasmSimd, storage: StoreChoice::Idb, checked: true },
         InMessage::Train {
             model_config: Some(ModelConfig::reference()),
             preset: Some("tiny".into()),
@@ -269,6 +269,7 @@ fn out_samples() -> Vec<OutMessage> {
         OutMessage::Ready {
             capabilities: Capabilities {
                 backend: EngineKind::WasmSimd,
+                checked: true,
                 simd: true,
                 cross_origin_isolated: true,
                 storage: StoreKind::Opfs,
@@ -585,6 +586,9 @@ fn messages_round_trip_and_parse_as_the_page_writes_them() {
     .unwrap();
     assert!(matches!(train, InMessage::Train { preset: Some(ref p), .. } if p == "tiny"));
     let init: InMessage = serde_json::from_value(json!({"type": "init"})).unwrap();
-    assert_eq!(init, InMessage::Init { backend: BackendChoice::Auto, storage: StoreChoice::Auto });
+    assert_eq!(
+        init,
+        InMessage::Init { backend: BackendChoice::Auto, storage: StoreChoice::Auto, checked: false }
+    );
     assert!(serde_json::from_value::<InMessage>(json!({"type": "launch"})).is_err());
 }

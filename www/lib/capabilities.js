@@ -32,6 +32,14 @@ export function renderCapabilities(caps, persisted) {
   yesNo($('cap-persisted'), persisted, 'yes', 'no (the browser may evict it under pressure)', 'warn');
   $('cap-quota').textContent =
     caps.quotaBytes != null ? `${formatBytes(caps.usageBytes)} used of ${formatBytes(caps.quotaBytes)}` : 'unknown';
+  // Developer mode lives in the address (`?checked`): the worker chooses its engine once.
+  const address = new URL(location.href);
+  if (caps.checked) address.searchParams.delete('checked');
+  else address.searchParams.set('checked', '');
+  $('cap-checked').textContent = caps.checked ? 'on: every op checked (kernels-checked)' : 'off';
+  $('cap-checked').className = caps.checked ? 'warn' : '';
+  $('cap-checked-toggle').textContent = caps.checked ? 'turn off' : 'check every op (finds the op that makes a NaN; slow)';
+  $('cap-checked-toggle').href = address.href;
   $('cap-threads').textContent =
     caps.threads != null ? `threads: ${caps.threads} (of ${caps.hardwareThreads} hardware threads)` : `1 (of ${caps.hardwareThreads} hardware threads)`;
 }

@@ -3,7 +3,7 @@
 
 export class WorkerClient {
   /** @param {{backend: string, storage: string}} options */
-  constructor({ backend, storage }) {
+  constructor({ backend, storage, checked = false }) {
     this.handlers = new Map();
     this.worker = new Worker(new URL('../worker.js', import.meta.url), { type: 'module' });
     this.worker.onmessage = (event) => this.emit(event.data.type, event.data);
@@ -18,7 +18,7 @@ export class WorkerClient {
       this.worker.terminate();
       this.emit('crashed', { type: 'crashed', reason: event.message || 'unknown error' });
     };
-    this.send({ type: 'init', backend, storage });
+    this.send({ type: 'init', backend, storage, checked });
   }
 
   on(type, handler) {

@@ -19,7 +19,19 @@ pub struct Probe<'a> {
 }
 
 /// The engine to train on and, when it is not WebGPU, why not (one line).
-pub async fn choose(choice: BackendChoice, probe: Probe<'_>, wasm: EngineKind) -> (Engine, Option<String>) {
+pub async fn choose(
+    choice: BackendChoice,
+    probe: Probe<'_>,
+    wasm: EngineKind,
+    checked: bool,
+) -> (Engine, Option<String>) {
+    if checked {
+        let note = format!(
+            "developer mode: every op checked on {} (slow; WebGPU is not checked in a tab).",
+            name(wasm)
+        );
+        return (Engine::checked_cpu(wasm), Some(note));
+    }
     let why_not = match choice {
         BackendChoice::Wasm | BackendChoice::WasmSimd | BackendChoice::WasmSimdThreads => {
             format!("{} was chosen", name(wasm))

@@ -263,7 +263,7 @@ impl Inner {
 
     async fn dispatch(&self, message: InMessage) -> Result<(), WorkerError> {
         match message {
-            InMessage::Init { backend, storage } => self.init(backend, storage).await,
+            InMessage::Init { backend, storage, checked } => self.init(backend, storage, checked).await,
             InMessage::Train { model_config, preset, training_config, dataset } => {
                 let request = TrainRequest { model_config, preset, training_config };
                 let (model, training) = resolve_configs(request.clone())?;
@@ -476,13 +476,18 @@ impl Inner {
 
     /// Chooses the engine (on the first `init` only: later ones keep it and its run), opens
     /// the storage, and answers `ready`.
-    async fn init(&self, backend: BackendChoice, choice: StoreChoice) -> Result<(), WorkerError> {
+    async fn init(
+        &self,
+        backend: BackendChoice,
+        choice: StoreChoice,
+        checked: bool,
+    ) -> Result<(), WorkerError> {
         if !*self.engine_chosen.borrow() {
             let probe = backend_choice::Probe {
                 adapter: self.env.webgpu.as_ref(),
                 note: self.env.webgpu_note.as_deref(),
             };
-            let (engine, note) = backend_choice::choose(backend, probe, WASM_BACKEND).await;
+            let (engine, note) = backend_choice::choose(backend, probe, WASM_BACKEND, checked).await;
             *self.session()? = engine;
             *self.backend_note.borrow_mut() = note;
             *self.engine_chosen.borrow_mut() = true;
@@ -506,6 +511,7 @@ impl Inner {
         let (quota_bytes, usage_bytes) = estimate().await;
         let capabilities = Capabilities {
             backend: self.session()?.kind(),
+            checked: self.session()?.is_checked(),
             simd: self.env.simd,
             cross_origin_isolated: self.env.cross_origin_isolated,
             storage: kind,
