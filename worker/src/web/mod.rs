@@ -509,9 +509,14 @@ impl Inner {
             Rc::new(Adapters::new(s, kind))
         });
         let (quota_bytes, usage_bytes) = estimate().await;
+        // One borrow of the session: two in one expression would overlap.
+        let (backend, checked) = {
+            let session = self.session()?;
+            (session.kind(), session.is_checked())
+        };
         let capabilities = Capabilities {
-            backend: self.session()?.kind(),
-            checked: self.session()?.is_checked(),
+            backend,
+            checked,
             simd: self.env.simd,
             cross_origin_isolated: self.env.cross_origin_isolated,
             storage: kind,
