@@ -4,3 +4,12 @@
 tinygpt_tensor::backend_conformance_tests!(tinygpt_kernels_checked::Checked::new(
     tinygpt_kernels_cpu::CpuBackend::new(1)
 ));
+
+/// Checking changes no result, so the wrapped CPU backend's promise holds: the same bits at
+/// any thread count.
+mod determinism {
+    use tinygpt_kernels_checked::Checked;
+    use tinygpt_kernels_cpu::CpuBackend;
+
+    tinygpt_tensor::backend_determinism_tests!(|threads| Checked::new(CpuBackend::new(threads)), [1, 2, 3]);
+}

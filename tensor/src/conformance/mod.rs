@@ -32,6 +32,7 @@
 //! with `block_on`, in a browser [`crate::backend_conformance_browser_tests`] awaits it.
 
 pub mod checks;
+pub mod determinism;
 mod finite_diff;
 mod harness;
 mod reference;
@@ -53,6 +54,23 @@ pub use tolerance::Tolerance;
 macro_rules! backend_conformance_tests {
     ($backend:expr) => {
         $crate::__conformance_tests!(native, $backend);
+    };
+}
+
+/// Expands to a `#[test]` that runs every op kind on the backend `$make` (a closure from a
+/// thread count) builds for each count in `$threads` and requires the same bits from each
+/// (see [`crate::conformance::determinism`]): for backends that promise results independent of thread count.
+///
+/// ```ignore
+/// tinygpt_tensor::backend_determinism_tests!(|threads| FooBackend::new(threads), [1, 2, 3]);
+/// ```
+#[macro_export]
+macro_rules! backend_determinism_tests {
+    ($make:expr, $threads:expr) => {
+        #[test]
+        fn same_bits_at_every_thread_count() {
+            $crate::block_on($crate::conformance::determinism::same_bits_across_threads($make, &$threads));
+        }
     };
 }
 
