@@ -11,22 +11,17 @@
 @compute @workgroup_size(256)
 fn copy_gather(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
-    let at = locate(flat_group(wid, nwg), lid);
-    let piece = p.pieces[at.x];
-    let i = at.y;
-    if (i >= piece.len) {
-        return;
-    }
-    let src_at = piece.src_offset + i;
+    let at = word_to_copy(wid, nwg, lid);
     var v: u32;
     switch (at.x) {
-        case 0u: { v = s0[src_at]; }
-        case 1u: { v = s1[src_at]; }
-        case 2u: { v = s2[src_at]; }
-        case 3u: { v = s3[src_at]; }
-        case 4u: { v = s4[src_at]; }
-        case 5u: { v = s5[src_at]; }
-        default: { v = s6[src_at]; }
+        case 0u: { v = s0[at.y]; }
+        case 1u: { v = s1[at.y]; }
+        case 2u: { v = s2[at.y]; }
+        case 3u: { v = s3[at.y]; }
+        case 4u: { v = s4[at.y]; }
+        case 5u: { v = s5[at.y]; }
+        case 6u: { v = s6[at.y]; }
+        default: { return; }
     }
-    d[piece.dst_offset + i] = v;
+    d[at.z] = v;
 }

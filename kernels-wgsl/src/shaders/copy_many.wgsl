@@ -34,3 +34,15 @@ fn locate(g: u32, lid: u32) -> vec2<u32> {
     }
     return vec2<u32>(e, (g - p.pieces[e].first) * WG + lid);
 }
+
+// What this invocation copies: (piece, source word, destination word), or a piece of
+// NONE when its word lies past its piece's end.
+const NONE: u32 = 7u;
+fn word_to_copy(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> vec3<u32> {
+    let at = locate(flat_group(wid, nwg), lid);
+    let piece = p.pieces[at.x];
+    if (at.y >= piece.len) {
+        return vec3<u32>(NONE, 0u, 0u);
+    }
+    return vec3<u32>(at.x, piece.src_offset + at.y, piece.dst_offset + at.y);
+}

@@ -11,21 +11,19 @@
 @compute @workgroup_size(256)
 fn copy_scatter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
-    let at = locate(flat_group(wid, nwg), lid);
-    let piece = p.pieces[at.x];
-    let i = at.y;
-    if (i >= piece.len) {
+    let at = word_to_copy(wid, nwg, lid);
+    if (at.x == NONE) {
         return;
     }
-    let v = s[piece.src_offset + i];
-    let dst_at = piece.dst_offset + i;
+    let v = s[at.y];
     switch (at.x) {
-        case 0u: { d0[dst_at] = v; }
-        case 1u: { d1[dst_at] = v; }
-        case 2u: { d2[dst_at] = v; }
-        case 3u: { d3[dst_at] = v; }
-        case 4u: { d4[dst_at] = v; }
-        case 5u: { d5[dst_at] = v; }
-        default: { d6[dst_at] = v; }
+        case 0u: { d0[at.z] = v; }
+        case 1u: { d1[at.z] = v; }
+        case 2u: { d2[at.z] = v; }
+        case 3u: { d3[at.z] = v; }
+        case 4u: { d4[at.z] = v; }
+        case 5u: { d5[at.z] = v; }
+        case 6u: { d6[at.z] = v; }
+        default: {}
     }
 }
