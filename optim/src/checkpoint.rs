@@ -5,11 +5,13 @@
 //! trainer knows how to read its state out of the device and put it back.
 
 use tinygpt_ckpt::{AdapterCheckpoint, BaseRef, Checkpoint};
-use tinygpt_model::Dataset;
+use tinygpt_model::{Dataset, Gpt, Lora};
 use tinygpt_tensor::Backend;
 
 use crate::error::TrainError;
+use crate::groups::GroupOptions;
 use crate::trainer::{ResumeState, Trainer};
+use crate::TrainingConfig;
 
 impl<B: Backend> Trainer<B> {
     /// The whole state of this run: configs, data manifest, progress, history, and the
@@ -40,6 +42,29 @@ impl<B: Backend> Trainer<B> {
             history: ckpt.loss_history,
         };
         Trainer::resume(backend, ckpt.model_config, ckpt.training_config, dataset, state)
+    }
+
+    /// Continues the adapter run `ckpt` holds on the frozen `base` (the base `ckpt.base`
+    /// names: the adapter store checks the hash when it loads) under `config` (usually
+    /// `ckpt.training_config`), over `dataset`; the adapter's group takes `config`'s weight
+    /// decay, as a fresh adapter run does.
+    pub fn from_adapter_checkpoint(
+        base: Gpt<B>,
+        ckpt: AdapterCheckpoint,
+        config: TrainingConfig,
+        dataset: Dataset,
+    ) -> Result<Self, TrainError> {
+        let backend = base.params().tensors()[0].backend().clone();
+        let adapter = Lora::from_flat(&backend, base.config(), ckpt.lora, &ckpt.weights)?;
+        let options = GroupOptions { weight_decay: config.weight_decay, lr_scale: 1.0 };
+        let state = ResumeState {
+            weights: Vec::new(),
+            adam_m: ckpt.adam_m,
+            adam_v: ckpt.adam_v,
+            progress: ckpt.progress,
+            history: ckpt.loss_history,
+        };
+        Trainer::resume_adapter(base, adapter, options, config, dataset, state)
     }
 
     /// An adapter run's whole state for the adapter store: the adapter's weights and moments

@@ -22,7 +22,7 @@
 
 use std::rc::Rc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tinygpt_ckpt::{AdapterCheckpoint, BaseRef};
 use tinygpt_model::memory::WASM32_ADDRESS_SPACE;
 use tinygpt_model::{check_training_memory, Dataset, Gpt, ModelConfig, SampleConfig, Split};
@@ -613,20 +613,24 @@ fn run_info<B: Backend>(run: &Run<B>) -> RunInfo {
     }
 }
 
+/// A request's `trainingConfig`: its fields (none when left out or null), or an error
+/// naming what came instead of an object.
+pub(crate) fn training_fields(config: Option<Value>) -> Result<Map<String, Value>, WorkerError> {
+    match config {
+        Some(Value::Object(map)) => Ok(map),
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(other) => Err(WorkerError::new(
+            ErrorCode::InvalidConfig,
+            format!("The training config must be an object, not {other}."),
+        )),
+    }
+}
+
 /// The model config (explicit, or the preset's) and the training config: the given fields
 /// over the documented defaults, with the preset's batch size unless one is given — the
 /// rules of `tinygpt_optim::Recipe`, which the CLI builds its runs with too.
 pub fn resolve_configs(request: TrainRequest) -> Result<(ModelConfig, TrainingConfig), WorkerError> {
-    let training = match request.training_config {
-        Some(Value::Object(map)) => map,
-        None | Some(Value::Null) => Default::default(),
-        Some(other) => {
-            return Err(WorkerError::new(
-                ErrorCode::InvalidConfig,
-                format!("The training config must be an object, not {other}."),
-            ))
-        }
-    };
+    let training = training_fields(request.training_config)?;
     let recipe = Recipe {
         preset: request.preset,
         model: request.model_config,

@@ -18,10 +18,8 @@ use tinygpt_ckpt::{
     export_adapter_safetensors, import_adapter_safetensors, AdapterCheckpoint, AdapterStore, BaseRef,
     Checkpoint, CheckpointDir, DirStore,
 };
-use tinygpt_model::{Dataset, Gpt, Lora, LoraConfig, Params, Split};
-use tinygpt_optim::{
-    adapter_training_config, GroupOptions, ResumeState, Trainer, TrainingConfig, DEFAULT_ADAPTER_STEPS,
-};
+use tinygpt_model::{Dataset, Gpt, LoraConfig, Params, Split};
+use tinygpt_optim::{adapter_training_config, GroupOptions, Trainer, TrainingConfig, DEFAULT_ADAPTER_STEPS};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::{LoraExportArgs, LoraImportArgs, LoraListArgs, LoraMergeArgs, LoraTrainArgs};
@@ -118,21 +116,13 @@ impl WithBackend for TrainAdapter {
         let model_config = base.ckpt.model_config.clone();
         let model =
             Gpt::new(model_config.clone(), Params::from_flat(&backend, &model_config, &base.ckpt.weights)?)?;
-        let options = GroupOptions { weight_decay: training.weight_decay, lr_scale: 1.0 };
         let fresh = resume.is_none();
         let mut trainer = match resume {
-            Some(ckpt) => {
-                let adapter = Lora::from_flat(&backend, &model_config, lora, &ckpt.weights)?;
-                let state = ResumeState {
-                    weights: Vec::new(),
-                    adam_m: ckpt.adam_m,
-                    adam_v: ckpt.adam_v,
-                    progress: ckpt.progress,
-                    history: ckpt.loss_history,
-                };
-                Trainer::resume_adapter(model, adapter, options, training, dataset, state)?
+            Some(ckpt) => Trainer::from_adapter_checkpoint(model, ckpt, training, dataset)?,
+            None => {
+                let options = GroupOptions { weight_decay: training.weight_decay, lr_scale: 1.0 };
+                Trainer::start_adapter(model, lora, options, training, dataset)?
             }
-            None => Trainer::start_adapter(model, lora, options, training, dataset)?,
         };
         let base_ref = BaseRef { name: base.name.clone(), weights_sha256: base.weights_sha256() };
         let store = AdapterStore::new(DirStore::open(&args.out)?);
@@ -197,20 +187,7 @@ fn save<B: Backend>(
     trainer: &Trainer<B>,
     base: &BaseRef,
 ) -> Result<(), CliError> {
-    let state = block_on(trainer.resume_state())?;
-    let adapter = trainer.adapter().expect("an adapter run");
-    let ckpt = AdapterCheckpoint {
-        base: base.clone(),
-        model_config: trainer.model().config().clone(),
-        lora: adapter.config().clone(),
-        training_config: trainer.config().clone(),
-        dataset: trainer.dataset().manifest().clone(),
-        progress: state.progress,
-        loss_history: state.history,
-        weights: state.weights,
-        adam_m: state.adam_m,
-        adam_v: state.adam_v,
-    };
+    let ckpt = block_on(trainer.adapter_checkpoint(base.clone()))?;
     block_on(store.save(&ckpt))?;
     Ok(())
 }

@@ -13,11 +13,11 @@ use std::rc::Rc;
 
 use serde_json::Value;
 use tinygpt_ckpt::AdapterCheckpoint;
-use tinygpt_model::{Dataset, Gpt, Lora, LoraConfig, Params};
-use tinygpt_optim::{adapter_training_config, GroupOptions, ResumeState, Trainer};
+use tinygpt_model::{Dataset, Gpt, LoraConfig, Params};
+use tinygpt_optim::{adapter_training_config, GroupOptions, Trainer};
 use tinygpt_tensor::Backend;
 
-use super::{check_fits_wasm32, AdapterRunInfo, Run, SampleModel, Session};
+use super::{check_fits_wasm32, training_fields, AdapterRunInfo, Run, SampleModel, Session};
 use crate::adapters::BaseModel;
 use crate::error::WorkerError;
 use crate::protocol::{DatasetInput, ErrorCode, OutMessage, RunState};
@@ -108,16 +108,7 @@ impl<B: Backend> Session<B> {
         tinygpt_ckpt::check_adapter_name(&request.name).map_err(crate::adapters::name_error)?;
         let lora = request.lora_config()?;
         lora.validate(&base.ckpt.model_config)?;
-        let fields = match request.training_config {
-            Some(Value::Object(map)) => map,
-            None | Some(Value::Null) => Default::default(),
-            Some(other) => {
-                return Err(WorkerError::new(
-                    ErrorCode::InvalidConfig,
-                    format!("The training config must be an object, not {other}."),
-                ))
-            }
-        };
+        let fields = training_fields(request.training_config)?;
         let training = adapter_training_config(&base.ckpt.training_config, fields)?;
         let model_config = &base.ckpt.model_config;
         check_fits_wasm32(model_config, training.batch_size)?;
@@ -160,17 +151,9 @@ impl<B: Backend> Session<B> {
             ));
         }
         let model = self.base_model(base, &base.ckpt.weights)?;
-        let adapter = Lora::from_flat(&self.backend, model_config, ckpt.lora.clone(), &ckpt.weights)?;
-        let options = GroupOptions { weight_decay: ckpt.training_config.weight_decay, lr_scale: 1.0 };
         let info = AdapterRunInfo { name: name.clone(), base: base.reference() };
-        let state = ResumeState {
-            weights: Vec::new(),
-            adam_m: ckpt.adam_m,
-            adam_v: ckpt.adam_v,
-            progress: ckpt.progress,
-            history: ckpt.loss_history,
-        };
-        let trainer = Trainer::resume_adapter(model, adapter, options, ckpt.training_config, data, state)?;
+        let config = ckpt.training_config.clone();
+        let trainer = Trainer::from_adapter_checkpoint(model, ckpt, config, data)?;
         let mut out = vec![OutMessage::AdapterLoaded { name, step, resumable: true }];
         let id = Some(info.name.clone());
         out.extend(self.install_adapter(trainer, info, id, RunState::Paused, now_ms));
