@@ -1,29 +1,42 @@
-//! Flash-style causal attention for the fast variants: the scores of one query row are
-//! computed, turned into probabilities and used at once, so no `[T, T]` matrix per head is
-//! ever stored. The forward pass keeps only each row's log-sum-exp, from which the backward
-//! pass recomputes that row's probabilities exactly as the forward pass made them.
+//! Flash-style causal attention for the fast variants: the scores of one block of `R` query
+//! rows are computed, turned into probabilities and used at once, so no `[T, T]` matrix per
+//! head is ever stored. The forward pass keeps only each row's log-sum-exp, from which the
+//! backward pass recomputes that block's probabilities exactly as the forward pass made them.
 //!
 //! attention_forward:  q, k, v [B, T, C] -> out [B, T, C], lse [B, H, T]
 //! attention_backward: dout [B, T, C], q, k, v, lse [B, H, T] -> dq, dk, dv [B, T, C]
 //!
 //! Same maths as the reference (`kernels/attention.rs`, dropout included): with
-//! `s_u = (q_t · k_u) / sqrt(hd)` for `u <= t`, `lse_t = log Σ_u e^{s_u}` and
-//! `P[t,u] = e^{s_u - lse_t}`. Written for the auto-vectoriser and instantiated per ISA
-//! behind its `#[target_feature]` (x86.rs, wasm.rs): each head's keys (and, backward, its
-//! values) are first transposed into `[hd][T]` panels, so a row's scores are broadcast
-//! multiply-adds over `BLOCK` consecutive positions held in one accumulator array (rows
-//! padded to a multiple of it with zero keys); the
-//! `Σ_u P v_u`-style sums run along the head's `hd` contiguous columns.
+//! `s_u = (q_t · k_u) · scale` (`scale = 1/sqrt(hd)`) for `u <= t`, `lse_t = log Σ_u e^{s_u}`,
+//! `P[t,u] = e^{s_u - lse_t}` and the dropout factor `D[t,u] = mask.factor((bh·T + t)·T + u)`:
+//! out_t = Σ_u (P D)[t,u] v_u; backward dP = (dout_t · v_u) D, dS = P (dP − Σ_u P dP) · scale,
+//! dq_t = Σ_u dS k_u, dk_u = Σ_t dS q_t, dv_u = Σ_t (P D) dout_t.
 //!
-//! One (batch, head) pair is one parallel piece; it writes only its own columns of the
-//! outputs and its own `lse` row, in a fixed order, so results do not depend on threads.
+//! Layout of the work, per (batch, head) pair: the head's keys (and, backward, values) are
+//! copied once into `[hd][T']` panels (`T'` = T rounded up to `BLOCK`, zero keys past T) and
+//! `[T][hd']` rows (`hd'` = hd rounded up to `BLOCK`, zero columns past hd). Query rows go
+//! `R` at a time; a block's keys stop at its last row (causal: later key blocks are skipped)
+//! and every product is a small register-tiled matmul over [`Simd`] vectors
+//! ([`rows_by_panel`]: `R` rows × one `NV`-vector column strip in registers, so each loaded
+//! key or value vector serves `R` rows; [`accumulate_transposed`]: dk/dv rows updated with
+//! the block's `R` query/dout rows held in registers). Entries above the diagonal within a
+//! block are exact zeros, which add nothing.
+//!
+//! Summation order (fixed by the shapes alone): each score sums `d` ascending in one fused
+//! multiply-add chain; out_t and dq_t sum `u` ascending; dk_u and dv_u sum `t` ascending
+//! (block by block, rows ascending within a block); the softmax sums and `Σ P dP` use
+//! `BLOCK` interleaved partial sums (`math.rs`). One (batch, head) pair is one parallel
+//! piece; it writes only its own columns of the outputs and its own `lse` row, so results do
+//! not depend on the thread count. `R` and `NV` (chosen per ISA) group rows and columns only
+//! and do not change any element's order of additions.
 
 use std::cell::RefCell;
 
-use tinygpt_tensor::AttentionDims;
+use tinygpt_tensor::{AttentionDims, DropoutMask};
 
 use crate::fast::math::{dot_blocked, exp, sum_blocked, BLOCK};
 pub(crate) use crate::fast::shared_out::SharedOut;
+use crate::fast::simd::Simd;
 
 /// The forward pass of one (batch, head) pair `bh`.
 pub(crate) struct HeadForward<'a> {
@@ -58,12 +71,21 @@ pub(crate) struct HeadBackward<'a> {
 /// steady-state step allocates nothing here.
 #[derive(Default)]
 struct Scratch {
+    /// `[hd][T']` panels.
     kt: Vec<f32>,
     vt: Vec<f32>,
-    scores: Vec<f32>,
-    dscores: Vec<f32>,
+    /// `[T][hd']` rows.
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    /// `[R][hd']`: the block's query and dout rows, and its output (out or dq) rows.
+    queries: Vec<f32>,
+    douts: Vec<f32>,
+    block_out: Vec<f32>,
+    /// `[R][T']`: scores, then probabilities; their gradients; dropped probabilities.
+    probs: Vec<f32>,
+    dprobs: Vec<f32>,
     dropped: Vec<f32>,
-    row: Vec<f32>,
+    /// `[T][hd']` accumulators.
     dk: Vec<f32>,
     dv: Vec<f32>,
 }
@@ -89,6 +111,8 @@ struct Head {
     seq: usize,
     /// `seq` rounded up to `BLOCK`: the row length of the transposed panels.
     padded: usize,
+    /// `hd` rounded up to `BLOCK`: the row length of the padded row copies.
+    width: usize,
 }
 
 impl Head {
@@ -100,6 +124,7 @@ impl Head {
             hd: dims.head_dim,
             seq: dims.seq,
             padded: dims.seq.next_multiple_of(BLOCK),
+            width: dims.head_dim.next_multiple_of(BLOCK),
         }
     }
 
@@ -113,7 +138,7 @@ impl Head {
         &buf[self.at(t)..][..self.hd]
     }
 
-    /// This head's `[T, hd]` slice of `src` as `[hd][padded]` (zero past `T`).
+    /// This head's `[T, hd]` slice of `src` as `[hd][padded]` into zeros.
     #[inline(always)]
     fn transpose_into(&self, dst: &mut [f32], src: &[f32]) {
         for u in 0..self.seq {
@@ -122,79 +147,203 @@ impl Head {
             }
         }
     }
-}
 
-/// `out[u] = scale · Σ_d x[d] · panel[d][u]` for the `out.len()` (a multiple of `BLOCK`)
-/// first positions, `BLOCK` at a time in one accumulator array.
-#[inline(always)]
-fn panel_dots(out: &mut [f32], x: &[f32], panel: &[f32], padded: usize, scale: f32) {
-    for (blk, out) in out.chunks_exact_mut(BLOCK).enumerate() {
-        let mut acc = [0f32; BLOCK];
-        for (d, &xd) in x.iter().enumerate() {
-            let col = &panel[d * padded + blk * BLOCK..][..BLOCK];
-            for (a, &p) in acc.iter_mut().zip(col) {
-                *a += xd * p;
+    /// Rows `first..first + rows.len() / width` of this head of `src` into `[n][width]`
+    /// rows, zero past `hd` and past `T`.
+    #[inline(always)]
+    fn rows_into(&self, rows: &mut [f32], src: &[f32], first: usize) {
+        for (i, dst) in rows.chunks_exact_mut(self.width).enumerate() {
+            let t = first + i;
+            if t < self.seq {
+                dst[..self.hd].copy_from_slice(self.row(src, t));
+                dst[self.hd..].fill(0.0);
+            } else {
+                dst.fill(0.0);
             }
-        }
-        for (o, a) in out.iter_mut().zip(acc) {
-            *o = a * scale;
         }
     }
 }
 
-/// `acc += alpha · x`.
+/// `out[r][j] = Σ_p a[r][p] · b[p][j]` for `r < R`, `p < depth`, `j < cols`, the sum in
+/// ascending `p` (one fused multiply-add each where the ISA has them). Rows lie `lda`, `ldb`,
+/// `ldc` apart; `cols` is a multiple of `NV · S::LANES`. Each column strip is held in `R × NV`
+/// registers while `p` runs, so every loaded vector of `b` serves `R` rows.
+///
+/// # Safety
+/// The variant's instructions are available (see [`Simd`]).
 #[inline(always)]
-fn axpy(acc: &mut [f32], alpha: f32, x: &[f32]) {
-    for (a, &v) in acc.iter_mut().zip(x) {
-        *a += alpha * v;
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows_by_panel<S: Simd, const R: usize, const NV: usize>(
+    out: &mut [f32],
+    ldc: usize,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    depth: usize,
+    cols: usize,
+) {
+    let strip = NV * S::LANES;
+    assert!(cols.is_multiple_of(strip) && cols <= ldc && cols <= ldb && depth <= lda);
+    assert!(out.len() >= (R - 1) * ldc + cols && a.len() >= (R - 1) * lda + depth);
+    if depth == 0 {
+        out.iter_mut().for_each(|x| *x = 0.0);
+        return;
+    }
+    assert!(b.len() >= (depth - 1) * ldb + cols);
+    let (a, b, c) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    for j0 in (0..cols).step_by(strip) {
+        let mut acc = [[S::zero(); NV]; R];
+        for p in 0..depth {
+            let mut bv = [S::zero(); NV];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = S::load(b.add(p * ldb + j0 + v * S::LANES));
+            }
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = S::splat(*a.add(r * lda + p));
+                for (x, &bv) in row.iter_mut().zip(&bv) {
+                    *x = S::mul_add(av, bv, *x);
+                }
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            for (v, &x) in row.iter().enumerate() {
+                S::store(c.add(r * ldc + j0 + v * S::LANES), x);
+            }
+        }
+    }
+}
+
+/// `acc[u][j] += Σ_r w[r][u] · rows[r][j]` for `u < n`, `j < cols`, adding `r` ascending.
+/// Rows lie `ld_acc`, `ldw`, `ld_rows` apart; `cols` is a multiple of `NV · S::LANES`. Each
+/// column strip of the `R` rows is held in registers while `u` runs.
+///
+/// # Safety
+/// As [`rows_by_panel`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn accumulate_transposed<S: Simd, const R: usize, const NV: usize>(
+    acc: &mut [f32],
+    ld_acc: usize,
+    w: &[f32],
+    ldw: usize,
+    n: usize,
+    rows: &[f32],
+    ld_rows: usize,
+    cols: usize,
+) {
+    let strip = NV * S::LANES;
+    if n == 0 {
+        return;
+    }
+    assert!(cols.is_multiple_of(strip) && cols <= ld_acc && cols <= ld_rows && n <= ldw);
+    assert!(acc.len() >= (n - 1) * ld_acc + cols && w.len() >= (R - 1) * ldw + n);
+    assert!(rows.len() >= (R - 1) * ld_rows + cols);
+    let (acc, w, rows) = (acc.as_mut_ptr(), w.as_ptr(), rows.as_ptr());
+    for j0 in (0..cols).step_by(strip) {
+        let mut held = [[S::zero(); NV]; R];
+        for (r, row) in held.iter_mut().enumerate() {
+            for (v, x) in row.iter_mut().enumerate() {
+                *x = S::load(rows.add(r * ld_rows + j0 + v * S::LANES));
+            }
+        }
+        for u in 0..n {
+            let at = acc.add(u * ld_acc + j0);
+            let mut sum = [S::zero(); NV];
+            for (v, x) in sum.iter_mut().enumerate() {
+                *x = S::load(at.add(v * S::LANES));
+            }
+            for (r, row) in held.iter().enumerate() {
+                let wv = S::splat(*w.add(r * ldw + u));
+                for (x, &h) in sum.iter_mut().zip(row) {
+                    *x = S::mul_add(wv, h, *x);
+                }
+            }
+            for (v, &x) in sum.iter().enumerate() {
+                S::store(at.add(v * S::LANES), x);
+            }
+        }
     }
 }
 
 /// Multiplies `row[u]` by the dropout factor of `probs` element `first + u`.
 #[inline(always)]
-fn drop_row(row: &mut [f32], dims: &AttentionDims, first: usize) {
-    if let Some(mask) = &dims.dropout {
+fn drop_row(row: &mut [f32], mask: Option<&DropoutMask>, first: usize) {
+    if let Some(mask) = mask {
+        let scale = mask.scale();
         for (u, x) in row.iter_mut().enumerate() {
-            *x *= mask.factor(first + u);
+            // `mask.factor`, with the scale computed once.
+            *x *= if mask.keeps(first + u) { scale } else { 0.0 };
         }
     }
 }
 
 /// # Safety
 /// `job.out` and `job.lse` point at buffers of the sizes [`HeadForward`] names, and no other
-/// piece writes this head's part of them meanwhile.
+/// piece writes this head's part of them meanwhile; the variant's instructions are
+/// available (see [`Simd`]).
 #[inline(always)]
-pub(crate) unsafe fn forward_head(job: &HeadForward<'_>) {
+pub(crate) unsafe fn forward_head<S: Simd, const R: usize, const NV: usize>(job: &HeadForward<'_>) {
+    debug_assert_eq!(BLOCK % (NV * S::LANES), 0);
     let dims = job.dims;
+    let mask = dims.dropout.as_ref();
     let head = Head::new(dims, job.bh);
-    let (seq, hd) = (head.seq, head.hd);
+    let (seq, hd, padded, width) = (head.seq, head.hd, head.padded, head.width);
     let scale = 1.0 / (hd as f32).sqrt();
     // Taken out of the thread-local for the duration (no closure: a closure would not
     // inherit the caller's `#[target_feature]`s and would compile to baseline SSE).
     let mut scratch = SCRATCH.take();
     let sc = &mut scratch;
-    let kt = zeroed(&mut sc.kt, hd * head.padded);
+    let kt = zeroed(&mut sc.kt, hd * padded);
     head.transpose_into(kt, job.k);
-    let scores = zeroed(&mut sc.scores, head.padded);
-    let acc = zeroed(&mut sc.row, hd);
+    let values = zeroed(&mut sc.values, seq * width);
+    head.rows_into(values, job.v, 0);
+    let queries = zeroed(&mut sc.queries, R * width);
+    let probs = zeroed(&mut sc.probs, R * padded);
+    let block_out = zeroed(&mut sc.block_out, R * width);
     let lse = job.lse.slice(0, seq);
-    for (t, lse_t) in lse.iter_mut().enumerate() {
-        let n = t + 1;
-        panel_dots(&mut scores[..n.next_multiple_of(BLOCK)], head.row(job.q, t), kt, head.padded, scale);
-        let s = &mut scores[..n];
-        let max = s.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-        for x in s.iter_mut() {
-            *x = exp(*x - max);
+    for t0 in (0..seq).step_by(R) {
+        // Keys past the block's last row are masked for all its rows: skipped.
+        let keys = (t0 + R).min(seq);
+        head.rows_into(queries, job.q, t0);
+        rows_by_panel::<S, R, NV>(
+            probs,
+            padded,
+            queries,
+            width,
+            kt,
+            padded,
+            hd,
+            keys.next_multiple_of(BLOCK),
+        );
+        for (r, row) in probs.chunks_exact_mut(padded).enumerate() {
+            let t = t0 + r;
+            let row = &mut row[..keys];
+            if t >= seq {
+                row.fill(0.0);
+                continue;
+            }
+            let (s, above) = row.split_at_mut(t + 1);
+            above.fill(0.0);
+            for x in s.iter_mut() {
+                *x *= scale;
+            }
+            let max = s.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+            for x in s.iter_mut() {
+                *x = exp(*x - max);
+            }
+            let sum = sum_blocked(s);
+            lse[t] = max + sum.ln();
+            let inv = 1.0 / sum;
+            for x in s.iter_mut() {
+                *x *= inv;
+            }
+            drop_row(s, mask, (job.bh * seq + t) * seq);
         }
-        let sum = sum_blocked(s);
-        *lse_t = max + sum.ln();
-        let inv = 1.0 / sum;
-        drop_row(s, &dims, (job.bh * seq + t) * seq);
-        acc.fill(0.0);
-        for (u, &p) in s.iter().enumerate() {
-            axpy(acc, p * inv, head.row(job.v, u));
+        rows_by_panel::<S, R, NV>(block_out, width, probs, padded, values, width, keys, width);
+        for (r, row) in block_out.chunks_exact(width).enumerate().take(keys - t0) {
+            job.out.slice(head.at(t0 + r), hd).copy_from_slice(&row[..hd]);
         }
-        job.out.slice(head.at(t), hd).copy_from_slice(acc);
     }
     SCRATCH.set(scratch);
 }
@@ -202,56 +351,82 @@ pub(crate) unsafe fn forward_head(job: &HeadForward<'_>) {
 /// # Safety
 /// As [`forward_head`], for `job.dq`, `job.dk` and `job.dv`.
 #[inline(always)]
-pub(crate) unsafe fn backward_head(job: &HeadBackward<'_>) {
+pub(crate) unsafe fn backward_head<S: Simd, const R: usize, const NV: usize>(job: &HeadBackward<'_>) {
+    debug_assert_eq!(BLOCK % (NV * S::LANES), 0);
     let dims = job.dims;
+    let mask = dims.dropout.as_ref();
     let head = Head::new(dims, job.bh);
-    let (seq, hd) = (head.seq, head.hd);
+    let (seq, hd, padded, width) = (head.seq, head.hd, head.padded, head.width);
     let scale = 1.0 / (hd as f32).sqrt();
     // Taken out of the thread-local for the duration (no closure: a closure would not
     // inherit the caller's `#[target_feature]`s and would compile to baseline SSE).
     let mut scratch = SCRATCH.take();
     let sc = &mut scratch;
-    let kt = zeroed(&mut sc.kt, hd * head.padded);
+    let kt = zeroed(&mut sc.kt, hd * padded);
     head.transpose_into(kt, job.k);
-    let vt = zeroed(&mut sc.vt, hd * head.padded);
+    let vt = zeroed(&mut sc.vt, hd * padded);
     head.transpose_into(vt, job.v);
-    let probs = zeroed(&mut sc.scores, head.padded);
-    let dprobs = zeroed(&mut sc.dscores, head.padded);
-    let dropped = zeroed(&mut sc.dropped, head.padded);
-    let dq = zeroed(&mut sc.row, hd);
-    let dk = zeroed(&mut sc.dk, seq * hd);
-    let dv = zeroed(&mut sc.dv, seq * hd);
-    for t in 0..seq {
-        let (n, nv) = (t + 1, (t + 1).next_multiple_of(BLOCK));
-        let (q_t, dout_t) = (head.row(job.q, t), head.row(job.dout, t));
-        panel_dots(&mut probs[..nv], q_t, kt, head.padded, scale);
-        panel_dots(&mut dprobs[..nv], dout_t, vt, head.padded, 1.0);
-        let (p, dp, pd) = (&mut probs[..n], &mut dprobs[..n], &mut dropped[..n]);
-        let lse = job.lse[t];
-        for x in p.iter_mut() {
-            *x = exp(*x - lse);
+    let keys_rows = zeroed(&mut sc.keys, seq * width);
+    head.rows_into(keys_rows, job.k, 0);
+    let queries = zeroed(&mut sc.queries, R * width);
+    let douts = zeroed(&mut sc.douts, R * width);
+    let block_out = zeroed(&mut sc.block_out, R * width);
+    let probs = zeroed(&mut sc.probs, R * padded);
+    let dprobs = zeroed(&mut sc.dprobs, R * padded);
+    let dropped = zeroed(&mut sc.dropped, if mask.is_some() { R * padded } else { 0 });
+    let dk = zeroed(&mut sc.dk, seq * width);
+    let dv = zeroed(&mut sc.dv, seq * width);
+    for t0 in (0..seq).step_by(R) {
+        let keys = (t0 + R).min(seq);
+        let cols = keys.next_multiple_of(BLOCK);
+        head.rows_into(queries, job.q, t0);
+        head.rows_into(douts, job.dout, t0);
+        rows_by_panel::<S, R, NV>(probs, padded, queries, width, kt, padded, hd, cols);
+        rows_by_panel::<S, R, NV>(dprobs, padded, douts, width, vt, padded, hd, cols);
+        for r in 0..R {
+            let t = t0 + r;
+            let p = &mut probs[r * padded..][..keys];
+            let dp = &mut dprobs[r * padded..][..keys];
+            if t >= seq {
+                p.fill(0.0);
+                dp.fill(0.0);
+                if mask.is_some() {
+                    dropped[r * padded..][..keys].fill(0.0);
+                }
+                continue;
+            }
+            let n = t + 1;
+            let lse = job.lse[t];
+            for x in p[..n].iter_mut() {
+                *x = exp(*x * scale - lse);
+            }
+            p[n..].fill(0.0);
+            // With dropout factors D: dP = (dout · v_u) D and v_u is weighted by P D.
+            let first = (job.bh * seq + t) * seq;
+            drop_row(&mut dp[..n], mask, first);
+            if mask.is_some() {
+                let pd = &mut dropped[r * padded..][..keys];
+                pd.copy_from_slice(p);
+                drop_row(&mut pd[..n], mask, first);
+            }
+            let weighted = dot_blocked(&p[..n], &dp[..n]);
+            // dS = P (dP - Σ P dP), scaled as the scores were; kept in `dprobs`.
+            for (d, &p) in dp[..n].iter_mut().zip(p[..n].iter()) {
+                *d = p * (*d - weighted) * scale;
+            }
+            dp[n..].fill(0.0);
         }
-        // With dropout factors D: dP = (dout · v_u) D and v_u is weighted by P D.
-        let first = (job.bh * seq + t) * seq;
-        drop_row(dp, &dims, first);
-        pd.copy_from_slice(p);
-        drop_row(pd, &dims, first);
-        let weighted = dot_blocked(p, dp);
-        // dS = P (dP - Σ P dP), scaled as the scores were; kept in `dp`.
-        for (d, &p) in dp.iter_mut().zip(p.iter()) {
-            *d = p * (*d - weighted) * scale;
+        rows_by_panel::<S, R, NV>(block_out, width, dprobs, padded, keys_rows, width, keys, width);
+        for (r, row) in block_out.chunks_exact(width).enumerate().take(keys - t0) {
+            job.dq.slice(head.at(t0 + r), hd).copy_from_slice(&row[..hd]);
         }
-        dq.fill(0.0);
-        for (u, (&ds, &pd)) in dp.iter().zip(pd.iter()).enumerate() {
-            axpy(dq, ds, head.row(job.k, u));
-            axpy(&mut dk[u * hd..][..hd], ds, q_t);
-            axpy(&mut dv[u * hd..][..hd], pd, dout_t);
-        }
-        job.dq.slice(head.at(t), hd).copy_from_slice(dq);
+        accumulate_transposed::<S, R, NV>(dk, width, dprobs, padded, keys, queries, width, width);
+        let weights = if mask.is_some() { &dropped[..] } else { &probs[..] };
+        accumulate_transposed::<S, R, NV>(dv, width, weights, padded, keys, douts, width, width);
     }
     for u in 0..seq {
-        job.dk.slice(head.at(u), hd).copy_from_slice(&dk[u * hd..][..hd]);
-        job.dv.slice(head.at(u), hd).copy_from_slice(&dv[u * hd..][..hd]);
+        job.dk.slice(head.at(u), hd).copy_from_slice(&dk[u * width..][..hd]);
+        job.dv.slice(head.at(u), hd).copy_from_slice(&dv[u * width..][..hd]);
     }
     SCRATCH.set(scratch);
 }

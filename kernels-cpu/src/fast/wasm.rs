@@ -60,12 +60,13 @@ unsafe fn simd128_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
     gelu::backward(dx, x, dout)
 }
 
+/// 4 query rows × 8 columns: 8 accumulators, as the matmul tile.
 unsafe fn simd128_attention(job: &HeadForward<'_>) {
-    attention::forward_head(job)
+    attention::forward_head::<Simd128, 4, 2>(job)
 }
 
 unsafe fn simd128_attention_backward(job: &HeadBackward<'_>) {
-    attention::backward_head(job)
+    attention::backward_head::<Simd128, 4, 2>(job)
 }
 
 unsafe fn simd128_cached_attention(job: &CachedHeads<'_>) {

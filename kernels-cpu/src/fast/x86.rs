@@ -94,14 +94,15 @@ unsafe fn avx2_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
     gelu::backward(dx, x, dout)
 }
 
+/// 4 query rows × 16 columns: 8 accumulators + 2 loads + 1 broadcast of the 16 ymm registers.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_attention(job: &HeadForward<'_>) {
-    attention::forward_head(job)
+    attention::forward_head::<Avx2, 4, 2>(job)
 }
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_attention_backward(job: &HeadBackward<'_>) {
-    attention::backward_head(job)
+    attention::backward_head::<Avx2, 4, 2>(job)
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -151,14 +152,15 @@ unsafe fn avx512_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
     gelu::backward(dx, x, dout)
 }
 
+/// 8 query rows × 16 columns: 8 accumulators, one key/value load per 8 multiply-adds.
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_attention(job: &HeadForward<'_>) {
-    attention::forward_head(job)
+    attention::forward_head::<Avx512, 8, 1>(job)
 }
 
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_attention_backward(job: &HeadBackward<'_>) {
-    attention::backward_head(job)
+    attention::backward_head::<Avx512, 8, 1>(job)
 }
 
 #[target_feature(enable = "avx512f")]

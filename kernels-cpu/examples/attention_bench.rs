@@ -1,0 +1,92 @@
+//! CPU training attention (forward `attention_for_training` and backward
+//! `attention_backward_saved`) per kernel variant, one JSON line per (shape, variant, threads).
+//!
+//! ```sh
+//! cargo run --release -p tinygpt-kernels-cpu --example attention_bench -- --threads 1,2 16x96x4x32
+//! ```
+//!
+//! Shapes are `BxTxHxHD` (batch, context, heads, head dim); without shapes it times the
+//! `small` and `medium` presets' layers. `gflops` counts the causal half of the products
+//! (forward 2, backward 4 `T²/2 · hd` multiply-adds per head, without recomputation), so the
+//! figure compares variants, not FLOP-exact work. Every supported variant is timed back to
+//! back, ~0.3 s per line after one warm-up call.
+
+use std::time::Instant;
+
+use tinygpt_kernels_cpu::{CpuBackend, KernelVariant};
+use tinygpt_tensor::{AttentionDims, Backend};
+
+const PRESETS: [&str; 2] = ["16x64x3x32", "16x96x4x32"];
+
+fn parse(shape: &str) -> Result<AttentionDims, String> {
+    let parts: Vec<usize> = shape
+        .split('x')
+        .map(|p| p.parse().map_err(|_| format!("bad shape {shape:?}: want BxTxHxHD")))
+        .collect::<Result<_, _>>()?;
+    match parts[..] {
+        [batch, seq, heads, head_dim] => Ok(AttentionDims { batch, seq, heads, head_dim, dropout: None }),
+        _ => Err(format!("bad shape {shape:?}: want BxTxHxHD")),
+    }
+}
+
+fn main() -> Result<(), String> {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut threads = vec![1];
+    if let Some(i) = args.iter().position(|a| a == "--threads") {
+        let list = args.get(i + 1).ok_or("--threads needs a list, e.g. 1,2")?.clone();
+        threads = list
+            .split(',')
+            .map(|t| t.parse().map_err(|_| format!("bad --threads {list:?}")))
+            .collect::<Result<_, _>>()?;
+        args.drain(i..i + 2);
+    }
+    let shapes = if args.is_empty() { PRESETS.map(String::from).to_vec() } else { args };
+    for shape in &shapes {
+        let dims = parse(shape)?;
+        let len = dims.batch * dims.seq * dims.channels();
+        let data = |m: usize| (0..len).map(|i| ((i * m) % 17) as f32 * 0.1 - 0.8).collect::<Vec<_>>();
+        for &t in &threads {
+            for variant in KernelVariant::ALL.into_iter().filter(|v| v.is_supported()) {
+                let backend = CpuBackend::try_new(t)
+                    .map_err(|e| e.to_string())?
+                    .with_variant(variant)
+                    .map_err(|e| e.to_string())?;
+                let (q, k, v, dout) = (
+                    backend.upload(&data(3)),
+                    backend.upload(&data(5)),
+                    backend.upload(&data(7)),
+                    backend.upload(&data(11)),
+                );
+                let saved = backend.attention_for_training(&q, &k, &v, dims);
+                let time = |reps: usize, f: &dyn Fn()| {
+                    let started = Instant::now();
+                    for _ in 0..reps {
+                        f();
+                    }
+                    started.elapsed().as_secs_f64() / reps as f64
+                };
+                let forward = || drop(backend.attention_for_training(&q, &k, &v, dims));
+                let backward =
+                    || drop(backend.attention_backward_saved(&dout, &q, &k, &v, &saved.saved, dims));
+                let mut secs = [0.0; 2];
+                for (s, f) in secs.iter_mut().zip([&forward as &dyn Fn(), &backward]) {
+                    let once = time(2, f);
+                    *s = time(((0.3 / once.max(1e-6)) as usize).clamp(2, 5000), f);
+                }
+                let half = (dims.batch * dims.heads * dims.seq * dims.seq * dims.head_dim) as f64 / 2.0;
+                let line = serde_json::json!({
+                    "op": "attention",
+                    "shape": shape,
+                    "kernels": variant.name(),
+                    "threads": t,
+                    "forward_ms": (secs[0] * 1e5).round() / 100.0,
+                    "backward_ms": (secs[1] * 1e5).round() / 100.0,
+                    "forward_gflops": (2.0 * 2.0 * half / secs[0] / 1e7).round() / 100.0,
+                    "backward_gflops": (2.0 * 4.0 * half / secs[1] / 1e7).round() / 100.0,
+                });
+                println!("{line}");
+            }
+        }
+    }
+    Ok(())
+}
