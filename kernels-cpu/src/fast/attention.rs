@@ -34,7 +34,7 @@ use std::cell::RefCell;
 
 use tinygpt_tensor::{AttentionDims, DropoutMask};
 
-use crate::fast::math::{dot_blocked, exp, sum_blocked, BLOCK};
+use crate::fast::math::{dot_blocked, exp, max_blocked, sum_blocked, BLOCK};
 pub(crate) use crate::fast::shared_out::SharedOut;
 use crate::fast::simd::Simd;
 
@@ -138,12 +138,20 @@ impl Head {
         &buf[self.at(t)..][..self.hd]
     }
 
-    /// This head's `[T, hd]` slice of `src` as `[hd][padded]` into zeros.
+    /// This head's `[T, hd]` slice of `src` as `[hd][padded]` into zeros: contiguous
+    /// stores, strided loads, no bounds checks in the loop (it was 15% of the backward).
     #[inline(always)]
     fn transpose_into(&self, dst: &mut [f32], src: &[f32]) {
-        for u in 0..self.seq {
-            for (d, &x) in self.row(src, u).iter().enumerate() {
-                dst[d * self.padded + u] = x;
+        if self.seq == 0 {
+            return;
+        }
+        assert!(dst.len() >= self.hd * self.padded && src.len() >= self.at(self.seq - 1) + self.hd);
+        let (dst, src) = (dst.as_mut_ptr(), src[self.base..].as_ptr());
+        for d in 0..self.hd {
+            for u in 0..self.seq {
+                // SAFETY: `d < hd`, `u < seq <= padded`, and the last row read lies in `src`
+                // (both asserted above).
+                unsafe { *dst.add(d * self.padded + u) = *src.add(u * self.channels + d) };
             }
         }
     }
@@ -328,7 +336,7 @@ pub(crate) unsafe fn forward_head<S: Simd, const R: usize, const NV: usize>(job:
             for x in s.iter_mut() {
                 *x *= scale;
             }
-            let max = s.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+            let max = max_blocked(s);
             for x in s.iter_mut() {
                 *x = exp(*x - max);
             }
