@@ -24,8 +24,9 @@
 //!
 //! Summation order (fixed by the shapes alone): each score sums `d` ascending in one fused
 //! multiply-add chain; out_t and dq_t sum `u` ascending; dk_u and dv_u sum `t` ascending
-//! (block by block, rows ascending within a block); the softmax sums and `Σ P dP` use
-//! `BLOCK` interleaved partial sums (`math.rs`). One (batch, head) pair is one parallel
+//! (block by block, rows ascending within a block); the softmax sum and `Σ P dP` run over
+//! whole `BLOCK`-wide strips of the row (exact zeros past the diagonal) in `BLOCK` partial
+//! sums, then add those pairwise ([`pairwise_sum`]). One (batch, head) pair is one parallel
 //! piece; it writes only its own columns of the outputs and its own `lse` row, so results do
 //! not depend on the thread count. `R` and `NV` (chosen per ISA) group rows and columns only
 //! and do not change any element's order of additions.
@@ -34,7 +35,7 @@ use std::cell::RefCell;
 
 use tinygpt_tensor::{AttentionDims, DropoutMask};
 
-use crate::fast::math::{dot_blocked, exp, max_blocked, sum_blocked, BLOCK};
+use crate::fast::math::{exp, BLOCK};
 pub(crate) use crate::fast::shared_out::SharedOut;
 use crate::fast::simd::Simd;
 
@@ -286,6 +287,78 @@ fn drop_row(row: &mut [f32], mask: Option<&DropoutMask>, first: usize) {
     }
 }
 
+/// `acc[0] + acc[1] + ...` added pairwise (halves, then quarters, ...): a fixed order in
+/// a few vector shuffles, where a serial sum is `BLOCK - 1` dependent adds.
+#[inline(always)]
+fn pairwise_sum(mut acc: [f32; BLOCK]) -> f32 {
+    let mut half = BLOCK / 2;
+    while half > 0 {
+        for i in 0..half {
+            acc[i] += acc[i + half];
+        }
+        half /= 2;
+    }
+    acc[0]
+}
+
+/// The softmax of the first `n` scores of `row` (a whole number of `BLOCK` strips): the
+/// scores scaled by `scale`, their max taken, `e^{s - max}` summed in `BLOCK` partial sums;
+/// `row` becomes the probabilities, exact zeros from `n` on. Returns the log-sum-exp. Whole
+/// strips and lane masks instead of an `n`-long loop: no scalar remainder per row.
+#[inline(always)]
+fn softmax_row(row: &mut [f32], n: usize, scale: f32) -> f32 {
+    let mut maxes = [f32::NEG_INFINITY; BLOCK];
+    for (j, strip) in row.chunks_exact_mut(BLOCK).enumerate() {
+        for (i, (x, m)) in strip.iter_mut().zip(maxes.iter_mut()).enumerate() {
+            *x = if j * BLOCK + i < n { *x * scale } else { f32::NEG_INFINITY };
+            *m = if *x > *m { *x } else { *m };
+        }
+    }
+    let max = maxes.iter().fold(f32::NEG_INFINITY, |m, &a| if a > m { a } else { m });
+    let mut sums = [0f32; BLOCK];
+    for (j, strip) in row.chunks_exact_mut(BLOCK).enumerate() {
+        for (i, (x, s)) in strip.iter_mut().zip(sums.iter_mut()).enumerate() {
+            *x = if j * BLOCK + i < n { exp(*x - max) } else { 0.0 };
+            *s += *x;
+        }
+    }
+    let sum = pairwise_sum(sums);
+    let inv = 1.0 / sum;
+    for x in row.iter_mut() {
+        *x *= inv;
+    }
+    max + sum.ln()
+}
+
+/// The backward's probabilities of one row from its scores and log-sum-exp (as
+/// [`softmax_row`] made them: `e^{s·scale - lse}`, zero from `n` on), over whole strips.
+#[inline(always)]
+fn probs_row(row: &mut [f32], n: usize, scale: f32, lse: f32) {
+    for (j, strip) in row.chunks_exact_mut(BLOCK).enumerate() {
+        for (i, x) in strip.iter_mut().enumerate() {
+            *x = if j * BLOCK + i < n { exp(*x * scale - lse) } else { 0.0 };
+        }
+    }
+}
+
+/// `dS = P (dP - Σ P dP) · scale` in place of `dp` over whole strips (zero from `n` on;
+/// `p` is zero there already); the sum in `BLOCK` partial sums added pairwise.
+#[inline(always)]
+fn dscores_row(dp: &mut [f32], p: &[f32], n: usize, scale: f32) {
+    let mut sums = [0f32; BLOCK];
+    for (ps, ds) in p.chunks_exact(BLOCK).zip(dp.chunks_exact(BLOCK)) {
+        for ((s, &p), &d) in sums.iter_mut().zip(ps).zip(ds) {
+            *s += p * d;
+        }
+    }
+    let weighted = pairwise_sum(sums);
+    for (j, (ps, ds)) in p.chunks_exact(BLOCK).zip(dp.chunks_exact_mut(BLOCK)).enumerate() {
+        for (i, (&p, d)) in ps.iter().zip(ds.iter_mut()).enumerate() {
+            *d = if j * BLOCK + i < n { p * (*d - weighted) * scale } else { 0.0 };
+        }
+    }
+}
+
 /// # Safety
 /// `job.out` and `job.lse` point at buffers of the sizes [`HeadForward`] names, and no other
 /// piece writes this head's part of them meanwhile; the variant's instructions are
@@ -313,40 +386,18 @@ pub(crate) unsafe fn forward_head<S: Simd, const R: usize, const NV: usize>(job:
     for t0 in (0..seq).step_by(R) {
         // Keys past the block's last row are masked for all its rows: skipped.
         let keys = (t0 + R).min(seq);
+        let cols = keys.next_multiple_of(BLOCK);
         head.rows_into(queries, job.q, t0);
-        rows_by_panel::<S, R, NV>(
-            probs,
-            padded,
-            queries,
-            width,
-            kt,
-            padded,
-            hd,
-            keys.next_multiple_of(BLOCK),
-        );
+        rows_by_panel::<S, R, NV>(probs, padded, queries, width, kt, padded, hd, cols);
         for (r, row) in probs.chunks_exact_mut(padded).enumerate() {
             let t = t0 + r;
-            let row = &mut row[..keys];
+            let row = &mut row[..cols];
             if t >= seq {
                 row.fill(0.0);
                 continue;
             }
-            let (s, above) = row.split_at_mut(t + 1);
-            above.fill(0.0);
-            for x in s.iter_mut() {
-                *x *= scale;
-            }
-            let max = max_blocked(s);
-            for x in s.iter_mut() {
-                *x = exp(*x - max);
-            }
-            let sum = sum_blocked(s);
-            lse[t] = max + sum.ln();
-            let inv = 1.0 / sum;
-            for x in s.iter_mut() {
-                *x *= inv;
-            }
-            drop_row(s, mask, (job.bh * seq + t) * seq);
+            lse[t] = softmax_row(row, t + 1, scale);
+            drop_row(&mut row[..t + 1], mask, (job.bh * seq + t) * seq);
         }
         rows_by_panel::<S, R, NV>(block_out, width, probs, padded, values, width, keys, width);
         for (r, row) in block_out.chunks_exact(width).enumerate().take(keys - t0) {
@@ -393,36 +444,28 @@ pub(crate) unsafe fn backward_head<S: Simd, const R: usize, const NV: usize>(job
         rows_by_panel::<S, R, NV>(dprobs, padded, douts, width, vt, padded, hd, cols);
         for r in 0..R {
             let t = t0 + r;
-            let p = &mut probs[r * padded..][..keys];
-            let dp = &mut dprobs[r * padded..][..keys];
+            let p = &mut probs[r * padded..][..cols];
+            let dp = &mut dprobs[r * padded..][..cols];
             if t >= seq {
                 p.fill(0.0);
                 dp.fill(0.0);
                 if mask.is_some() {
-                    dropped[r * padded..][..keys].fill(0.0);
+                    dropped[r * padded..][..cols].fill(0.0);
                 }
                 continue;
             }
             let n = t + 1;
-            let lse = job.lse[t];
-            for x in p[..n].iter_mut() {
-                *x = exp(*x * scale - lse);
-            }
-            p[n..].fill(0.0);
+            probs_row(p, n, scale, job.lse[t]);
             // With dropout factors D: dP = (dout · v_u) D and v_u is weighted by P D.
             let first = (job.bh * seq + t) * seq;
             drop_row(&mut dp[..n], mask, first);
             if mask.is_some() {
-                let pd = &mut dropped[r * padded..][..keys];
+                let pd = &mut dropped[r * padded..][..cols];
                 pd.copy_from_slice(p);
                 drop_row(&mut pd[..n], mask, first);
             }
-            let weighted = dot_blocked(&p[..n], &dp[..n]);
-            // dS = P (dP - Σ P dP), scaled as the scores were; kept in `dprobs`.
-            for (d, &p) in dp[..n].iter_mut().zip(p[..n].iter()) {
-                *d = p * (*d - weighted) * scale;
-            }
-            dp[n..].fill(0.0);
+            // dS, scaled as the scores were; kept in `dprobs`.
+            dscores_row(dp, p, n, scale);
         }
         rows_by_panel::<S, R, NV>(block_out, width, dprobs, padded, keys_rows, width, keys, width);
         for (r, row) in block_out.chunks_exact(width).enumerate().take(keys - t0) {

@@ -58,21 +58,3 @@ pub(crate) fn sum_blocked(x: &[f32]) -> f32 {
     }
     acc.iter().sum()
 }
-
-/// `max x[i]` (`-inf` for none) in `BLOCK` interleaved partial maxima, so it vectorises
-/// (a plain `fold` with `f32::max` is one serial chain). A NaN may or may not win.
-#[inline(always)]
-pub(crate) fn max_blocked(x: &[f32]) -> f32 {
-    let mut acc = [f32::NEG_INFINITY; BLOCK];
-    let chunks = x.chunks_exact(BLOCK);
-    let rest = chunks.remainder();
-    for xs in chunks {
-        for (a, &p) in acc.iter_mut().zip(xs) {
-            *a = if p > *a { p } else { *a };
-        }
-    }
-    for (a, &p) in acc.iter_mut().zip(rest) {
-        *a = if p > *a { p } else { *a };
-    }
-    acc.iter().fold(f32::NEG_INFINITY, |m, &a| if a > m { a } else { m })
-}
