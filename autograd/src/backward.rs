@@ -134,9 +134,10 @@ fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) 
                 out.push((*x, dout.dropout(mask)));
             }
         }
-        Op::CrossEntropy { logits, targets } => {
+        Op::CrossEntropy { logits, targets, saved } => {
             if wants(*logits) {
-                out.push((*logits, value(*logits).cross_entropy_backward(targets, dout)));
+                let dlogits = value(*logits).cross_entropy_backward_saved(targets, saved.as_ref(), dout);
+                out.push((*logits, dlogits));
             }
         }
     }

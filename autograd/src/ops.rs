@@ -98,8 +98,8 @@ impl<B: Backend> Tape<B> {
 
     /// Mean softmax cross-entropy of `logits` against `targets` → `[1]`.
     pub fn cross_entropy(&self, logits: &Var<B>, targets: &Indices<B>) -> Var<B> {
-        let value = logits.value.cross_entropy(targets);
-        self.record(Op::CrossEntropy { logits: logits.id, targets: targets.clone() }, value, &[logits])
+        let (value, saved) = logits.value.cross_entropy_for_training(targets);
+        self.record(Op::CrossEntropy { logits: logits.id, targets: targets.clone(), saved }, value, &[logits])
     }
 
     /// A constant on the tape (no gradient), e.g. an input batch.

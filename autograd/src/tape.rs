@@ -80,9 +80,11 @@ pub(crate) enum Op<B: Backend> {
         x: usize,
         mask: DropoutMask,
     },
+    /// `saved`: what the backend keeps for the backward pass (see `CrossEntropySaved`).
     CrossEntropy {
         logits: usize,
         targets: Indices<B>,
+        saved: Option<B::Storage>,
     },
 }
 

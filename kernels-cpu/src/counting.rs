@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use crate::CpuBackend;
 use tinygpt_tensor::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend, CachedAttentionDims,
-    DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    CrossEntropySaved, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 /// The CPU backend, counting every call. Clones share the counts.
@@ -152,6 +152,27 @@ impl Backend for Counting {
     }
     fn cross_entropy_backward(&self, logits: &S, targets: &I, dloss: &S, rows: usize, vocab: usize) -> S {
         self.count("cross_entropy_backward").cross_entropy_backward(logits, targets, dloss, rows, vocab)
+    }
+    fn cross_entropy_for_training(
+        &self,
+        logits: &S,
+        targets: &I,
+        rows: usize,
+        vocab: usize,
+    ) -> CrossEntropySaved<S> {
+        self.count("cross_entropy_for_training").cross_entropy_for_training(logits, targets, rows, vocab)
+    }
+    fn cross_entropy_backward_saved(
+        &self,
+        logits: &S,
+        targets: &I,
+        saved: Option<&S>,
+        dloss: &S,
+        rows: usize,
+        vocab: usize,
+    ) -> S {
+        let inner = self.count("cross_entropy_backward_saved");
+        inner.cross_entropy_backward_saved(logits, targets, saved, dloss, rows, vocab)
     }
     fn adamw(&self, param: &S, grad: &S, m: &S, v: &S, grad_sumsq: &S, hp: &AdamWStep, len: usize) {
         self.count("adamw").adamw(param, grad, m, v, grad_sumsq, hp, len)

@@ -5,7 +5,8 @@ use std::future::{ready, Future};
 
 use tinygpt_tensor::{
     assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend,
-    CachedAttentionDims, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    CachedAttentionDims, CrossEntropySaved, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims,
+    TensorError,
 };
 
 use crate::kernels::adamw::{self, AdamWBufs};
@@ -393,6 +394,45 @@ impl Backend for CpuBackend {
         let dloss = scalar("cross_entropy_backward", "dloss", dloss);
         self.produce(rows * vocab, |d| {
             cross_entropy::cross_entropy_backward(&self.par, d, &logits.read(), &targets.read(), dloss, vocab)
+        })
+    }
+
+    fn cross_entropy_for_training(
+        &self,
+        logits: &Self::Storage,
+        targets: &Self::Indices,
+        rows: usize,
+        vocab: usize,
+    ) -> CrossEntropySaved<Self::Storage> {
+        let Some(fast) = self.fast else {
+            return CrossEntropySaved { loss: self.cross_entropy(logits, targets, rows, vocab), saved: None };
+        };
+        expect_len("cross_entropy", "logits", logits, rows * vocab);
+        expect_len("cross_entropy", "targets", targets, rows);
+        let mut saved = self.uninit(2 * rows);
+        let loss = fast::cross_entropy(fast, &self.par, &mut saved, &logits.read(), &targets.read(), vocab);
+        CrossEntropySaved { loss: self.produce_all(1, |out| out[0] = loss), saved: Some(self.wrap(saved)) }
+    }
+
+    fn cross_entropy_backward_saved(
+        &self,
+        logits: &Self::Storage,
+        targets: &Self::Indices,
+        saved: Option<&Self::Storage>,
+        dloss: &Self::Storage,
+        rows: usize,
+        vocab: usize,
+    ) -> Self::Storage {
+        let (Some(fast), Some(saved)) = (self.fast, saved) else {
+            return self.cross_entropy_backward(logits, targets, dloss, rows, vocab);
+        };
+        expect_len("cross_entropy_backward", "logits", logits, rows * vocab);
+        expect_len("cross_entropy_backward", "targets", targets, rows);
+        expect_len("cross_entropy_backward", "saved normalisers", saved, 2 * rows);
+        let dloss = scalar("cross_entropy_backward", "dloss", dloss);
+        self.produce_all(rows * vocab, |d| {
+            let (logits, targets, saved) = (&logits.read(), &targets.read(), &saved.read());
+            fast::cross_entropy_backward(fast, &self.par, d, logits, targets, saved, dloss, vocab)
         })
     }
 

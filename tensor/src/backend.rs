@@ -3,7 +3,7 @@ use std::future::Future;
 
 use crate::dims::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims, CopyRange,
-    LayerNormGrads, LayerNormOut, MatmulDims,
+    CrossEntropySaved, LayerNormGrads, LayerNormOut, MatmulDims,
 };
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
@@ -240,6 +240,37 @@ pub trait Backend: Clone + Debug + 'static {
         rows: usize,
         vocab: usize,
     ) -> Self::Storage;
+
+    /// Cross-entropy for training: the loss of [`Backend::cross_entropy`] and what its
+    /// backward needs (see [`CrossEntropySaved`]); training code calls this pair so a backend
+    /// can find each row's softmax normaliser once instead of in both directions. The
+    /// default saves nothing.
+    fn cross_entropy_for_training(
+        &self,
+        logits: &Self::Storage,
+        targets: &Self::Indices,
+        rows: usize,
+        vocab: usize,
+    ) -> CrossEntropySaved<Self::Storage> {
+        CrossEntropySaved { loss: self.cross_entropy(logits, targets, rows, vocab), saved: None }
+    }
+
+    /// [`Backend::cross_entropy_backward`] given the `saved` of
+    /// [`Backend::cross_entropy_for_training`] (same logits, targets and sizes). The
+    /// default ignores `saved`.
+    #[allow(clippy::too_many_arguments)]
+    fn cross_entropy_backward_saved(
+        &self,
+        logits: &Self::Storage,
+        targets: &Self::Indices,
+        saved: Option<&Self::Storage>,
+        dloss: &Self::Storage,
+        rows: usize,
+        vocab: usize,
+    ) -> Self::Storage {
+        let _ = saved;
+        self.cross_entropy_backward(logits, targets, dloss, rows, vocab)
+    }
 
     // ---- optimizer -------------------------------------------------------------------
 

@@ -148,6 +148,19 @@ pub struct AttentionSaved<S> {
     pub saved: S,
 }
 
+/// Forward result of [`crate::Backend::cross_entropy_for_training`]: the mean `loss` `[1]`,
+/// and `saved`, whatever this backend's backward pass needs, handed back unchanged to
+/// [`crate::Backend::cross_entropy_backward_saved`] of the same backend. By default it is
+/// `None` (the backward recomputes each row's softmax normaliser from the logits); a fused
+/// backend keeps each row's normaliser, so its backward is one `exp` per logit.
+#[derive(Clone, Debug)]
+pub struct CrossEntropySaved<S> {
+    /// The mean loss `[1]`, as [`crate::Backend::cross_entropy`] returns it.
+    pub loss: S,
+    /// What the fused backward needs (e.g. the softmax's row statistics).
+    pub saved: Option<S>,
+}
+
 /// Gradients of attention with respect to `q`, `k` and `v`.
 #[derive(Clone, Debug)]
 pub struct AttentionGrads<S> {

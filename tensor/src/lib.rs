@@ -22,7 +22,7 @@ mod tensor;
 pub use backend::{assert_copy_in_bounds, Backend};
 pub use dims::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims, CopyRange,
-    LayerNormGrads, LayerNormOut, MatmulDims,
+    CrossEntropySaved, LayerNormGrads, LayerNormOut, MatmulDims,
 };
 pub use dropout::DropoutMask;
 pub use error::{BadValue, TensorError};

@@ -1,7 +1,7 @@
 use crate::backend::Backend;
 use crate::dims::{
-    AttentionDims, AttentionGrads, AttentionSaved, CachedAttentionDims, LayerNormGrads, LayerNormOut,
-    MatmulDims,
+    AttentionDims, AttentionGrads, AttentionSaved, CachedAttentionDims, CrossEntropySaved, LayerNormGrads,
+    LayerNormOut, MatmulDims,
 };
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
@@ -397,6 +397,39 @@ impl<B: Backend> Tensor<B> {
         });
         let out =
             self.backend.cross_entropy_backward(&self.storage, &targets.storage, &dloss.storage, rows, vocab);
+        self.wrap(out, self.shape.clone())
+    }
+
+    /// [`Tensor::cross_entropy`] for training: the loss and what the backend saves for
+    /// [`Tensor::cross_entropy_backward_saved`] (opaque; see [`CrossEntropySaved`]).
+    pub fn cross_entropy_for_training(&self, targets: &Indices<B>) -> (Self, Option<B::Storage>) {
+        let (rows, vocab) = (self.shape.rows(), self.shape.last());
+        check("cross_entropy", rows == targets.len, || format!("{rows} rows, {} targets", targets.len));
+        let CrossEntropySaved { loss, saved } =
+            self.backend.cross_entropy_for_training(&self.storage, &targets.storage, rows, vocab);
+        (self.wrap(loss, [1]), saved)
+    }
+
+    /// Backward of [`Tensor::cross_entropy_for_training`]: `self` is the logits, `saved` what
+    /// it returned; the gradient with respect to the logits, scaled by `dloss` `[1]`.
+    pub fn cross_entropy_backward_saved(
+        &self,
+        targets: &Indices<B>,
+        saved: Option<&B::Storage>,
+        dloss: &Self,
+    ) -> Self {
+        let (rows, vocab) = (self.shape.rows(), self.shape.last());
+        check("cross_entropy_backward", rows == targets.len && dloss.numel() == 1, || {
+            format!("{rows} rows, {} targets, dloss {}", targets.len, dloss.shape)
+        });
+        let out = self.backend.cross_entropy_backward_saved(
+            &self.storage,
+            &targets.storage,
+            saved,
+            &dloss.storage,
+            rows,
+            vocab,
+        );
         self.wrap(out, self.shape.clone())
     }
 }

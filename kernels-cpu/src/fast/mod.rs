@@ -1,5 +1,5 @@
 //! The fast kernel variants (see `crate::variant`): one generic implementation per op
-//! (`gemm.rs`, `gelu.rs`, `attention.rs`, `layernorm.rs`, `sum_rows.rs`), instantiated per instruction set in `x86.rs` and `wasm.rs`
+//! (`gemm.rs`, `gelu.rs`, `attention.rs`, `layernorm.rs`, `cross_entropy.rs`, `sum_rows.rs`), instantiated per instruction set in `x86.rs` and `wasm.rs`
 //! behind the matching target features. What an ISA adds is its [`Simd`](simd::Simd)
 //! impl, its tile size and a table of entry points, never a copy of a kernel.
 
@@ -12,6 +12,7 @@
 
 mod attention;
 mod cached_attention;
+mod cross_entropy;
 mod gelu;
 pub(crate) mod gemm;
 pub(crate) mod gemv;
@@ -53,6 +54,10 @@ pub(crate) struct FastKernels {
     pub layer_norm: unsafe fn(LayerNormRows<'_>),
     pub layer_norm_backward: unsafe fn(LayerNormBackwardRows<'_>),
     pub sum_rows: unsafe fn(&mut [f32], &[f32]),
+    /// Fills a block's saved normalisers and returns the sum of its losses.
+    pub cross_entropy: unsafe fn(cross_entropy::Rows<'_>, &mut [f32]) -> f64,
+    /// A block's `dlogits` from its saved normalisers and `dloss / rows`.
+    pub cross_entropy_backward: unsafe fn(cross_entropy::Rows<'_>, &mut [f32], &[f32], f32),
     /// f32 lanes of one vector register.
     pub lanes: usize,
     /// The peak probe's loop (`peak.rs`).
@@ -338,4 +343,61 @@ pub(crate) fn sum_rows(
 /// Scratch values [`sum_rows`] needs for `rows` rows of `cols`.
 pub(crate) fn sum_rows_partials_len(rows: usize, cols: usize) -> usize {
     rows.div_ceil(sum_rows::ROWS_PER_PIECE) * cols
+}
+
+/// Mean softmax cross-entropy of `logits` `[rows, vocab]` against `targets` `[rows]`, filling
+/// `saved` `[rows, 2]` for [`cross_entropy_backward`]. The blocks' loss sums are added in
+/// block order, so the split is by size alone.
+pub(crate) fn cross_entropy(
+    kernels: &FastKernels,
+    par: &Parallel,
+    saved: &mut [f32],
+    logits: &[f32],
+    targets: &[u32],
+    vocab: usize,
+) -> f32 {
+    let rows = targets.len();
+    assert!(saved.len() == 2 * rows && logits.len() == rows * vocab);
+    let block = cross_entropy::ROWS_PER_PIECE;
+    let sums = par.map_chunks_mut(saved, 2 * block, |i, saved| {
+        let (r0, n) = (i * block, saved.len() / 2);
+        let rows = cross_entropy::Rows {
+            logits: &logits[r0 * vocab..][..n * vocab],
+            targets: &targets[r0..][..n],
+            vocab,
+        };
+        // SAFETY: `kernels` is a supported variant's.
+        unsafe { (kernels.cross_entropy)(rows, saved) }
+    });
+    (sums.iter().sum::<f64>() / rows as f64) as f32
+}
+
+/// `dlogits = dloss · (softmax(logits) - onehot(targets)) / rows` from the `saved` of
+/// [`cross_entropy`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn cross_entropy_backward(
+    kernels: &FastKernels,
+    par: &Parallel,
+    dlogits: &mut [f32],
+    logits: &[f32],
+    targets: &[u32],
+    saved: &[f32],
+    dloss: f32,
+    vocab: usize,
+) {
+    let rows = targets.len();
+    assert!(saved.len() == 2 * rows && logits.len() == rows * vocab && dlogits.len() == rows * vocab);
+    let scale = dloss / rows as f32;
+    let block = cross_entropy::ROWS_PER_PIECE;
+    par.chunks_mut(dlogits, (block * vocab).max(1), |i, dlogits| {
+        let r0 = i * block;
+        let n = block.min(rows - r0);
+        let rows = cross_entropy::Rows {
+            logits: &logits[r0 * vocab..][..n * vocab],
+            targets: &targets[r0..][..n],
+            vocab,
+        };
+        // SAFETY: `kernels` is a supported variant's.
+        unsafe { (kernels.cross_entropy_backward)(rows, dlogits, &saved[2 * r0..][..2 * n], scale) }
+    });
 }

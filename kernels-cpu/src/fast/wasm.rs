@@ -6,6 +6,7 @@ use core::arch::wasm32::*;
 
 use crate::fast::attention::{self, HeadBackward, HeadForward};
 use crate::fast::cached_attention::{self, CachedHeads};
+use crate::fast::cross_entropy;
 use crate::fast::gemm::{self, Microkernel, Piece};
 use crate::fast::gemv::{self, Columns};
 use crate::fast::simd::Simd;
@@ -89,6 +90,19 @@ unsafe fn simd128_sum_rows(partial: &mut [f32], x: &[f32]) {
     sum_rows::block_sums(partial, x)
 }
 
+unsafe fn simd128_cross_entropy(rows: cross_entropy::Rows<'_>, saved: &mut [f32]) -> f64 {
+    cross_entropy::forward_rows(rows, saved)
+}
+
+unsafe fn simd128_cross_entropy_backward(
+    rows: cross_entropy::Rows<'_>,
+    d: &mut [f32],
+    saved: &[f32],
+    scale: f32,
+) {
+    cross_entropy::backward_rows(rows, d, saved, scale)
+}
+
 pub(crate) static SIMD128: FastKernels = FastKernels {
     matmul: Microkernel { mr: 4, nr: 8, piece: simd128_piece },
     gemv: simd128_gemv,
@@ -100,6 +114,8 @@ pub(crate) static SIMD128: FastKernels = FastKernels {
     layer_norm: simd128_layer_norm,
     layer_norm_backward: simd128_layer_norm_backward,
     sum_rows: simd128_sum_rows,
+    cross_entropy: simd128_cross_entropy,
+    cross_entropy_backward: simd128_cross_entropy_backward,
     lanes: 4,
     multiply_adds: simd128_multiply_adds,
 };

@@ -7,6 +7,7 @@ use std::arch::x86_64::*;
 
 use crate::fast::attention::{self, HeadBackward, HeadForward};
 use crate::fast::cached_attention::{self, CachedHeads};
+use crate::fast::cross_entropy;
 use crate::fast::gemm::{self, Microkernel, Piece};
 use crate::fast::gemv::{self, Columns};
 use crate::fast::simd::Simd;
@@ -130,6 +131,21 @@ unsafe fn avx2_sum_rows(partial: &mut [f32], x: &[f32]) {
     sum_rows::block_sums(partial, x)
 }
 
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_cross_entropy(rows: cross_entropy::Rows<'_>, saved: &mut [f32]) -> f64 {
+    cross_entropy::forward_rows(rows, saved)
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_cross_entropy_backward(
+    rows: cross_entropy::Rows<'_>,
+    d: &mut [f32],
+    saved: &[f32],
+    scale: f32,
+) {
+    cross_entropy::backward_rows(rows, d, saved, scale)
+}
+
 /// 12 × 32: 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers.
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_piece(job: &Piece<'_>) {
@@ -188,6 +204,21 @@ unsafe fn avx512_sum_rows(partial: &mut [f32], x: &[f32]) {
     sum_rows::block_sums(partial, x)
 }
 
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_cross_entropy(rows: cross_entropy::Rows<'_>, saved: &mut [f32]) -> f64 {
+    cross_entropy::forward_rows(rows, saved)
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_cross_entropy_backward(
+    rows: cross_entropy::Rows<'_>,
+    d: &mut [f32],
+    saved: &[f32],
+    scale: f32,
+) {
+    cross_entropy::backward_rows(rows, d, saved, scale)
+}
+
 pub(crate) static AVX2_FMA: FastKernels = FastKernels {
     matmul: Microkernel { mr: 6, nr: 16, piece: avx2_piece },
     gemv: avx2_gemv,
@@ -199,6 +230,8 @@ pub(crate) static AVX2_FMA: FastKernels = FastKernels {
     layer_norm: avx2_layer_norm,
     layer_norm_backward: avx2_layer_norm_backward,
     sum_rows: avx2_sum_rows,
+    cross_entropy: avx2_cross_entropy,
+    cross_entropy_backward: avx2_cross_entropy_backward,
     lanes: 8,
     multiply_adds: avx2_multiply_adds,
 };
@@ -214,6 +247,8 @@ pub(crate) static AVX512: FastKernels = FastKernels {
     layer_norm: avx512_layer_norm,
     layer_norm_backward: avx512_layer_norm_backward,
     sum_rows: avx512_sum_rows,
+    cross_entropy: avx512_cross_entropy,
+    cross_entropy_backward: avx512_cross_entropy_backward,
     lanes: 16,
     multiply_adds: avx512_multiply_adds,
 };

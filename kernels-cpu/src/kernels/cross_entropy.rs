@@ -17,7 +17,7 @@ fn row_normaliser(row: &[f32]) -> (f32, f64) {
     (max, sum)
 }
 
-fn target_of(targets: &[u32], r: usize, vocab: usize) -> usize {
+pub(crate) fn target_of(targets: &[u32], r: usize, vocab: usize) -> usize {
     let t = targets[r] as usize;
     assert!(t < vocab, "cross_entropy: target {t} in row {r} is outside the vocabulary of {vocab}");
     t

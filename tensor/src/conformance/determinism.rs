@@ -96,6 +96,13 @@ pub async fn op_results<B: Backend>(backend: &B) -> Vec<(String, Vec<f32>)> {
     results.push(("cross_entropy".into(), backend.cross_entropy(&logits, &targets, rows, vocab)));
     let dlogits = backend.cross_entropy_backward(&logits, &targets, &backend.upload(&[1.0]), rows, vocab);
     results.push(("dlogits".into(), dlogits));
+    // The training pair (fused in the fast variants: each row's normaliser saved).
+    let trained = backend.cross_entropy_for_training(&logits, &targets, rows, vocab);
+    let dloss = backend.upload(&[0.5]);
+    let dlogits =
+        backend.cross_entropy_backward_saved(&logits, &targets, trained.saved.as_ref(), &dloss, rows, vocab);
+    results.extend([("training loss".to_string(), trained.loss), ("saved dlogits".to_string(), dlogits)]);
+    results.extend(trained.saved.map(|s| ("cross_entropy saved".to_string(), s)));
 
     let plen = 50_000;
     let (param, grad, m, v) = (normal(plen), normal(plen), backend.zeros(plen), backend.zeros(plen));

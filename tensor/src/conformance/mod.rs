@@ -127,6 +127,7 @@ macro_rules! __conformance_tests {
             attention_backward_saved,
             cross_entropy,
             cross_entropy_backward,
+            cross_entropy_for_training,
             adamw,
         );
     };

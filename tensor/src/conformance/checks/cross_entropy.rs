@@ -73,3 +73,30 @@ pub async fn cross_entropy_backward<B: Backend>(backend: &B) {
         }
     }
 }
+
+/// The training pair: `cross_entropy_for_training`, then `cross_entropy_backward_saved` on
+/// what it saved (with `dloss` ≠ 1), against the f64 reference within
+/// [`Tolerance::ACCUMULATED`], like the separate ops; plus a case of more rows than the CPU's
+/// fused pieces (32 rows) hold.
+pub async fn cross_entropy_for_training<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0xCEF);
+    let dloss = 0.7f32;
+    let udloss = backend.upload(&[dloss]);
+    for (rows, vocab) in CASES.into_iter().chain([(70, 65)]) {
+        for shifted in [false, true] {
+            let (x, t) = (logits(&mut rng, rows, vocab, shifted), ids(&mut rng, rows, vocab));
+            let (ux, ut) = (backend.upload(&x), backend.upload_indices(&t));
+            let what = format!("cross_entropy_for_training [{rows}, {vocab}] shifted {shifted}");
+            let trained = backend.cross_entropy_for_training(&ux, &ut, rows, vocab);
+            let loss = read_scalar(backend, &trained.loss, "cross_entropy_for_training").await;
+            Tolerance::ACCUMULATED.assert_close(&what, &[loss], &[layers::cross_entropy(&x, &t, vocab)]);
+            let dx =
+                backend.cross_entropy_backward_saved(&ux, &ut, trained.saved.as_ref(), &udloss, rows, vocab);
+            let dx = read(backend, &dx, "dlogits").await;
+            let want = layers::cross_entropy_backward(&x, &t, dloss, vocab);
+            Tolerance::ACCUMULATED.assert_close(&format!("{what}: dlogits"), &dx, &want);
+            assert_inputs_unchanged(backend, &what, &[(&ux, &x, "logits"), (&udloss, &[dloss], "dloss")])
+                .await;
+        }
+    }
+}
