@@ -6,14 +6,14 @@
 //! (`kernels/matmul.rs`) defines it.
 //!
 //! Layout of the work:
-//! - op(B) is packed once per call into `nr`-column panels `[n / nr][k][nr]` (zero past
-//!   `n`), so the microkernel reads B contiguously whatever its layout, and each panel is
-//!   read from cache by every row block instead of being re-streamed per 4 rows.
-//! - C is cut into pieces of `MC` rows × `NC` (or, given enough rows, `NC_WIDE`) columns
-//!   — sizes chosen by the problem, never derived from the thread count — that run in
-//!   parallel. A piece walks k in `KC` slices, packs its
-//!   `MC × KC` block of op(A) into `mr`-row panels (L2), then for each `KC × nr` panel of B
-//!   (L1) runs the microkernel over its `mr`-row panels.
+//! - op(B) is packed into `nr`-column panels (`[kc][nr]` each, zero past `n`), so the
+//!   microkernel reads B contiguously whatever its layout: once per call for all pieces
+//!   (`[n / nr][k][nr]`, [`Split::Rows`]), or by each piece for its own columns and k
+//!   slice ([`Split::Deep`], when k is long and B wide).
+//! - C is cut into pieces — sizes chosen by the problem, never derived from the thread
+//!   count (see [`Split`]) — that run in parallel. A piece walks k in `KC` slices, packs
+//!   its rows × `KC` block of op(A) into `mr`-row panels (L2), then for each `KC × nr`
+//!   panel of B (L1) runs the microkernel over its `mr`-row panels.
 //! - Every output starts at its bias (or 0) and gets `a(i,p)·b(p,j)` added by one
 //!   multiply-add per `p`, in ascending `p`, whatever the piece or thread. The first k
 //!   slice's tiles start their registers from the bias, so C is written once per slice
@@ -45,6 +45,13 @@ const NC_WIDE: usize = 768;
 const ROW_BLOCKS_FOR_WIDE: usize = 4;
 /// Room for the largest `mr × nr` tile, for the partial tiles at the edges of C.
 const MAX_TILE: usize = 512;
+/// Rows and columns of a [`Split::Deep`] piece: a multiple of every variant's `mr` and `nr`
+/// (and so is its half, which [`deep_piece`] takes to make at least [`DEEP_PIECES`]).
+const DEEP_SIDE: usize = 192;
+const DEEP_PIECES: usize = 4;
+/// Past this many values of op(B) (2 MiB: a core's L2 on the dev VM's Xeon), a long-k
+/// matmul takes [`Split::Deep`] rather than sharing one packed B that L2 cannot hold.
+const SHARED_B_MAX: usize = 512 * 1024;
 
 /// One ISA's microkernel: its tile and the `#[target_feature]` entry point running [`piece`].
 pub(crate) struct Microkernel {
@@ -63,13 +70,6 @@ pub(crate) struct Strided<'a> {
     col_stride: usize,
 }
 
-impl Strided<'_> {
-    #[inline(always)]
-    fn at(&self, r: usize, c: usize) -> f32 {
-        self.data[r * self.row_stride + c * self.col_stride]
-    }
-}
-
 /// Where C lives, shared by the pieces; each piece writes only its own rows × columns.
 #[derive(Clone, Copy)]
 pub(crate) struct OutPtr(*mut f32);
@@ -80,7 +80,7 @@ unsafe impl Sync for OutPtr {}
 /// One parallel piece of C: `rows` × `cols` (cols start on an `nr` boundary).
 pub(crate) struct Piece<'a> {
     a: Strided<'a>,
-    packed_b: &'a [f32],
+    b: PanelsOfB<'a>,
     bias: Option<&'a [f32]>,
     c: OutPtr,
     k: usize,
@@ -89,12 +89,51 @@ pub(crate) struct Piece<'a> {
     cols: Range<usize>,
 }
 
+/// Where a piece finds op(B)'s `nr`-column panels.
+#[derive(Clone, Copy)]
+pub(crate) enum PanelsOfB<'a> {
+    /// Packed once per call by [`matmul`], `[n / nr][k][nr]`, read by every row block.
+    Shared(&'a [f32]),
+    /// op(B) itself: the piece packs its own columns of each k slice (see [`Split::Deep`]).
+    Own(Strided<'a>),
+}
+
 thread_local! {
     /// Packed op(B), kept between calls so a training step does not fault in fresh pages
     /// for it every time (it is as big as B).
     static PACKED_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// Each thread's packed block of op(A), kept between pieces for the same reason.
     static PACKED_A: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// Each thread's packed `KC ×` piece-width block of op(B), for [`PanelsOfB::Own`].
+    static PIECE_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How [`matmul`] cuts C into parallel pieces. Either way every output gets the same sums in
+/// the same order, so the split changes the speed, never a bit of the result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Split {
+    /// `MC`-row pieces of `NC` (or `NC_WIDE`) columns, all reading op(B) packed once per
+    /// call: the packed B stays in L2 and its packing is shared by every row block.
+    Rows,
+    /// Pieces of up to `DEEP_SIDE`² (see [`deep_piece`]), each packing its own block of op(B)
+    /// per k slice. For a long k and a wide B (a wide layer's weight gradient, k = batch ×
+    /// context), whose packed copy L2 cannot hold: `MC`-row pieces then streamed all of it
+    /// from L3 once per 48 rows, after a pass that packed (and zero-filled) it, and two
+    /// threads scaled poorly (fc_out's weight gradient at `large`, 192×768×1536, ran at 0.38
+    /// of the 2-core FMA peak). A deep piece reads op(B) once per `DEEP_SIDE` rows of C and
+    /// op(A) once per `DEEP_SIDE` columns, packing each block just before using it from L2.
+    Deep,
+}
+
+impl Split {
+    fn for_dims(dims: MatmulDims) -> Split {
+        let MatmulDims { k, n, .. } = dims;
+        if k > KC && k * n > SHARED_B_MAX {
+            Split::Deep
+        } else {
+            Split::Rows
+        }
+    }
 }
 
 pub(crate) fn matmul(
@@ -105,6 +144,20 @@ pub(crate) fn matmul(
     b: &[f32],
     bias: Option<&[f32]>,
     dims: MatmulDims,
+) {
+    matmul_split(kernel, par, c, a, b, bias, dims, Split::for_dims(dims))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn matmul_split(
+    kernel: &Microkernel,
+    par: &Parallel,
+    c: &mut [f32],
+    a: &[f32],
+    b: &[f32],
+    bias: Option<&[f32]>,
+    dims: MatmulDims,
+    split: Split,
 ) {
     let MatmulDims { m, k, n, trans_a, trans_b } = dims;
     crate::kernels::matmul::check_operands(c, a, b, bias, dims);
@@ -129,23 +182,30 @@ pub(crate) fn matmul(
     };
     PACKED_B.with(|packed| {
         let mut packed = packed.borrow_mut();
-        pack_b(par, &mut packed, b, k, n, kernel.nr);
-        let packed: &[f32] = &packed;
+        let (panels, piece_rows, piece_cols) = match split {
+            Split::Deep => {
+                let (rows, cols) = deep_piece(m, n);
+                (PanelsOfB::Own(b), rows, cols)
+            }
+            Split::Rows => {
+                pack_b(par, &mut packed, b, k, n, kernel.nr);
+                let nc = if m.div_ceil(MC) >= ROW_BLOCKS_FOR_WIDE { NC_WIDE } else { NC };
+                (PanelsOfB::Shared(&packed[..]), MC, nc)
+            }
+        };
         let out = OutPtr(c.as_mut_ptr());
-        let row_blocks = m.div_ceil(MC);
-        let nc = if row_blocks >= ROW_BLOCKS_FOR_WIDE { NC_WIDE } else { NC };
-        let col_blocks = n.div_ceil(nc);
-        par.map(row_blocks * col_blocks, |index| {
+        let col_blocks = n.div_ceil(piece_cols);
+        par.map(m.div_ceil(piece_rows) * col_blocks, |index| {
             let (rb, cb) = (index / col_blocks, index % col_blocks);
             let piece = Piece {
                 a,
-                packed_b: packed,
+                b: panels,
                 bias,
                 c: out,
                 k,
                 n,
-                rows: rb * MC..((rb + 1) * MC).min(m),
-                cols: cb * nc..((cb + 1) * nc).min(n),
+                rows: rb * piece_rows..((rb + 1) * piece_rows).min(m),
+                cols: cb * piece_cols..((cb + 1) * piece_cols).min(n),
             };
             // SAFETY: `kernel` belongs to a supported variant (the backend checked it when it
             // was built); pieces cover disjoint parts of C, which is `m × n` as asserted.
@@ -154,30 +214,65 @@ pub(crate) fn matmul(
     });
 }
 
+/// Rows × columns of a deep piece: [`DEEP_SIDE`] square, the longer side (rows first)
+/// halved while C would have fewer than [`DEEP_PIECES`] pieces.
+fn deep_piece(m: usize, n: usize) -> (usize, usize) {
+    let (mut rows, mut cols) = (DEEP_SIDE, DEEP_SIDE);
+    let pieces = |rows: usize, cols: usize| m.div_ceil(rows) * n.div_ceil(cols);
+    if pieces(rows, cols) < DEEP_PIECES && m > DEEP_SIDE / 2 {
+        rows /= 2;
+    }
+    if pieces(rows, cols) < DEEP_PIECES {
+        cols /= 2;
+    }
+    (rows, cols)
+}
+
 /// op(B) `[k, n]` into `[n.div_ceil(nr)][k][nr]` panels, zero past column `n`.
 fn pack_b(par: &Parallel, packed: &mut Vec<f32>, b: Strided<'_>, k: usize, n: usize, nr: usize) {
-    packed.clear();
+    // Every value is written below, so a buffer kept from an earlier call is not zeroed first.
     packed.resize(n.div_ceil(nr) * k * nr, 0.0);
     if k == 0 {
         return;
     }
     par.chunks_mut(packed, k * nr, |panel, dst| {
-        let j0 = panel * nr;
-        let w = nr.min(n - j0);
+        pack_b_panels(dst, b, 0..k, panel * nr..((panel + 1) * nr).min(n), nr)
+    });
+}
+
+/// Columns `cols` of op(B), rows `ks`, into `nr`-column panels `[panel][ks.len()][nr]` (zero
+/// past `cols.end`), writing every value of `dst`.
+#[inline(always)]
+fn pack_b_panels(dst: &mut [f32], b: Strided<'_>, ks: Range<usize>, cols: Range<usize>, nr: usize) {
+    let kc = ks.len();
+    for (panel, j0) in dst.chunks_exact_mut(kc * nr).zip(cols.clone().step_by(nr)) {
+        let w = nr.min(cols.end - j0);
         if b.col_stride == 1 {
             // Row-major B (a weight gradient's activations): one contiguous copy per row.
-            for (p, row) in dst.chunks_exact_mut(nr).enumerate() {
-                let start = p * b.row_stride + j0;
-                row[..w].copy_from_slice(&b.data[start..start + w]);
+            for (row, p) in panel.chunks_exact_mut(nr).zip(ks.clone()) {
+                let src = &b.data[p * b.row_stride + j0..];
+                if w == nr {
+                    // A constant length inside a microkernel's piece: vector moves, no call.
+                    row.copy_from_slice(&src[..nr]);
+                } else {
+                    row[..w].copy_from_slice(&src[..w]);
+                    row[w..].fill(0.0);
+                }
             }
         } else {
-            for j in 0..w {
-                for p in 0..k {
-                    dst[p * nr + j] = b.at(p, j0 + j);
+            // Transposed B (a linear layer's weights): each column read contiguously.
+            for j in 0..nr {
+                if j < w {
+                    let col = &b.data[(j0 + j) * b.col_stride + ks.start..][..kc];
+                    for (row, &x) in panel.chunks_exact_mut(nr).zip(col) {
+                        row[j] = x;
+                    }
+                } else {
+                    panel.chunks_exact_mut(nr).for_each(|row| row[j] = 0.0);
                 }
             }
         }
-    });
+    }
 }
 
 /// Rows `rows` of op(A), columns `pc..pc + kc`, into `mr`-row panels `[panel][kc][MR]`
@@ -223,7 +318,7 @@ fn pack_a<const MR: usize>(dst: &mut [f32], a: Strided<'_>, rows: Range<usize>, 
 #[inline(always)]
 pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piece<'_>) {
     let nr = NV * S::LANES;
-    let Piece { a, packed_b, bias, c, k, n, ref rows, ref cols } = *job;
+    let Piece { a, b, bias, c, k, n, ref rows, ref cols } = *job;
     let c = c.0;
     if k == 0 {
         // No k slice below to start the outputs: each is its bias (or 0).
@@ -236,14 +331,27 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     // Taken out of the thread-local, not borrowed in a closure: a closure would not inherit
     // this function's `#[target_feature]`s.
     let mut a_pack = PACKED_A.take();
-    a_pack.clear();
+    // `pack_a` writes every value a slice reads, so the kept buffer is not zeroed first.
     a_pack.resize(rows.len().div_ceil(MR) * MR * KC.min(k), 0.0);
+    let mut b_pack = match b {
+        PanelsOfB::Own(_) => PIECE_B.take(),
+        PanelsOfB::Shared(_) => Vec::new(),
+    };
     for pc in (0..k).step_by(KC) {
         let kc = KC.min(k - pc);
         pack_a::<MR>(&mut a_pack, a, rows.clone(), pc, kc);
-        for j0 in cols.clone().step_by(nr) {
+        // This slice's B panels for the piece's columns, each `panel_len` after the last.
+        let (b_block, panel_len) = match b {
+            PanelsOfB::Shared(packed) => (&packed[(cols.start / nr) * k * nr + pc * nr..], k * nr),
+            PanelsOfB::Own(b) => {
+                b_pack.resize(cols.len().div_ceil(nr) * kc * nr, 0.0);
+                pack_b_panels(&mut b_pack, b, pc..pc + kc, cols.clone(), nr);
+                (&b_pack[..], kc * nr)
+            }
+        };
+        for (jp, j0) in cols.clone().step_by(nr).enumerate() {
             let w = nr.min(cols.end - j0);
-            let b_panel = packed_b[(j0 / nr) * k * nr + pc * nr..][..kc * nr].as_ptr();
+            let b_panel = b_block[jp * panel_len..][..kc * nr].as_ptr();
             for (ip, i0) in rows.clone().step_by(MR).enumerate() {
                 let h = MR.min(rows.end - i0);
                 let a_panel = a_pack[ip * kc * MR..][..kc * MR].as_ptr();
@@ -278,6 +386,9 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
         }
     }
     PACKED_A.set(a_pack);
+    if let PanelsOfB::Own(_) = b {
+        PIECE_B.set(b_pack);
+    }
 }
 
 /// Where a tile's sums start: C's values (a later k slice, or an edge tile's scratch), or,
@@ -336,6 +447,56 @@ unsafe fn microkernel<S: Simd, const MR: usize, const NV: usize>(
     for (r, row) in acc.iter().enumerate() {
         for (v, &x) in row.iter().enumerate() {
             S::store(c.add(r * ldc + v * S::LANES), x);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernels this CPU can run.
+    fn kernels() -> Vec<&'static Microkernel> {
+        let mut out = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                out.push(&crate::fast::x86::AVX2_FMA.matmul);
+            }
+            if is_x86_feature_detected!("avx512f") {
+                out.push(&crate::fast::x86::AVX512.matmul);
+            }
+        }
+        out
+    }
+
+    /// Both splits give the same bits (the conformance kit checks the results themselves
+    /// against the reference), at shapes with edge tiles, several k slices, several pieces
+    /// each way, and halved deep pieces.
+    #[test]
+    fn deep_and_row_pieces_give_identical_bits() {
+        let par = Parallel::Inline;
+        let mut rng = tinygpt_tensor::Rng::new(7);
+        for kernel in kernels() {
+            for (m, k, n) in [(150, 67, 133), (100, 520, 300), (3, 600, 530), (250, 300, 70), (37, 1000, 45)]
+            {
+                let a: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
+                let b: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
+                let bias: Vec<f32> = (0..n).map(|_| rng.normal() as f32).collect();
+                for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
+                    for bias in [None, Some(&bias[..])] {
+                        let dims = MatmulDims { m, k, n, trans_a, trans_b };
+                        let run = |split| {
+                            let mut c = vec![f32::NAN; m * n];
+                            matmul_split(kernel, &par, &mut c, &a, &b, bias, dims, split);
+                            c
+                        };
+                        let (rows, deep) = (run(Split::Rows), run(Split::Deep));
+                        let same = rows.iter().zip(&deep).all(|(x, y)| x.to_bits() == y.to_bits());
+                        assert!(same, "{dims:?} bias {}: the splits differ", bias.is_some());
+                    }
+                }
+            }
         }
     }
 }
