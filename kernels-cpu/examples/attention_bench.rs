@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Shapes are `BxTxHxHD` (batch, context, heads, head dim); without shapes it times the
-//! `small` and `medium` presets' layers. `gflops` counts the causal half of the products
+//! `small` and `medium` presets' layers. `--dropout P` drops attention probabilities with
+//! probability `P` (a fixed mask). `gflops` counts the causal half of the products
 //! (forward 2, backward 4 `T²/2 · hd` multiply-adds per head, without recomputation), so the
 //! figure compares variants, not FLOP-exact work. Every supported variant is timed back to
 //! back, ~0.3 s per line after one warm-up call; each figure is the fastest call (robust to
@@ -15,7 +16,7 @@
 use std::time::Instant;
 
 use tinygpt_kernels_cpu::{CpuBackend, KernelVariant};
-use tinygpt_tensor::{AttentionDims, Backend};
+use tinygpt_tensor::{AttentionDims, Backend, DropoutMask};
 
 const PRESETS: [&str; 2] = ["16x64x3x32", "16x96x4x32"];
 
@@ -41,9 +42,18 @@ fn main() -> Result<(), String> {
             .collect::<Result<_, _>>()?;
         args.drain(i..i + 2);
     }
+    let (mut dropout, mut dropout_p) = (None, None);
+    if let Some(i) = args.iter().position(|a| a == "--dropout") {
+        let p: f32 = args.get(i + 1).and_then(|p| p.parse().ok()).ok_or("--dropout needs a probability")?;
+        if !(0.0..1.0).contains(&p) {
+            return Err(format!("--dropout {p} outside [0, 1)"));
+        }
+        (dropout, dropout_p) = (Some(DropoutMask::new(p, 1, 2, 3, 0)), Some(p));
+        args.drain(i..i + 2);
+    }
     let shapes = if args.is_empty() { PRESETS.map(String::from).to_vec() } else { args };
     for shape in &shapes {
-        let dims = parse(shape)?;
+        let dims = AttentionDims { dropout, ..parse(shape)? };
         let len = dims.batch * dims.seq * dims.channels();
         let data = |m: usize| (0..len).map(|i| ((i * m) % 17) as f32 * 0.1 - 0.8).collect::<Vec<_>>();
         for &t in &threads {
@@ -82,6 +92,7 @@ fn main() -> Result<(), String> {
                 let line = serde_json::json!({
                     "op": "attention",
                     "shape": shape,
+                    "dropout": dropout_p,
                     "kernels": variant.name(),
                     "threads": t,
                     "forward_ms": (secs[0] * 1e5).round() / 100.0,

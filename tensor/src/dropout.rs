@@ -27,7 +27,9 @@ fn mix64(mut z: u64) -> u64 {
 }
 
 /// MurmurHash3's 32-bit finaliser: a bijection on u32 that mixes every input bit into every
-/// output bit.
+/// output bit. `#[inline]` so the kernels that draw a mask element by element (the CPU
+/// backend's attention rows) inline and vectorise it rather than call it per element.
+#[inline]
 pub fn fmix32(mut h: u32) -> u32 {
     h ^= h >> 16;
     h = h.wrapping_mul(0x85EB_CA6B);
@@ -69,21 +71,25 @@ impl DropoutMask {
     }
 
     /// The random bits of element `index` (counted from the site's start, offset included).
+    #[inline]
     pub fn bits(&self, index: u32) -> u32 {
         fmix32(fmix32(index ^ self.key[0]) ^ self.key[1])
     }
 
     /// Whether the buffer's element `i` is kept.
+    #[inline]
     pub fn keeps(&self, i: usize) -> bool {
         self.bits(self.offset.wrapping_add(i as u32)) >= self.threshold
     }
 
     /// The factor kept values are multiplied by: `2^32 / (2^32 - threshold)`.
+    #[inline]
     pub fn scale(&self) -> f32 {
         (4_294_967_296.0 / (4_294_967_296.0 - self.threshold as f64)) as f32
     }
 
     /// The factor for the buffer's element `i`: [`DropoutMask::scale`] or 0.
+    #[inline]
     pub fn factor(&self, i: usize) -> f32 {
         if self.keeps(i) {
             self.scale()

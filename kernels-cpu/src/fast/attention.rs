@@ -389,6 +389,18 @@ fn dscores_row(dp: &mut [f32], p: &[f32], n: usize, scale: f32) {
     }
 }
 
+/// With the dropout factor `D[u]` of `probs` element `first + u` (one mask draw each):
+/// `dp[u] *= D[u]` and `pd[u] = p[u] · D[u]`.
+#[inline(always)]
+fn drop_pair(dp: &mut [f32], pd: &mut [f32], p: &[f32], mask: &DropoutMask, first: usize) {
+    let scale = mask.scale();
+    for (u, ((d, x), &p)) in dp.iter_mut().zip(pd.iter_mut()).zip(p).enumerate() {
+        let factor = if mask.keeps(first + u) { scale } else { 0.0 };
+        *d *= factor;
+        *x = p * factor;
+    }
+}
+
 /// # Safety
 /// `job.out` and `job.lse` point at buffers of the sizes [`HeadForward`] names, and no other
 /// piece writes this head's part of them meanwhile; the variant's instructions are
@@ -488,11 +500,10 @@ pub(crate) unsafe fn backward_head<S: Simd, const R: usize, const NV: usize>(job
             probs_row(p, n, scale, job.lse[t]);
             // With dropout factors D: dP = (dout · v_u) D and v_u is weighted by P D.
             let first = (job.bh * seq + t) * seq;
-            drop_row(&mut dp[..n], mask, first);
-            if mask.is_some() {
+            if let Some(mask) = mask {
                 let pd = &mut dropped[r * padded..][..cols];
-                pd.copy_from_slice(p);
-                drop_row(&mut pd[..n], mask, first);
+                drop_pair(&mut dp[..n], &mut pd[..n], &p[..n], mask, first);
+                pd[n..].fill(0.0);
             }
             // dS, scaled as the scores were; kept in `dprobs`.
             dscores_row(dp, p, n, scale);
