@@ -22,8 +22,9 @@
 //! the block's `R` query/dout rows held in registers). Entries above the diagonal within a
 //! block are exact zeros, which add nothing.
 //!
-//! Summation order (fixed by the shapes alone): each score sums `d` ascending in one fused
-//! multiply-add chain; out_t and dq_t sum `u` ascending; dk_u and dv_u sum `t` ascending
+//! Summation order (fixed by the shapes alone): each score sums `d` ascending in one
+//! multiply-add chain (fused where the ISA has FMA; simd128 rounds the product and the sum
+//! separately); out_t and dq_t sum `u` ascending; dk_u and dv_u sum `t` ascending
 //! (block by block, rows ascending within a block); the softmax sum and `Σ P dP` run over
 //! whole `BLOCK`-wide strips of the row (exact zeros past the diagonal) in `BLOCK` partial
 //! sums, then add those pairwise ([`pairwise_sum`]). One (batch, head) pair is one parallel
