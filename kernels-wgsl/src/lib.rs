@@ -33,6 +33,7 @@
 mod backend;
 mod copy_many;
 mod error;
+mod flash;
 mod matmul;
 mod ops;
 mod pipelines;

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use tinygpt_tensor::{
-    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, Backend,
+    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend,
     CachedAttentionDims, CopyRange, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
@@ -481,6 +481,44 @@ impl Backend for WgpuBackend {
         self.gemm(&ds, q, None, &dk, &per_head.weighted(true));
         self.gemm(&weights, dout, None, &dv, &per_head.weighted(true));
         AttentionGrads { dq, dk, dv }
+    }
+
+    fn attention_for_training(
+        &self,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionSaved<Self::Storage> {
+        if !self.flash_fits(&dims) {
+            let AttentionOut { out, probs } = self.attention(q, k, v, dims);
+            return AttentionSaved { out, saved: probs };
+        }
+        let len = dims.batch * dims.seq * dims.channels();
+        expect_len("attention_for_training", "q", q, len);
+        expect_len("attention_for_training", "k", k, len);
+        expect_len("attention_for_training", "v", v, len);
+        self.flash_forward(q, k, v, dims)
+    }
+
+    fn attention_backward_saved(
+        &self,
+        dout: &Self::Storage,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        saved: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionGrads<Self::Storage> {
+        if !self.flash_fits(&dims) {
+            return self.attention_backward(dout, q, k, v, saved, dims);
+        }
+        let len = dims.batch * dims.seq * dims.channels();
+        for (what, buf) in [("dout", dout), ("q", q), ("k", k), ("v", v)] {
+            expect_len("attention_backward_saved", what, buf, len);
+        }
+        expect_len("attention_backward_saved", "saved", saved, dims.batch * dims.heads * dims.seq + len);
+        self.flash_backward(dout, q, k, v, saved, dims)
     }
 
     fn cross_entropy(

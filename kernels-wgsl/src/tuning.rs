@@ -5,7 +5,7 @@
 //! `TINYGPT_WGPU_MATMUL_BK`, `TINYGPT_WGPU_DOUBLE_BUFFER` (0 or 1), `TINYGPT_WGPU_MATMUL_VEC4`
 //! (0 or 1), `TINYGPT_WGPU_MATMUL_TILE` (the large tile, `BMxBN` or `BMxBN:T`: 64, 128 or
 //! 256 each, T outputs per invocation along each, 4 or 8), `TINYGPT_WGPU_BATCHED_DENSE`
-//! (0 or 1). They change speed only: a split product sums in another
+//! (0 or 1), `TINYGPT_WGPU_FUSED_ATTENTION` (0 or 1). They change speed only: a split product sums in another
 //! (still fixed) order, well inside the tests' tolerances.
 
 /// See the module docs.
@@ -44,6 +44,9 @@ pub(crate) struct Tuning {
     /// them as 64 invocations of 8 × 8 outputs instead of 256 of 4 × 4 (`matmul.rs`'s
     /// `pick_tile`).
     pub batched_dense: bool,
+    /// Whether training attention runs the fused kernels (`flash.rs`) where they fit,
+    /// instead of materialising the probabilities.
+    pub fused_attention: bool,
 }
 
 impl Default for Tuning {
@@ -59,6 +62,7 @@ impl Default for Tuning {
             matmul_vec4: true,
             large_tile: None,
             batched_dense: true,
+            fused_attention: true,
         }
     }
 }
@@ -94,6 +98,9 @@ impl Tuning {
         let mut dense = usize::from(t.batched_dense);
         read("TINYGPT_WGPU_BATCHED_DENSE", &mut dense);
         t.batched_dense = dense != 0;
+        let mut fused = usize::from(t.fused_attention);
+        read("TINYGPT_WGPU_FUSED_ATTENTION", &mut fused);
+        t.fused_attention = fused != 0;
         #[cfg(not(target_arch = "wasm32"))]
         if let Some((bm, bn, per)) = std::env::var("TINYGPT_WGPU_MATMUL_TILE").ok().and_then(|v| {
             let (tile, per) = v.split_once(':').map_or((v.as_str(), None), |(t, p)| (t, Some(p)));

@@ -10,7 +10,7 @@
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::shared_backend;
 use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
-use tinygpt_tensor::{block_on, AttentionDims, Backend, MatmulDims, Rng};
+use tinygpt_tensor::{block_on, AttentionDims, Backend, DropoutMask, MatmulDims, Rng};
 
 const TOL: f64 = 1e-4;
 
@@ -195,5 +195,47 @@ fn attention_at_model_sizes() {
             assert_close(&what("dk"), &p.gpu_read(&gg.dk), &p.cpu_read(&cg.dk));
             assert_close(&what("dv"), &p.gpu_read(&gg.dv), &p.cpu_read(&cg.dv));
         }
+    }
+}
+
+/// The training pair (fused kernels, `flash.rs`, where the shape fits) against the CPU
+/// reference's unfused attention at the model's sizes: the recipe's head width 64 over 256
+/// positions and the presets' 16 and 32, with the recipe's dropout on the probabilities
+/// (the same mask bits: a different mask would move the outputs by far more than the
+/// tolerance), and bit for bit the same when run twice.
+#[test]
+fn training_attention_at_model_sizes() {
+    let Some(p) = Pair::new() else { return };
+    let mut rng = Rng::new(17);
+    let mask = Some(DropoutMask::new(0.2, 1337, 5, 3, 0));
+    for dims in [
+        AttentionDims { batch: 2, seq: 256, heads: 2, head_dim: 64, dropout: mask },
+        AttentionDims { batch: 1, seq: 300, heads: 2, head_dim: 16, dropout: mask },
+        AttentionDims { batch: 2, seq: 96, heads: 3, head_dim: 32, dropout: None },
+    ] {
+        let len = dims.batch * dims.seq * dims.channels();
+        let (q, k, v, d) =
+            (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
+        let (gq, gk, gv, gd) = (p.gpu.upload(&q), p.gpu.upload(&k), p.gpu.upload(&v), p.gpu.upload(&d));
+        let (cq, ck, cv) = (p.cpu.upload(&q), p.cpu.upload(&k), p.cpu.upload(&v));
+        let ca = p.cpu.attention(&cq, &ck, &cv, dims);
+        let cg = p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, &ca.probs, dims);
+        let run = || {
+            let ga = p.gpu.attention_for_training(&gq, &gk, &gv, dims);
+            // The fused kernels took it (unless turned off): saved is each row's
+            // log-sum-exp and a copy of out, not the probabilities.
+            if std::env::var("TINYGPT_WGPU_FUSED_ATTENTION").map_or(true, |v| v != "0") {
+                let fused = dims.batch * dims.heads * dims.seq + len;
+                assert_eq!(ga.saved.len(), fused, "the fused kernels did not take {dims:?}");
+            }
+            let gg = p.gpu.attention_backward_saved(&gd, &gq, &gk, &gv, &ga.saved, dims);
+            [ga.out, gg.dq, gg.dk, gg.dv].map(|s| p.gpu_read(&s))
+        };
+        let first = run();
+        let want = [&ca.out, &cg.dq, &cg.dk, &cg.dv].map(|s| p.cpu_read(s));
+        for ((name, got), want) in ["out", "dq", "dk", "dv"].iter().zip(&first).zip(&want) {
+            assert_close(&format!("attention_for_training {name} {dims:?}"), got, want);
+        }
+        assert!(first == run(), "attention_for_training {dims:?}: a second run gave other bits");
     }
 }

@@ -88,12 +88,16 @@ impl AttentionPath {
 }
 
 /// `(batch, seq, heads, head_dim, dropout)` cases of the training pair: [`CASES`] without
-/// dropout, then the longest ones with a mask, and one longer than a 16-position block.
+/// dropout, then the longest ones with a mask, one longer than a 16-position block, and
+/// the head widths of the presets (16, 32, 64) over sequences that end inside a block of
+/// 32 and of 64 positions (the tiles of fused GPU kernels), with and without a mask.
 fn training_cases() -> Vec<AttentionDims> {
     let mask = Some(DropoutMask::new(0.3, 7, 3, 1, 99));
     let mut cases: Vec<AttentionDims> = CASES.iter().map(|&c| dims_of(c)).collect();
     cases.extend([(2, 5, 3, 4), (2, 17, 2, 8)].map(|c| AttentionDims { dropout: mask, ..dims_of(c) }));
     cases.push(dims_of((1, 40, 2, 19)));
+    cases.push(dims_of((2, 33, 1, 64)));
+    cases.extend([(1, 70, 2, 16), (1, 129, 1, 32)].map(|c| AttentionDims { dropout: mask, ..dims_of(c) }));
     cases
 }
 
