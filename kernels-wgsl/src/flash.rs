@@ -71,7 +71,11 @@ impl WgpuBackend {
     /// The tile rows for head width `hd` on this device (see [`TILES`]).
     fn flash_tile(&self, hd: usize) -> Option<usize> {
         let limit = self.gpu.device.limits().max_compute_workgroup_storage_size as usize;
-        TILES.into_iter().find(|&tile| workgroup_bytes(hd, tile) <= limit)
+        let fits = |tile: usize| workgroup_bytes(hd, tile) <= limit;
+        match self.gpu.tuning.flash_tile {
+            Some(tile) => fits(tile).then_some(tile),
+            None => TILES.into_iter().find(|&tile| fits(tile)),
+        }
     }
 
     /// The kernels' parameter block (the mask's fields as in attention.wgsl) and defines.

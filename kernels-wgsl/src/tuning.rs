@@ -5,7 +5,8 @@
 //! `TINYGPT_WGPU_MATMUL_BK`, `TINYGPT_WGPU_DOUBLE_BUFFER` (0 or 1), `TINYGPT_WGPU_MATMUL_VEC4`
 //! (0 or 1), `TINYGPT_WGPU_MATMUL_TILE` (the large tile, `BMxBN` or `BMxBN:T`: 64, 128 or
 //! 256 each, T outputs per invocation along each, 4 or 8), `TINYGPT_WGPU_BATCHED_DENSE`
-//! (0 or 1), `TINYGPT_WGPU_FUSED_ATTENTION` (0 or 1). They change speed only: a split product sums in another
+//! (0 or 1), `TINYGPT_WGPU_FUSED_ATTENTION` (0 or 1),
+//! `TINYGPT_WGPU_FLASH_TILE` (16 or 32). They change speed only: a split product sums in another
 //! (still fixed) order, well inside the tests' tolerances.
 
 /// See the module docs.
@@ -47,6 +48,9 @@ pub(crate) struct Tuning {
     /// Whether training attention runs the fused kernels (`flash.rs`) where they fit,
     /// instead of materialising the probabilities.
     pub fused_attention: bool,
+    /// Rows of the fused attention kernels' shared tiles instead of the largest that fits
+    /// (`flash.rs`).
+    pub flash_tile: Option<usize>,
 }
 
 impl Default for Tuning {
@@ -63,6 +67,7 @@ impl Default for Tuning {
             large_tile: None,
             batched_dense: true,
             fused_attention: true,
+            flash_tile: None,
         }
     }
 }
@@ -101,6 +106,9 @@ impl Tuning {
         let mut fused = usize::from(t.fused_attention);
         read("TINYGPT_WGPU_FUSED_ATTENTION", &mut fused);
         t.fused_attention = fused != 0;
+        let mut tile = 0;
+        read("TINYGPT_WGPU_FLASH_TILE", &mut tile);
+        t.flash_tile = [16, 32].contains(&tile).then_some(tile);
         #[cfg(not(target_arch = "wasm32"))]
         if let Some((bm, bn, per)) = std::env::var("TINYGPT_WGPU_MATMUL_TILE").ok().and_then(|v| {
             let (tile, per) = v.split_once(':').map_or((v.as_str(), None), |(t, p)| (t, Some(p)));
