@@ -5,9 +5,17 @@
 //! softmax and the weighted product over materialised probabilities) and two backward
 //! (`dq` with each row's `dout · out` on the way, then `dk`, `dv`) instead of five.
 //!
-//! Shapes it does not take (a head width that is not a multiple of 4 or is over 64, a
-//! device with too little workgroup memory, or `TINYGPT_WGPU_FUSED_ATTENTION=0`) keep the
-//! trait's default, the probabilities; the backward tells the two apart by the same rule.
+//! Off by default ([`WgpuBackend::with_fused_attention`], `TINYGPT_WGPU_FUSED_ATTENTION=1`):
+//! on the H200 at the shakespeare-char recipe's shape these kernels took 13.2 ms a step
+//! against 4.9 for the probabilities' path (BENCHMARKS.md). An invocation owns a whole row
+//! and reads the other side's rows from workgroup memory, four multiply-adds per vec4
+//! read, where the batched matmuls' 8 × 8 register tiles do sixteen; the backward kernels
+//! also read a row of their own (not a broadcast) per pair of rows. Register tiles of
+//! several rows per invocation (as matmul.wgsl) are what would make them pay.
+//!
+//! Shapes it does not take (a head width that is not a multiple of 4 or is over 64, or a
+//! device with too little workgroup memory), and every shape when off, keep the trait's
+//! default, the probabilities; the backward tells the two apart by the same rule.
 
 use tinygpt_tensor::{AttentionDims, AttentionGrads, AttentionSaved};
 
@@ -58,14 +66,14 @@ impl WgpuBackend {
     pub(crate) fn flash_fits(&self, dims: &AttentionDims) -> bool {
         let hd = dims.head_dim;
         let groups = self.gpu.device.limits().max_compute_workgroups_per_dimension as usize;
-        self.gpu.tuning.fused_attention
+        self.fused_attention
             && hd.is_multiple_of(4)
             && (4..=MAX_HEAD_DIM).contains(&hd)
             && dims.seq >= 1
             && self.flash_tile(hd).is_some()
             && dims.batch * dims.heads <= groups
             // Element indices of the probabilities (the dropout mask's numbering) fit a u32.
-            && (dims.batch * dims.heads) as u64 * (dims.seq * dims.seq) as u64 <= u32::MAX as u64
+            && (dims.batch * dims.heads) as u64 * dims.seq as u64 * dims.seq as u64 <= u32::MAX as u64
     }
 
     /// The tile rows for head width `hd` on this device (see [`TILES`]).

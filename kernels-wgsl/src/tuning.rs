@@ -46,7 +46,7 @@ pub(crate) struct Tuning {
     /// `pick_tile`).
     pub batched_dense: bool,
     /// Whether training attention runs the fused kernels (`flash.rs`) where they fit,
-    /// instead of materialising the probabilities.
+    /// instead of materialising the probabilities: off, slower on the H200 (see `flash.rs`).
     pub fused_attention: bool,
     /// Rows of the fused attention kernels' shared tiles instead of the largest that fits
     /// (`flash.rs`).
@@ -66,7 +66,7 @@ impl Default for Tuning {
             matmul_vec4: true,
             large_tile: None,
             batched_dense: true,
-            fused_attention: true,
+            fused_attention: false,
             flash_tile: None,
         }
     }

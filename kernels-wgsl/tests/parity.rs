@@ -198,7 +198,7 @@ fn attention_at_model_sizes() {
     }
 }
 
-/// The training pair (fused kernels, `flash.rs`, where the shape fits) against the CPU
+/// The training pair on the fused kernels (`flash.rs`) against the CPU
 /// reference's unfused attention at the model's sizes: the recipe's head width 64 over 256
 /// positions and the presets' 16 and 32, with the recipe's dropout on the probabilities
 /// (the same mask bits: a different mask would move the outputs by far more than the
@@ -220,15 +220,14 @@ fn training_attention_at_model_sizes() {
         let (cq, ck, cv) = (p.cpu.upload(&q), p.cpu.upload(&k), p.cpu.upload(&v));
         let ca = p.cpu.attention(&cq, &ck, &cv, dims);
         let cg = p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, &ca.probs, dims);
+        let gpu = p.gpu.with_fused_attention(true);
         let run = || {
-            let ga = p.gpu.attention_for_training(&gq, &gk, &gv, dims);
-            // The fused kernels took it (unless turned off): saved is each row's
-            // log-sum-exp and a copy of out, not the probabilities.
-            if std::env::var("TINYGPT_WGPU_FUSED_ATTENTION").map_or(true, |v| v != "0") {
-                let fused = dims.batch * dims.heads * dims.seq + len;
-                assert_eq!(ga.saved.len(), fused, "the fused kernels did not take {dims:?}");
-            }
-            let gg = p.gpu.attention_backward_saved(&gd, &gq, &gk, &gv, &ga.saved, dims);
+            let ga = gpu.attention_for_training(&gq, &gk, &gv, dims);
+            // The fused kernels took it: saved is each row's log-sum-exp and a copy of out,
+            // not the probabilities.
+            let fused = dims.batch * dims.heads * dims.seq + len;
+            assert_eq!(ga.saved.len(), fused, "the fused kernels did not take {dims:?}");
+            let gg = gpu.attention_backward_saved(&gd, &gq, &gk, &gv, &ga.saved, dims);
             [ga.out, gg.dq, gg.dk, gg.dv].map(|s| p.gpu_read(&s))
         };
         let first = run();

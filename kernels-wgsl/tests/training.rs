@@ -4,6 +4,7 @@
 
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::{own_backend, shared_backend};
+use tinygpt_kernels_wgsl::WgpuBackend;
 use tinygpt_model::{Dataset, Preset, Split};
 use tinygpt_optim::{Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
@@ -121,12 +122,24 @@ fn saved_state_moves_between_backends() {
 /// 20 steps of `small` with dropout 0.2 on both backends: the counter-based masks are the
 /// same on each, so the losses agree step by step within the 1% of the test above (a
 /// different mask would move them by far more); and dropout is really on (step 1's loss
-/// differs from the run without it).
+/// differs from the run without it). Attention through the probabilities (the default).
 #[test]
 fn small_with_dropout_trains_like_the_cpu_backend() {
     let Some(gpu) = shared_backend() else { return };
+    dropout_parity(&gpu.with_fused_attention(false));
+}
+
+/// The same on the fused attention kernels (`with_fused_attention`), which redraw the
+/// attention mask in-kernel.
+#[test]
+fn small_with_dropout_and_fused_attention_trains_like_the_cpu_backend() {
+    let Some(gpu) = shared_backend() else { return };
+    dropout_parity(&gpu.with_fused_attention(true));
+}
+
+fn dropout_parity(gpu: &WgpuBackend) {
     let cpu = CpuBackend::new(2);
-    let mut on_gpu = trainer_with_dropout(&gpu, 0.2, 20);
+    let mut on_gpu = trainer_with_dropout(gpu, 0.2, 20);
     let mut on_cpu = trainer_with_dropout(&cpu, 0.2, 20);
     let mut plain = trainer_with_dropout(&cpu, 0.0, 20);
     for step in 1..=20 {
