@@ -314,3 +314,16 @@ impl WgpuBackend {
         }
     }
 }
+
+impl WgpuBackend {
+    /// Which columns of row t of a causal product's stored [T, T] operand (`KUpToRow`,
+    /// `KFromRow`) are read: those before the end of the `BM`-position block holding t with
+    /// the tiled kernel, which skips the rest (`Some(BM)`); all with the direct one, which
+    /// ignores CAUSAL (`None`). The softmax kernels write their zeros only that far.
+    pub(crate) fn causal_block(&self, g: &Gemm) -> Option<usize> {
+        match self.matmul_path {
+            MatmulPath::Direct => None,
+            MatmulPath::Tiled => Some(pick_tile(&self.gpu.tuning, g.m, g.n, g.batch).bm),
+        }
+    }
+}

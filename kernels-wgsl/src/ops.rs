@@ -399,28 +399,7 @@ impl Backend for WgpuBackend {
         v: &Self::Storage,
         dims: AttentionDims,
     ) -> AttentionOut<Self::Storage> {
-        let len = dims.batch * dims.seq * dims.channels();
-        expect_len("attention", "q", q, len);
-        expect_len("attention", "k", k, len);
-        expect_len("attention", "v", v, len);
-        let out = self.alloc(len);
-        let probs = self.alloc(dims.batch * dims.heads * dims.seq * dims.seq);
-        let per_head = PerHead::new(dims);
-        // S = q·kᵀ into probs (the diagonal and below), softmax in place, out = P·v; with
-        // dropout, out = (P ⊙ D)·v, P ⊙ D in a buffer of its own (probs stays P).
-        self.gemm(q, k, None, &probs, &per_head.scores());
-        let params = &per_head.softmax_params;
-        let weights = if dims.dropout.is_some() {
-            let dropped = self.alloc(probs.len());
-            let bufs = [probs.bind(), dropped.bind()];
-            self.run_1d(&K_ATTENTION_SOFTMAX_DROPOUT, params, &bufs, per_head.rows);
-            dropped
-        } else {
-            self.run_1d(&K_ATTENTION_SOFTMAX, params, &[probs.bind()], per_head.rows);
-            probs.clone()
-        };
-        self.gemm(&weights, v, None, &out, &per_head.weighted(false));
-        AttentionOut { out, probs }
+        self.attention_probs(q, k, v, dims, true)
     }
 
     fn cached_attention(
@@ -463,7 +442,8 @@ impl Backend for WgpuBackend {
         expect_len("attention_backward", "probs", probs, plen);
         let (dq, dk, dv) = (self.alloc(len), self.alloc(len), self.alloc(len));
         let ds = self.alloc::<f32>(plen);
-        let per_head = PerHead::new(dims);
+        // dS and P ⊙ D are this op's own: zeros only where the products read them.
+        let per_head = self.causal_zeros(PerHead::new(dims));
         // dP = dout·vᵀ into ds, dS from it in place, then the three products. With dropout
         // the mask is redrawn: dP ⊙ D, and dv = (P ⊙ D)ᵀ·dout from a buffer of its own.
         self.gemm(dout, v, None, &ds, &per_head.scores());
@@ -491,7 +471,7 @@ impl Backend for WgpuBackend {
         dims: AttentionDims,
     ) -> AttentionSaved<Self::Storage> {
         if !self.flash_fits(&dims) {
-            let AttentionOut { out, probs } = self.attention(q, k, v, dims);
+            let AttentionOut { out, probs } = self.attention_probs(q, k, v, dims, false);
             return AttentionSaved { out, saved: probs };
         }
         let len = dims.batch * dims.seq * dims.channels();
@@ -592,6 +572,44 @@ impl Backend for WgpuBackend {
     }
 }
 
+impl WgpuBackend {
+    /// [`Backend::attention`]; the probabilities are zero to the end of each row with
+    /// `full_zeros` (the trait's contract), or only as far as the products read them (the
+    /// training pair's saved state, which only this backend's backward reads).
+    fn attention_probs(
+        &self,
+        q: &GpuBuffer<f32>,
+        k: &GpuBuffer<f32>,
+        v: &GpuBuffer<f32>,
+        dims: AttentionDims,
+        full_zeros: bool,
+    ) -> AttentionOut<GpuBuffer<f32>> {
+        let len = dims.batch * dims.seq * dims.channels();
+        expect_len("attention", "q", q, len);
+        expect_len("attention", "k", k, len);
+        expect_len("attention", "v", v, len);
+        let out = self.alloc(len);
+        let probs = self.alloc(dims.batch * dims.heads * dims.seq * dims.seq);
+        let per_head = PerHead::new(dims);
+        let per_head = if full_zeros { per_head } else { self.causal_zeros(per_head) };
+        // S = q·kᵀ into probs (the diagonal and below), softmax in place, out = P·v; with
+        // dropout, out = (P ⊙ D)·v, P ⊙ D in a buffer of its own (probs stays P).
+        self.gemm(q, k, None, &probs, &per_head.scores());
+        let params = &per_head.softmax_params;
+        let weights = if dims.dropout.is_some() {
+            let dropped = self.alloc(probs.len());
+            let bufs = [probs.bind(), dropped.bind()];
+            self.run_1d(&K_ATTENTION_SOFTMAX_DROPOUT, params, &bufs, per_head.rows);
+            dropped
+        } else {
+            self.run_1d(&K_ATTENTION_SOFTMAX, params, &[probs.bind()], per_head.rows);
+            probs.clone()
+        };
+        self.gemm(&weights, v, None, &out, &per_head.weighted(false));
+        AttentionOut { out, probs }
+    }
+}
+
 /// dropout.wgsl's parameter block: the length and the mask's fields.
 fn dropout_params(len: usize, mask: &DropoutMask) -> [u32; 6] {
     [u(len), mask.key[0], mask.key[1], mask.threshold, mask.offset, f(mask.scale())]
@@ -606,7 +624,7 @@ struct PerHead {
     /// Rows of all heads' [T, T] blocks, B·H·T, and the softmax kernels' parameters
     /// (with the dropout mask's fields, see attention.wgsl).
     rows: usize,
-    softmax_params: [u32; 9],
+    softmax_params: [u32; 10],
 }
 
 impl PerHead {
@@ -617,8 +635,16 @@ impl PerHead {
             Some(m) => [m.key[0], m.key[1], m.threshold, m.offset, f(m.scale()), 1],
             None => [0, 0, 0, 0, f(1.0), 0],
         };
-        let softmax_params = [u(rows), u(dims.seq), f(scale), key0, key1, threshold, offset, drop_scale, on];
+        let softmax_params =
+            [u(rows), u(dims.seq), f(scale), key0, key1, threshold, offset, drop_scale, on, u(dims.seq)];
         PerHead { dims, rows, softmax_params }
+    }
+
+    /// The same with the softmax kernels' zeros written only within `block`-position
+    /// blocks of the diagonal (attention.wgsl).
+    fn zeros_within(mut self, block: usize) -> Self {
+        self.softmax_params[9] = u(block.clamp(1, self.dims.seq));
+        self
     }
 
     /// A [T, hd] slice of a [B, T, C] buffer.
@@ -669,6 +695,14 @@ impl PerHead {
 }
 
 impl WgpuBackend {
+    /// `per_head` with zeros only as far as its causal products read (`causal_block`).
+    fn causal_zeros(&self, per_head: PerHead) -> PerHead {
+        match self.causal_block(&per_head.weighted(false)) {
+            Some(block) => per_head.zeros_within(block),
+            None => per_head,
+        }
+    }
+
     /// Queues a host write into `dst`. Recorded commands are submitted first: a queued
     /// write lands before the next submission, and `dst` (recycled by the pool) may still
     /// be read by commands recorded earlier.

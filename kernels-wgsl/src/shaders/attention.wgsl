@@ -19,6 +19,9 @@
 //             weights W = P ⊙ D (W = P, probs itself, without dropout);
 //   dP[t, u] = dP'[t, u] · D[t, u];
 //   dS[t, u] = P[t, u] (dP[t, u] − Σ_{u' ≤ t} P[t, u'] dP[t, u']) · scale for u ≤ t, else 0.
+// Zeros above the diagonal are written up to the end of the `block`-position block holding
+// t (block = T: the whole row): the products after these kernels read no further (see
+// `causal_block` in matmul.rs), and the rest of the row is left as it was.
 // One 64-invocation workgroup per row; each invocation strides through the row and the
 // partial max and sums are combined in invocation order (block_reduce.wgsl).
 
@@ -32,6 +35,7 @@ struct Params {
     drop_offset: u32,
     drop_scale: f32,
     drop_on: u32,
+    block: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -44,16 +48,19 @@ fn drop_mask() -> DropoutMask {
     return DropoutMask(p.drop_key0, p.drop_key1, p.drop_threshold, p.drop_offset, p.drop_scale, p.drop_on);
 }
 
-// Which row workgroup `wid` owns: its first element, its position t and whether it exists.
+// Which row workgroup `wid` owns: its first element, its position t, whether it exists and
+// the end of the values it writes (see `block` above).
 struct Row {
     base: u32,
     t: u32,
     live: bool,
+    end: u32,
 }
 
 fn row_of(wid: vec3<u32>, nwg: vec3<u32>) -> Row {
     let g = flat_group(wid, nwg);
-    return Row(g * p.seq, g % p.seq, g < p.rows);
+    let t = g % p.seq;
+    return Row(g * p.seq, t, g < p.rows, min(p.seq, (t / p.block + 1u) * p.block));
 }
 
 // Softmax of row r in place: P over u <= t, zeros after it. Every invocation calls it.
@@ -73,7 +80,7 @@ fn softmax_row(r: Row, lid: u32) {
     }
     let inv = 1.0 / block_sum(lid, sum);
     if (r.live) {
-        for (var u = lid; u < p.seq; u += BLOCK) {
+        for (var u = lid; u < r.end; u += BLOCK) {
             var pv = 0.0;
             if (u <= r.t) {
                 pv = exp(rows[r.base + u] * p.scale - mx) * inv;
@@ -97,7 +104,7 @@ fn softmax_backward_row(r: Row, lid: u32, drop: bool) {
     }
     weighted = block_sum(lid, weighted);
     if (r.live) {
-        for (var u = lid; u < p.seq; u += BLOCK) {
+        for (var u = lid; u < r.end; u += BLOCK) {
             var d = 0.0;
             if (u <= r.t) {
                 var dp = rows[r.base + u];
@@ -124,7 +131,7 @@ fn attention_softmax_dropout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num
     softmax_row(r, lid);
     // dropped = P ⊙ D (each invocation reads back only the elements it wrote itself).
     if (r.live) {
-        for (var u = lid; u < p.seq; u += BLOCK) {
+        for (var u = lid; u < r.end; u += BLOCK) {
             dropped[r.base + u] = rows[r.base + u] * dropout_factor(drop_mask(), r.base + u);
         }
     }
@@ -144,7 +151,7 @@ fn attention_softmax_backward_dropout(@builtin(workgroup_id) wid: vec3<u32>,
     softmax_backward_row(r, lid, true);
     // dropped = P ⊙ D, for dv.
     if (r.live) {
-        for (var u = lid; u < p.seq; u += BLOCK) {
+        for (var u = lid; u < r.end; u += BLOCK) {
             dropped[r.base + u] = probs[r.base + u] * dropout_factor(drop_mask(), r.base + u);
         }
     }
