@@ -109,3 +109,69 @@ fn no_grad_tape_records_nothing() {
     assert!(!y.requires_grad());
     assert_eq!(y.value().dims(), &[2, 3]);
 }
+
+#[test]
+fn linear_many_over_one_input_with_and_without_bias() {
+    let b = backend();
+    let (out, inp) = (4, 3);
+    // x [2, 3, in] through three linears (one without bias), each output weighted
+    // differently so that every weight's gradient is its own.
+    let inputs = [
+        randn(&b, &[2, 3, inp], 20, 1.0),
+        randn(&b, &[out, inp], 21, 1.0),
+        randn(&b, &[out], 22, 1.0),
+        randn(&b, &[out, inp], 23, 1.0),
+        randn(&b, &[out, inp], 24, 1.0),
+        randn(&b, &[out], 25, 1.0),
+    ];
+    let m = GradCheck::default().run(&inputs, |t, v| {
+        let ys = t.linear_many(&v[0], &[(&v[1], Some(&v[2])), (&v[3], None), (&v[4], Some(&v[5]))]);
+        let s = t.add(&t.scale(&ys[0], 0.5), &t.gelu(&ys[1]));
+        t.add(&s, &t.scale(&ys[2], -1.25))
+    });
+    assert_passes("linear_many", m);
+}
+
+/// The trait's default `matmul_sum` adds the terms in the order separate linears'
+/// gradients accumulated, so on the CPU the group changes no bit; with an output the loss
+/// does not use, its weight and bias get no gradient, as a separate linear's would not.
+#[test]
+fn linear_many_gives_the_bits_of_separate_linears() {
+    let b = backend();
+    let x = randn(&b, &[5, 6], 30, 1.0);
+    let ws: Vec<_> = (0..3).map(|i| randn(&b, &[7, 6], 31 + i, 1.0)).collect();
+    let bs: Vec<_> = (0..3).map(|i| randn(&b, &[7], 41 + i, 1.0)).collect();
+    let weights = randn(&b, &[5, 7], 50, 1.0);
+    let run = |grouped: bool, use_middle: bool| {
+        let t = Tape::new();
+        let xv = t.leaf(&x, true);
+        let wv: Vec<_> = ws.iter().map(|w| t.leaf(w, true)).collect();
+        let bv: Vec<_> = bs.iter().map(|b| t.leaf(b, true)).collect();
+        let ys = if grouped {
+            t.linear_many(&xv, &[(&wv[0], Some(&bv[0])), (&wv[1], Some(&bv[1])), (&wv[2], Some(&bv[2]))])
+        } else {
+            (0..3).map(|i| t.linear(&xv, &wv[i], Some(&bv[i]))).collect()
+        };
+        let mut s = t.add(&ys[0], &t.gelu(&ys[2]));
+        if use_middle {
+            s = t.add(&s, &t.scale(&ys[1], 2.0));
+        }
+        let g = t.backward_from(&s, weights.clone());
+        let bits = |v: &tinygpt_autograd::Var<CpuBackend>| {
+            g.get(v).map(|t| t.to_vec().unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>())
+        };
+        let mut all =
+            vec![Some(s.value().to_vec().unwrap().into_iter().map(f32::to_bits).collect()), bits(&xv)];
+        all.extend(wv.iter().chain(&bv).map(bits));
+        all
+    };
+    for use_middle in [true, false] {
+        let grouped = run(true, use_middle);
+        assert_eq!(
+            grouped,
+            run(false, use_middle),
+            "linear_many and separate linears differ (all used: {use_middle})"
+        );
+        assert_eq!(grouped[3].is_some(), use_middle, "the unused output's weight has a gradient");
+    }
+}
