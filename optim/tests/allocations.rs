@@ -3,8 +3,9 @@
 //! between calls. What still allocates, counted and printed (`--nocapture`), is
 //! bookkeeping: the autograd tape's node and gradient lists growing again each step, the
 //! model's and dataset's per-step vectors (16 allocations of 384 B or more in a `small`
-//! step), two partial-sum vectors of the reference `sum_squares` and `cross_entropy`
-//! kernels, and some 750 smaller ones (handles, shapes). A tensor buffer coming back would
+//! step), the partial-sum vector of the reference `sum_squares` kernel (the fused
+//! cross-entropy's block sums are a small one), and some 750 smaller ones (handles,
+//! shapes). A tensor buffer coming back would
 //! add one allocation per tensor, about 300 a step, far past the bound asserted here.
 //!
 //! Alone in its test binary: the counting allocator sees every thread of the process.

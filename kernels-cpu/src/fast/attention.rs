@@ -337,7 +337,7 @@ fn pairwise_max(mut acc: [f32; BLOCK]) -> f32 {
 /// `row` becomes the probabilities, exact zeros from `n` on. Returns the log-sum-exp. Whole
 /// strips and lane masks instead of an `n`-long loop: no scalar remainder per row.
 #[inline(always)]
-fn softmax_row(row: &mut [f32], n: usize, scale: f32) -> f32 {
+fn softmax_row<S: Simd>(row: &mut [f32], n: usize, scale: f32) -> f32 {
     let mut maxes = [f32::NEG_INFINITY; BLOCK];
     for (j, strip) in row.chunks_exact_mut(BLOCK).enumerate() {
         for (i, (x, m)) in strip.iter_mut().zip(maxes.iter_mut()).enumerate() {
@@ -349,7 +349,7 @@ fn softmax_row(row: &mut [f32], n: usize, scale: f32) -> f32 {
     let mut sums = [0f32; BLOCK];
     for (j, strip) in row.chunks_exact_mut(BLOCK).enumerate() {
         for (i, (x, s)) in strip.iter_mut().zip(sums.iter_mut()).enumerate() {
-            *x = if j * BLOCK + i < n { exp(*x - max) } else { 0.0 };
+            *x = if j * BLOCK + i < n { exp::<S>(*x - max) } else { 0.0 };
             *s += *x;
         }
     }
@@ -364,10 +364,10 @@ fn softmax_row(row: &mut [f32], n: usize, scale: f32) -> f32 {
 /// The backward's probabilities of one row from its scores and log-sum-exp (as
 /// [`softmax_row`] made them: `e^{s·scale - lse}`, zero from `n` on), over whole strips.
 #[inline(always)]
-fn probs_row(row: &mut [f32], n: usize, scale: f32, lse: f32) {
+fn probs_row<S: Simd>(row: &mut [f32], n: usize, scale: f32, lse: f32) {
     for (j, strip) in row.chunks_exact_mut(BLOCK).enumerate() {
         for (i, x) in strip.iter_mut().enumerate() {
-            *x = if j * BLOCK + i < n { exp(*x * scale - lse) } else { 0.0 };
+            *x = if j * BLOCK + i < n { exp::<S>(*x * scale - lse) } else { 0.0 };
         }
     }
 }
@@ -439,7 +439,7 @@ pub(crate) unsafe fn forward_head<S: Simd, const R: usize, const NV: usize>(job:
                 row.fill(0.0);
                 continue;
             }
-            lse[t] = softmax_row(row, t + 1, scale);
+            lse[t] = softmax_row::<S>(row, t + 1, scale);
             drop_row(&mut row[..t + 1], mask, (job.bh * seq + t) * seq);
         }
         rows_by_panel::<S, R, NV>(block_out, width, probs, padded, values, width, keys, width);
@@ -498,7 +498,7 @@ pub(crate) unsafe fn backward_head<S: Simd, const R: usize, const NV: usize>(job
                 continue;
             }
             let n = t + 1;
-            probs_row(p, n, scale, job.lse[t]);
+            probs_row::<S>(p, n, scale, job.lse[t]);
             // With dropout factors D: dP = (dout · v_u) D and v_u is weighted by P D.
             let first = (job.bh * seq + t) * seq;
             if let Some(mask) = mask {

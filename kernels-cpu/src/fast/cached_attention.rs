@@ -22,6 +22,7 @@ use tinygpt_tensor::CachedAttentionDims;
 
 use crate::fast::math::{dot_blocked, exp, sum_blocked};
 use crate::fast::shared_out::SharedOut;
+use crate::fast::simd::Simd;
 
 /// About this many multiply-adds per parallel piece.
 pub(crate) const PIECE_WORK: usize = 1 << 16;
@@ -46,7 +47,7 @@ thread_local! {
 /// `job.out` points at a `[rows, C]` buffer whose columns of `job.heads` no other piece
 /// writes meanwhile.
 #[inline(always)]
-pub(crate) unsafe fn heads(job: &CachedHeads<'_>) {
+pub(crate) unsafe fn heads<S: Simd>(job: &CachedHeads<'_>) {
     let CachedHeads { q, k, v, dims, .. } = *job;
     let (c, hd) = (dims.channels(), dims.head_dim);
     let scale = 1.0 / (hd as f32).sqrt();
@@ -66,7 +67,7 @@ pub(crate) unsafe fn heads(job: &CachedHeads<'_>) {
             }
             let max = s.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
             for x in s.iter_mut() {
-                *x = exp(*x - max);
+                *x = exp::<S>(*x - max);
             }
             let inv = 1.0 / sum_blocked(s);
             let out = job.out.slice(r * c + col, hd);

@@ -2,25 +2,31 @@
 //! calls, so a loop over slices that calls these compiles to vector code at the width of
 //! the `#[target_feature]` entry point it is inlined into.
 
+use crate::fast::simd::Simd;
+
 /// Lanes of the partial sums below: one AVX-512 register (two AVX2, four simd128). The
 /// order of the additions is fixed by this constant alone, never by the ISA or threads.
 pub(crate) const BLOCK: usize = 16;
 
 /// `e^x` for `x` clamped to [-87, 88] (so `2^n` stays a normal f32): `x = n ln2 + r`,
-/// `|r| <= ln2/2`, `e^r` by its degree-6 Taylor polynomial (error < 1.3e-7 relative).
+/// `|r| <= ln2/2`, `e^r` by its degree-6 Taylor polynomial in Horner form (error < 1.3e-7
+/// relative). Every multiply-add goes through `S::fma`: one FMA instruction each where the
+/// ISA has it (AVX2, AVX-512), so about half the instructions of the unfused chain there.
 #[inline(always)]
-pub(crate) fn exp(x: f32) -> f32 {
+pub(crate) fn exp<S: Simd>(x: f32) -> f32 {
     const LOG2_E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
     /// 1.5 · 2^23: adding it rounds to an integer held in the low mantissa bits.
     const ROUNDER: f32 = 12_582_912.0;
     let x = x.clamp(-87.0, 88.0);
-    let shifted = x * LOG2_E + ROUNDER;
+    let shifted = S::fma(x, LOG2_E, ROUNDER);
     let n = shifted - ROUNDER;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let p = 1.0
-        + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let r = S::fma(n, -LN2_LO, S::fma(n, -LN2_HI, x));
+    let mut p = 1.0 / 720.0;
+    for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = S::fma(p, r, c);
+    }
     let n_int = (shifted.to_bits() as i32).wrapping_sub(ROUNDER.to_bits() as i32);
     p * f32::from_bits(((n_int + 127) << 23) as u32)
 }

@@ -41,6 +41,10 @@ unsafe impl Simd for Simd128 {
     unsafe fn mul_add(a: v128, b: v128, c: v128) -> v128 {
         f32x4_add(f32x4_mul(a, b), c)
     }
+    #[inline(always)]
+    fn fma(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
 }
 
 /// 4 × 8: the tile that ran at 38–41 GFLOP/s per core in Chromium (issue 9).
@@ -54,11 +58,11 @@ unsafe fn simd128_gemv(job: &Columns<'_>) {
 }
 
 unsafe fn simd128_gelu(out: &mut [f32], x: &[f32]) {
-    gelu::forward(out, x)
+    gelu::forward::<Simd128>(out, x)
 }
 
 unsafe fn simd128_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
-    gelu::backward(dx, x, dout)
+    gelu::backward::<Simd128>(dx, x, dout)
 }
 
 /// 4 query rows × 8 columns: 8 accumulators, as the matmul tile.
@@ -71,7 +75,7 @@ unsafe fn simd128_attention_backward(job: &HeadBackward<'_>) {
 }
 
 unsafe fn simd128_cached_attention(job: &CachedHeads<'_>) {
-    cached_attention::heads(job)
+    cached_attention::heads::<Simd128>(job)
 }
 
 unsafe fn simd128_layer_norm(rows: LayerNormRows<'_>) {
@@ -91,7 +95,7 @@ unsafe fn simd128_sum_rows(partial: &mut [f32], x: &[f32]) {
 }
 
 unsafe fn simd128_cross_entropy(rows: cross_entropy::Rows<'_>, saved: &mut [f32]) -> f64 {
-    cross_entropy::forward_rows(rows, saved)
+    cross_entropy::forward_rows::<Simd128>(rows, saved)
 }
 
 unsafe fn simd128_cross_entropy_backward(
@@ -100,7 +104,7 @@ unsafe fn simd128_cross_entropy_backward(
     saved: &[f32],
     scale: f32,
 ) {
-    cross_entropy::backward_rows(rows, d, saved, scale)
+    cross_entropy::backward_rows::<Simd128>(rows, d, saved, scale)
 }
 
 pub(crate) static SIMD128: FastKernels = FastKernels {

@@ -41,6 +41,10 @@ unsafe impl Simd for Avx2 {
     unsafe fn mul_add(a: __m256, b: __m256, c: __m256) -> __m256 {
         _mm256_fmadd_ps(a, b, c)
     }
+    #[inline(always)]
+    fn fma(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -71,6 +75,10 @@ unsafe impl Simd for Avx512 {
     unsafe fn mul_add(a: __m512, b: __m512, c: __m512) -> __m512 {
         _mm512_fmadd_ps(a, b, c)
     }
+    #[inline(always)]
+    fn fma(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
 }
 
 /// 6 × 16: 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers.
@@ -87,12 +95,12 @@ unsafe fn avx2_gemv(job: &Columns<'_>) {
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_gelu(out: &mut [f32], x: &[f32]) {
-    gelu::forward(out, x)
+    gelu::forward::<Avx2>(out, x)
 }
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
-    gelu::backward(dx, x, dout)
+    gelu::backward::<Avx2>(dx, x, dout)
 }
 
 /// 4 query rows × 16 columns: 8 accumulators + 2 loads + 1 broadcast of the 16 ymm registers.
@@ -108,7 +116,7 @@ unsafe fn avx2_attention_backward(job: &HeadBackward<'_>) {
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_cached_attention(job: &CachedHeads<'_>) {
-    cached_attention::heads(job)
+    cached_attention::heads::<Avx2>(job)
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -133,7 +141,7 @@ unsafe fn avx2_sum_rows(partial: &mut [f32], x: &[f32]) {
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_cross_entropy(rows: cross_entropy::Rows<'_>, saved: &mut [f32]) -> f64 {
-    cross_entropy::forward_rows(rows, saved)
+    cross_entropy::forward_rows::<Avx2>(rows, saved)
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -143,7 +151,7 @@ unsafe fn avx2_cross_entropy_backward(
     saved: &[f32],
     scale: f32,
 ) {
-    cross_entropy::backward_rows(rows, d, saved, scale)
+    cross_entropy::backward_rows::<Avx2>(rows, d, saved, scale)
 }
 
 /// 12 × 32: 24 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers.
@@ -160,12 +168,12 @@ unsafe fn avx512_gemv(job: &Columns<'_>) {
 
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_gelu(out: &mut [f32], x: &[f32]) {
-    gelu::forward(out, x)
+    gelu::forward::<Avx512>(out, x)
 }
 
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_gelu_backward(dx: &mut [f32], x: &[f32], dout: &[f32]) {
-    gelu::backward(dx, x, dout)
+    gelu::backward::<Avx512>(dx, x, dout)
 }
 
 /// 8 query rows × 16 columns: 8 accumulators, one key/value load per 8 multiply-adds.
@@ -181,7 +189,7 @@ unsafe fn avx512_attention_backward(job: &HeadBackward<'_>) {
 
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_cached_attention(job: &CachedHeads<'_>) {
-    cached_attention::heads(job)
+    cached_attention::heads::<Avx512>(job)
 }
 
 #[target_feature(enable = "avx512f")]
@@ -206,7 +214,7 @@ unsafe fn avx512_sum_rows(partial: &mut [f32], x: &[f32]) {
 
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_cross_entropy(rows: cross_entropy::Rows<'_>, saved: &mut [f32]) -> f64 {
-    cross_entropy::forward_rows(rows, saved)
+    cross_entropy::forward_rows::<Avx512>(rows, saved)
 }
 
 #[target_feature(enable = "avx512f")]
@@ -216,7 +224,7 @@ unsafe fn avx512_cross_entropy_backward(
     saved: &[f32],
     scale: f32,
 ) {
-    cross_entropy::backward_rows(rows, d, saved, scale)
+    cross_entropy::backward_rows::<Avx512>(rows, d, saved, scale)
 }
 
 pub(crate) static AVX2_FMA: FastKernels = FastKernels {
