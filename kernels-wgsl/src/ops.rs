@@ -27,6 +27,11 @@ const CROSS_ENTROPY: &str = include_str!("shaders/cross_entropy.wgsl");
 const ADAMW: &str = include_str!("shaders/adamw.wgsl");
 const COPY: &str = include_str!("shaders/copy.wgsl");
 const DROPOUT: &str = include_str!("shaders/dropout.wgsl");
+/// attention.wgsl's `store_dropped`: into binding 3 for the dropout kernels, nowhere for
+/// the others (a binding an entry point reaches must be in its layout).
+const STORE_DROPPED: &str = "@group(0) @binding(3) var<storage, read_write> dropped: array<f32>;
+fn store_dropped(i: u32, v: f32) { dropped[i] = v; }";
+const STORE_NOTHING: &str = "fn store_dropped(i: u32, v: f32) {}";
 
 const K_COPY: Kernel = Kernel { parts: &[COPY], entry: "copy", bindings: &[(1, R), (2, W)] };
 const K_FILL: Kernel = Kernel { parts: &[COPY], entry: "fill", bindings: &[(2, W)] };
@@ -71,22 +76,22 @@ const K_ATTENTION_CACHED: Kernel = Kernel {
     bindings: &[(1, R), (2, R), (3, R), (4, W), (5, W)],
 };
 const K_ATTENTION_SOFTMAX: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
+    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION, STORE_NOTHING],
     entry: "attention_softmax",
     bindings: &[(1, W)],
 };
 const K_ATTENTION_SOFTMAX_DROPOUT: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
+    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION, STORE_DROPPED],
     entry: "attention_softmax_dropout",
     bindings: &[(1, W), (3, W)],
 };
 const K_ATTENTION_SOFTMAX_BACKWARD: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
+    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION, STORE_NOTHING],
     entry: "attention_softmax_backward",
     bindings: &[(1, W), (2, R)],
 };
 const K_ATTENTION_SOFTMAX_BACKWARD_DROPOUT: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION],
+    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION, STORE_DROPPED],
     entry: "attention_softmax_backward_dropout",
     bindings: &[(1, W), (2, R), (3, W)],
 };

@@ -22,8 +22,9 @@
 // Zeros above the diagonal are written up to the end of the `block`-position block holding
 // t (block = T: the whole row): the products after these kernels read no further (see
 // `causal_block` in matmul.rs), and the rest of the row is left as it was.
-// One 64-invocation workgroup per row; each invocation strides through the row and the
-// partial max and sums are combined in invocation order (block_reduce.wgsl).
+// One 64-invocation workgroup per row; each invocation strides through the row, keeping
+// its first CACHED values in registers between the passes, and the partial max and sums
+// are combined in invocation order (block_reduce.wgsl).
 
 struct Params {
     rows: u32,
@@ -42,7 +43,8 @@ struct Params {
 // Scores in, probabilities out (forward); dP' in, dS out (backward).
 @group(0) @binding(1) var<storage, read_write> rows: array<f32>;
 @group(0) @binding(2) var<storage, read> probs: array<f32>;
-@group(0) @binding(3) var<storage, read_write> dropped: array<f32>;
+// P ⊙ D out (the dropout kernels): `store_dropped(i, v)` writes dropped[i] (binding 3)
+// there and nothing in the others, whose layouts have no binding 3 (see ops.rs).
 
 fn drop_mask() -> DropoutMask {
     return DropoutMask(p.drop_key0, p.drop_key1, p.drop_threshold, p.drop_offset, p.drop_scale, p.drop_on);
@@ -63,57 +65,134 @@ fn row_of(wid: vec3<u32>, nwg: vec3<u32>) -> Row {
     return Row(g * p.seq, t, g < p.rows, min(p.seq, (t / p.block + 1u) * p.block));
 }
 
-// Softmax of row r in place: P over u <= t, zeros after it. Every invocation calls it.
-fn softmax_row(r: Row, lid: u32) {
+// Values per invocation kept in registers between a row's passes: rows of up to
+// CACHED · BLOCK positions are read once; longer ones read the rest again per pass (`tail`).
+const CACHED: u32 = 4u;
+
+// The position of this invocation's cached value i.
+fn cached_u(lid: u32, i: u32) -> u32 {
+    return lid + i * BLOCK;
+}
+
+// Where the positions past the cached ones start (plus the invocation's index).
+const TAIL: u32 = CACHED * BLOCK;
+
+// Softmax of row r in place: P over u <= t, zeros after it (to r.end); with `drop`, also
+// dropped = P ⊙ D. Every invocation calls it. Each invocation sums its positions in
+// ascending order (cached ones, then the tail), as one strided loop would.
+fn softmax_row(r: Row, lid: u32, drop: bool) {
+    var x: array<f32, CACHED>;
     var mx = -3.4e38;
+    for (var i = 0u; i < CACHED; i++) {
+        let u = cached_u(lid, i);
+        x[i] = -3.4e38;
+        if (r.live && u <= r.t) {
+            x[i] = rows[r.base + u] * p.scale;
+        }
+        mx = max(mx, x[i]);
+    }
     if (r.live) {
-        for (var u = lid; u <= r.t; u += BLOCK) {
+        for (var u = lid + TAIL; u <= r.t; u += BLOCK) {
             mx = max(mx, rows[r.base + u] * p.scale);
         }
     }
     mx = block_max(lid, mx);
     var sum = 0.0;
+    for (var i = 0u; i < CACHED; i++) {
+        if (r.live && cached_u(lid, i) <= r.t) {
+            x[i] = exp(x[i] - mx);
+            sum += x[i];
+        }
+    }
     if (r.live) {
-        for (var u = lid; u <= r.t; u += BLOCK) {
+        for (var u = lid + TAIL; u <= r.t; u += BLOCK) {
             sum += exp(rows[r.base + u] * p.scale - mx);
         }
     }
     let inv = 1.0 / block_sum(lid, sum);
-    if (r.live) {
-        for (var u = lid; u < r.end; u += BLOCK) {
-            var pv = 0.0;
-            if (u <= r.t) {
-                pv = exp(rows[r.base + u] * p.scale - mx) * inv;
-            }
+    if (!r.live) {
+        return;
+    }
+    for (var i = 0u; i < CACHED; i++) {
+        let u = cached_u(lid, i);
+        if (u < r.end) {
+            let pv = select(0.0, x[i] * inv, u <= r.t);
             rows[r.base + u] = pv;
+            if (drop) {
+                store_dropped(r.base + u, pv * dropout_factor(drop_mask(), r.base + u));
+            }
+        }
+    }
+    for (var u = lid + TAIL; u < r.end; u += BLOCK) {
+        var pv = 0.0;
+        if (u <= r.t) {
+            pv = exp(rows[r.base + u] * p.scale - mx) * inv;
+        }
+        rows[r.base + u] = pv;
+        if (drop) {
+            store_dropped(r.base + u, pv * dropout_factor(drop_mask(), r.base + u));
         }
     }
 }
 
-// dS of row r in place over dP' (D applied when `drop`). Every invocation calls it.
+// dS of row r in place over dP' (to r.end); with `drop`, D applied to dP' and dropped =
+// P ⊙ D. Every invocation calls it; sums in the order of softmax_row.
 fn softmax_backward_row(r: Row, lid: u32, drop: bool) {
+    var dp: array<f32, CACHED>;
+    var pr: array<f32, CACHED>;
+    var f: array<f32, CACHED>;
     var weighted = 0.0;
-    if (r.live) {
-        for (var u = lid; u <= r.t; u += BLOCK) {
-            var dp = rows[r.base + u];
+    for (var i = 0u; i < CACHED; i++) {
+        let u = cached_u(lid, i);
+        dp[i] = 0.0;
+        pr[i] = 0.0;
+        f[i] = 1.0;
+        if (r.live && u <= r.t) {
             if (drop) {
-                dp *= dropout_factor(drop_mask(), r.base + u);
+                f[i] = dropout_factor(drop_mask(), r.base + u);
             }
-            weighted += probs[r.base + u] * dp;
+            dp[i] = rows[r.base + u] * f[i];
+            pr[i] = probs[r.base + u];
+            weighted += pr[i] * dp[i];
+        }
+    }
+    if (r.live) {
+        for (var u = lid + TAIL; u <= r.t; u += BLOCK) {
+            var d = rows[r.base + u];
+            if (drop) {
+                d *= dropout_factor(drop_mask(), r.base + u);
+            }
+            weighted += probs[r.base + u] * d;
         }
     }
     weighted = block_sum(lid, weighted);
-    if (r.live) {
-        for (var u = lid; u < r.end; u += BLOCK) {
-            var d = 0.0;
-            if (u <= r.t) {
-                var dp = rows[r.base + u];
-                if (drop) {
-                    dp *= dropout_factor(drop_mask(), r.base + u);
-                }
-                d = probs[r.base + u] * (dp - weighted) * p.scale;
+    if (!r.live) {
+        return;
+    }
+    for (var i = 0u; i < CACHED; i++) {
+        let u = cached_u(lid, i);
+        if (u < r.end) {
+            rows[r.base + u] = select(0.0, pr[i] * (dp[i] - weighted) * p.scale, u <= r.t);
+            if (drop) {
+                store_dropped(r.base + u, pr[i] * f[i]);
             }
-            rows[r.base + u] = d;
+        }
+    }
+    for (var u = lid + TAIL; u < r.end; u += BLOCK) {
+        var d = 0.0;
+        var w = 0.0;
+        if (u <= r.t) {
+            var factor = 1.0;
+            if (drop) {
+                factor = dropout_factor(drop_mask(), r.base + u);
+            }
+            let pu = probs[r.base + u];
+            d = pu * (rows[r.base + u] * factor - weighted) * p.scale;
+            w = pu * factor;
+        }
+        rows[r.base + u] = d;
+        if (drop) {
+            store_dropped(r.base + u, w);
         }
     }
 }
@@ -121,20 +200,13 @@ fn softmax_backward_row(r: Row, lid: u32, drop: bool) {
 @compute @workgroup_size(64)
 fn attention_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) lid: u32) {
-    softmax_row(row_of(wid, nwg), lid);
+    softmax_row(row_of(wid, nwg), lid, false);
 }
 
 @compute @workgroup_size(64)
 fn attention_softmax_dropout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                              @builtin(local_invocation_index) lid: u32) {
-    let r = row_of(wid, nwg);
-    softmax_row(r, lid);
-    // dropped = P ⊙ D (each invocation reads back only the elements it wrote itself).
-    if (r.live) {
-        for (var u = lid; u < r.end; u += BLOCK) {
-            dropped[r.base + u] = rows[r.base + u] * dropout_factor(drop_mask(), r.base + u);
-        }
-    }
+    softmax_row(row_of(wid, nwg), lid, true);
 }
 
 @compute @workgroup_size(64)
@@ -147,12 +219,5 @@ fn attention_softmax_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(nu
 fn attention_softmax_backward_dropout(@builtin(workgroup_id) wid: vec3<u32>,
                                       @builtin(num_workgroups) nwg: vec3<u32>,
                                       @builtin(local_invocation_index) lid: u32) {
-    let r = row_of(wid, nwg);
-    softmax_backward_row(r, lid, true);
-    // dropped = P ⊙ D, for dv.
-    if (r.live) {
-        for (var u = lid; u < r.end; u += BLOCK) {
-            dropped[r.base + u] = probs[r.base + u] * dropout_factor(drop_mask(), r.base + u);
-        }
-    }
+    softmax_backward_row(row_of(wid, nwg), lid, true);
 }
