@@ -45,7 +45,7 @@ pub fn dispatch<C: WithBackend>(compute: &Compute, command: C) -> Result<C::Outp
 }
 
 fn cpu(compute: &Compute, threads: usize) -> Result<CpuBackend, CliError> {
-    let backend = CpuBackend::try_new(threads).map_err(|e| {
+    let backend = CpuBackend::try_new_on_this_thread(threads).map_err(|e| {
         CliError::Usage(format!("cannot start {threads} threads ({e}); try a smaller --threads"))
     })?;
     let kernels = match compute.kernels {

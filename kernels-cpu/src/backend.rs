@@ -75,6 +75,29 @@ impl CpuBackend {
         }
     }
 
+    /// Like [`CpuBackend::try_new`], with the calling thread as the pool's first thread
+    /// (`threads - 1` more are started): ops called from this thread then run their pieces
+    /// here and on the others, instead of being handed to the pool and waited for (a wake-up
+    /// there and one back per op, about 200 a training step). For a program's one backend,
+    /// used from the thread that made it (the CLI): rayon leaks such a pool's registry, and
+    /// a thread can belong to one pool only — a second call on the same thread (or one from a
+    /// rayon thread) gets an ordinary pool, as [`CpuBackend::try_new`] builds. Ops called from
+    /// other threads still work, on the started threads only. Results are the same bits.
+    pub fn try_new_on_this_thread(threads: usize) -> Result<Self, CpuBackendError> {
+        if threads < 2 || rayon::current_thread_index().is_some() {
+            return Self::try_new(threads);
+        }
+        let joined = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .use_current_thread()
+            .thread_name(|i| format!("tinygpt-cpu-{i}"))
+            .build();
+        match joined {
+            Ok(pool) => Ok(CpuBackend { par: Parallel::Pool(Arc::new(pool)), ..Self::default() }),
+            Err(_) => Self::try_new(threads),
+        }
+    }
+
     /// A backend running its kernels on rayon's global pool, however many threads it has
     /// (wasm-bindgen-rayon's `initThreadPool(n)` starts it in a browser, where a backend
     /// cannot start a pool of its own). Results are the same as on any other thread count.

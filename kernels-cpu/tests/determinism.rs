@@ -31,6 +31,31 @@ fn the_global_pool_is_bit_identical_to_one_thread() {
     }
 }
 
+/// A pool the calling thread belongs to (`try_new_on_this_thread`, the CLI's) gives the
+/// same bits as one thread, used from that thread and from another; a second one on the same
+/// thread falls back to an ordinary pool. Run on a thread of its own, which the pool keeps.
+#[test]
+fn a_pool_joined_by_the_calling_thread_is_bit_identical_to_one_thread() {
+    std::thread::spawn(|| {
+        let joined = CpuBackend::try_new_on_this_thread(3).unwrap();
+        assert_eq!(joined.threads(), 3);
+        let again = CpuBackend::try_new_on_this_thread(2).unwrap();
+        assert_eq!(again.threads(), 2);
+        for variant in KernelVariant::ALL.into_iter().filter(|v| v.is_supported()) {
+            let one = block_on(op_results(&CpuBackend::new(1).with_variant(variant).unwrap()));
+            for (what, backend) in [("joined", &joined), ("fallback", &again)] {
+                let here = block_on(op_results(&backend.clone().with_variant(variant).unwrap()));
+                assert_same_bits(&one, &here, &format!("{variant}: {what} pool and 1 thread"));
+            }
+            let elsewhere = joined.clone().with_variant(variant).unwrap();
+            let there = std::thread::spawn(move || block_on(op_results(&elsewhere))).join().unwrap();
+            assert_same_bits(&one, &there, &format!("{variant}: joined pool used from another thread"));
+        }
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn fast_is_the_best_supported_variant_and_unsupported_ones_are_refused() {
     assert_eq!(CpuBackend::new(2).variant(), KernelVariant::best_available());
