@@ -5,7 +5,7 @@ use std::future::Future;
 
 use tinygpt_tensor::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend, CachedAttentionDims,
-    DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    CrossEntropySaved, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 use crate::operand::Operand;
@@ -316,6 +316,43 @@ impl<B: Backend> Backend for Checked<B> {
         let shape = || format!("rows {rows}, vocab {vocab}");
         let run = |b: &B| b.cross_entropy_backward(logits, targets, dloss, rows, vocab);
         self.op("cross_entropy_backward", shape, ins, run, |y| vec![In::finite("dlogits", y, rows * vocab)])
+    }
+
+    // The pair training uses: `saved` is opaque (the inner backend's row statistics, or
+    // nothing), so only its values are checked, not its length.
+    fn cross_entropy_for_training(
+        &self,
+        logits: &Self::Storage,
+        targets: &Self::Indices,
+        rows: usize,
+        vocab: usize,
+    ) -> CrossEntropySaved<Self::Storage> {
+        let ins = vec![In::finite("logits", logits, rows * vocab)];
+        let shape = || format!("rows {rows}, vocab {vocab}");
+        let run = |b: &B| b.cross_entropy_for_training(logits, targets, rows, vocab);
+        let outs = |y: &CrossEntropySaved<Self::Storage>| {
+            let mut outs = vec![In::ruled("loss", &y.loss, 1, Rule::NonNegative)];
+            outs.extend(y.saved.iter().map(|saved| In::whole("saved", saved)));
+            outs
+        };
+        self.op("cross_entropy_for_training", shape, ins, run, outs)
+    }
+    fn cross_entropy_backward_saved(
+        &self,
+        logits: &Self::Storage,
+        targets: &Self::Indices,
+        saved: Option<&Self::Storage>,
+        dloss: &Self::Storage,
+        rows: usize,
+        vocab: usize,
+    ) -> Self::Storage {
+        let mut ins = vec![In::finite("logits", logits, rows * vocab), In::finite("dloss", dloss, 1)];
+        ins.extend(saved.map(|saved| In::whole("saved", saved)));
+        let shape = || format!("rows {rows}, vocab {vocab}");
+        let run = |b: &B| b.cross_entropy_backward_saved(logits, targets, saved, dloss, rows, vocab);
+        self.op("cross_entropy_backward_saved", shape, ins, run, |y| {
+            vec![In::finite("dlogits", y, rows * vocab)]
+        })
     }
 
     fn adamw(
