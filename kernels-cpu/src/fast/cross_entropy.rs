@@ -5,9 +5,9 @@
 //! forward_rows:  logits [rows, V], targets [rows] -> saved [rows, 2], Σ of the rows' losses
 //! backward_rows: logits [rows, V], targets [rows], saved [rows, 2], scale -> dlogits [rows, V]
 //!
-//! `saved` holds each row's maximum and `1 / Σ exp::<S>(x - max)`. Same maths as the reference
-//! (`kernels/cross_entropy.rs`): loss = ln Σ exp::<S>(x - max) - (x[t] - max), dlogits =
-//! scale · (exp::<S>(x - max) / Σ - onehot(t)), with `scale` = dloss / rows; but with the
+//! `saved` holds each row's maximum and `1 / Σ exp(x - max)`. Same maths as the reference
+//! (`kernels/cross_entropy.rs`): loss = ln Σ exp(x - max) - (x[t] - max), dlogits =
+//! scale · (exp(x - max) / Σ - onehot(t)), with `scale` = dloss / rows; but with the
 //! vectorisable `exp` of `math.rs` and the sum of exponentials in f32 over `BLOCK`
 //! interleaved partials instead of f64. Keeping the maximum (not the log-sum-exp) keeps
 //! `x - max` exact for logits far from zero.
