@@ -13,9 +13,8 @@
 //! back, ~0.3 s per line after one warm-up call; each figure is the fastest call (robust to
 //! other processes on a shared machine, so a best case, not an average).
 
-use std::time::Instant;
+mod common;
 
-use tinygpt_kernels_cpu::{CpuBackend, KernelVariant};
 use tinygpt_tensor::{AttentionDims, Backend, DropoutMask};
 
 const PRESETS: [&str; 2] = ["16x64x3x32", "16x96x4x32"];
@@ -33,15 +32,7 @@ fn parse(shape: &str) -> Result<AttentionDims, String> {
 
 fn main() -> Result<(), String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut threads = vec![1];
-    if let Some(i) = args.iter().position(|a| a == "--threads") {
-        let list = args.get(i + 1).ok_or("--threads needs a list, e.g. 1,2")?.clone();
-        threads = list
-            .split(',')
-            .map(|t| t.parse().map_err(|_| format!("bad --threads {list:?}")))
-            .collect::<Result<_, _>>()?;
-        args.drain(i..i + 2);
-    }
+    let threads = common::take_threads(&mut args)?;
     let (mut dropout, mut dropout_p) = (None, None);
     if let Some(i) = args.iter().position(|a| a == "--dropout") {
         let p: f32 = args.get(i + 1).and_then(|p| p.parse().ok()).ok_or("--dropout needs a probability")?;
@@ -57,11 +48,8 @@ fn main() -> Result<(), String> {
         let len = dims.batch * dims.seq * dims.channels();
         let data = |m: usize| (0..len).map(|i| ((i * m) % 17) as f32 * 0.1 - 0.8).collect::<Vec<_>>();
         for &t in &threads {
-            for variant in KernelVariant::ALL.into_iter().filter(|v| v.is_supported()) {
-                let backend = CpuBackend::try_new(t)
-                    .map_err(|e| e.to_string())?
-                    .with_variant(variant)
-                    .map_err(|e| e.to_string())?;
+            for variant in common::supported_variants() {
+                let backend = common::backend(t, variant)?;
                 let (q, k, v, dout) = (
                     backend.upload(&data(3)),
                     backend.upload(&data(5)),
@@ -69,25 +57,10 @@ fn main() -> Result<(), String> {
                     backend.upload(&data(11)),
                 );
                 let saved = backend.attention_for_training(&q, &k, &v, dims);
-                // The fastest of `reps` calls: on a shared machine, the calls that were not
-                // preempted (a call takes milliseconds, a time slice more).
-                let time = |reps: usize, f: &dyn Fn()| {
-                    (0..reps)
-                        .map(|_| {
-                            let started = Instant::now();
-                            f();
-                            started.elapsed().as_secs_f64()
-                        })
-                        .fold(f64::INFINITY, f64::min)
-                };
                 let forward = || drop(backend.attention_for_training(&q, &k, &v, dims));
                 let backward =
                     || drop(backend.attention_backward_saved(&dout, &q, &k, &v, &saved.saved, dims));
-                let mut secs = [0.0; 2];
-                for (s, f) in secs.iter_mut().zip([&forward as &dyn Fn(), &backward]) {
-                    let once = time(2, f);
-                    *s = time(((0.3 / once.max(1e-6)) as usize).clamp(2, 5000), f);
-                }
+                let secs = [common::fastest_secs(&forward), common::fastest_secs(&backward)];
                 let half = (dims.batch * dims.heads * dims.seq * dims.seq * dims.head_dim) as f64 / 2.0;
                 let line = serde_json::json!({
                     "op": "attention",

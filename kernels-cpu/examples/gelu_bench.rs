@@ -9,9 +9,8 @@
 //! after one warm-up call; each figure is the fastest call (robust to other processes on a
 //! shared machine, so a best case, not an average). `ns_per_elem` divides by the length.
 
-use std::time::Instant;
+mod common;
 
-use tinygpt_kernels_cpu::{CpuBackend, KernelVariant};
 use tinygpt_tensor::Backend;
 
 /// `small` (1024 tokens · 384) and `medium` (1536 tokens · 512).
@@ -19,15 +18,7 @@ const PRESETS: [usize; 2] = [1024 * 384, 1536 * 512];
 
 fn main() -> Result<(), String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut threads = vec![1];
-    if let Some(i) = args.iter().position(|a| a == "--threads") {
-        let list = args.get(i + 1).ok_or("--threads needs a list, e.g. 1,2")?.clone();
-        threads = list
-            .split(',')
-            .map(|t| t.parse().map_err(|_| format!("bad --threads {list:?}")))
-            .collect::<Result<_, _>>()?;
-        args.drain(i..i + 2);
-    }
+    let threads = common::take_threads(&mut args)?;
     let lens = if args.is_empty() {
         PRESETS.to_vec()
     } else {
@@ -36,28 +27,12 @@ fn main() -> Result<(), String> {
     for &len in &lens {
         let data = |m: usize| (0..len).map(|i| ((i * m) % 97) as f32 * 0.1 - 4.8).collect::<Vec<_>>();
         for &t in &threads {
-            for variant in KernelVariant::ALL.into_iter().filter(|v| v.is_supported()) {
-                let backend = CpuBackend::try_new(t)
-                    .map_err(|e| e.to_string())?
-                    .with_variant(variant)
-                    .map_err(|e| e.to_string())?;
+            for variant in common::supported_variants() {
+                let backend = common::backend(t, variant)?;
                 let (x, dout) = (backend.upload(&data(3)), backend.upload(&data(5)));
-                let time = |reps: usize, f: &dyn Fn()| {
-                    (0..reps)
-                        .map(|_| {
-                            let started = Instant::now();
-                            f();
-                            started.elapsed().as_secs_f64()
-                        })
-                        .fold(f64::INFINITY, f64::min)
-                };
                 let forward = || drop(backend.gelu(&x, len));
                 let backward = || drop(backend.gelu_backward(&x, &dout, len));
-                let mut secs = [0.0; 2];
-                for (s, f) in secs.iter_mut().zip([&forward as &dyn Fn(), &backward]) {
-                    let once = time(2, f);
-                    *s = time(((0.3 / once.max(1e-6)) as usize).clamp(2, 5000), f);
-                }
+                let secs = [common::fastest_secs(&forward), common::fastest_secs(&backward)];
                 let line = serde_json::json!({
                     "op": "gelu",
                     "len": len,

@@ -18,22 +18,16 @@
 
 use std::time::Instant;
 
-use tinygpt_kernels_cpu::{CpuBackend, KernelVariant};
+use tinygpt_kernels_cpu::KernelVariant;
+
+mod common;
 use tinygpt_tensor::{Backend, MatmulDims};
 
 const LARGE_MLP: [&str; 3] = ["1536x768x192:nt", "1536x192x768:nn", "192x768x1536:tn"];
 
 fn main() -> Result<(), String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut threads = vec![1];
-    if let Some(i) = args.iter().position(|a| a == "--threads") {
-        let list = args.get(i + 1).ok_or("--threads needs a list, e.g. 1,2")?.clone();
-        threads = list
-            .split(',')
-            .map(|t| t.parse().map_err(|_| format!("bad --threads {list:?}")))
-            .collect::<Result<_, _>>()?;
-        args.drain(i..i + 2);
-    }
+    let threads = common::take_threads(&mut args)?;
     let shapes = if args.is_empty() { LARGE_MLP.map(String::from).to_vec() } else { args };
     let mut peaks = Vec::new();
     for &t in &threads {
@@ -54,11 +48,8 @@ fn main() -> Result<(), String> {
         let dims: MatmulDims = shape.parse()?;
         let MatmulDims { m, k, n, .. } = dims;
         for &t in &threads {
-            for variant in KernelVariant::ALL.into_iter().filter(|v| v.is_supported()) {
-                let backend = CpuBackend::try_new(t)
-                    .map_err(|e| e.to_string())?
-                    .with_variant(variant)
-                    .map_err(|e| e.to_string())?;
+            for variant in common::supported_variants() {
+                let backend = common::backend(t, variant)?;
                 let a = backend.upload(&(0..m * k).map(|i| (i % 7) as f32 * 0.1).collect::<Vec<_>>());
                 let b = backend.upload(&(0..k * n).map(|i| (i % 5) as f32 * 0.1).collect::<Vec<_>>());
                 let run = |reps: usize| {
