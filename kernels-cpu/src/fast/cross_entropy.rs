@@ -12,7 +12,7 @@
 //! interleaved partials instead of f64. Keeping the maximum (not the log-sum-exp) keeps
 //! `x - max` exact for logits far from zero.
 
-use crate::fast::math::{exp, BLOCK};
+use crate::fast::math::{exp, partials_blocked};
 use crate::fast::simd::Simd;
 use crate::kernels::cross_entropy::target_of;
 
@@ -67,33 +67,11 @@ pub(crate) fn backward_rows<S: Simd>(rows: Rows<'_>, dlogits: &mut [f32], saved:
 /// The row's maximum, over `BLOCK` interleaved partial maxima (exact in any order).
 #[inline(always)]
 fn max_blocked(x: &[f32]) -> f32 {
-    let mut acc = [f32::NEG_INFINITY; BLOCK];
-    let chunks = x.chunks_exact(BLOCK);
-    let rest = chunks.remainder();
-    for xs in chunks {
-        for (a, &v) in acc.iter_mut().zip(xs) {
-            *a = a.max(v);
-        }
-    }
-    for (a, &v) in acc.iter_mut().zip(rest) {
-        *a = a.max(v);
-    }
-    acc.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+    partials_blocked(x, f32::NEG_INFINITY, f32::max).iter().copied().fold(f32::NEG_INFINITY, f32::max)
 }
 
 /// `Σ exp(x[i] - max)` in `BLOCK` interleaved partial sums.
 #[inline(always)]
 fn exp_sum_blocked<S: Simd>(x: &[f32], max: f32) -> f32 {
-    let mut acc = [0f32; BLOCK];
-    let chunks = x.chunks_exact(BLOCK);
-    let rest = chunks.remainder();
-    for xs in chunks {
-        for (a, &v) in acc.iter_mut().zip(xs) {
-            *a += exp::<S>(v - max);
-        }
-    }
-    for (a, &v) in acc.iter_mut().zip(rest) {
-        *a += exp::<S>(v - max);
-    }
-    acc.iter().sum()
+    partials_blocked(x, 0.0, |a, v| a + exp::<S>(v - max)).iter().sum()
 }

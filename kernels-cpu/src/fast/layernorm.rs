@@ -11,7 +11,7 @@
 //! two more passes over all rows; the caller adds the blocks' partials in block order, so
 //! the result does not depend on the thread count.
 
-use crate::fast::math::{sum_blocked, BLOCK};
+use crate::fast::math::{partials_blocked, sum_blocked, BLOCK};
 
 /// Rows per parallel piece (and per partial `dgamma`/`dbeta`).
 pub(crate) const ROWS_PER_PIECE: usize = 32;
@@ -43,18 +43,7 @@ pub(crate) fn forward_rows(
 /// `Σ (x[i] - mu)²` in `BLOCK` interleaved partial sums.
 #[inline(always)]
 fn squared_deviations(x: &[f32], mu: f32) -> f32 {
-    let mut acc = [0f32; BLOCK];
-    let chunks = x.chunks_exact(BLOCK);
-    let rest = chunks.remainder();
-    for xs in chunks {
-        for (a, &v) in acc.iter_mut().zip(xs) {
-            *a += (v - mu) * (v - mu);
-        }
-    }
-    for (a, &v) in acc.iter_mut().zip(rest) {
-        *a += (v - mu) * (v - mu);
-    }
-    acc.iter().sum()
+    partials_blocked(x, 0.0, |a, v| a + (v - mu) * (v - mu)).iter().sum()
 }
 
 /// `dx` for a block of rows, and the block's `Σ dout · xhat` and `Σ dout` per column into

@@ -48,19 +48,26 @@ pub(crate) fn dot_blocked(x: &[f32], y: &[f32]) -> f32 {
     acc.iter().sum()
 }
 
-/// `Σ x[i]` in `BLOCK` interleaved partial sums.
+/// `x` folded into `BLOCK` interleaved partials, `acc[i % BLOCK] = step(acc[i % BLOCK], x[i])`
+/// from `init`, in ascending `i`: a fixed order that vectorises; callers combine the partials.
 #[inline(always)]
-pub(crate) fn sum_blocked(x: &[f32]) -> f32 {
-    let mut acc = [0f32; BLOCK];
+pub(crate) fn partials_blocked(x: &[f32], init: f32, step: impl Fn(f32, f32) -> f32) -> [f32; BLOCK] {
+    let mut acc = [init; BLOCK];
     let chunks = x.chunks_exact(BLOCK);
     let rest = chunks.remainder();
     for xs in chunks {
-        for (a, &p) in acc.iter_mut().zip(xs) {
-            *a += p;
+        for (a, &v) in acc.iter_mut().zip(xs) {
+            *a = step(*a, v);
         }
     }
-    for (a, &p) in acc.iter_mut().zip(rest) {
-        *a += p;
+    for (a, &v) in acc.iter_mut().zip(rest) {
+        *a = step(*a, v);
     }
-    acc.iter().sum()
+    acc
+}
+
+/// `Σ x[i]` in `BLOCK` interleaved partial sums.
+#[inline(always)]
+pub(crate) fn sum_blocked(x: &[f32]) -> f32 {
+    partials_blocked(x, 0.0, |a, v| a + v).iter().sum()
 }
