@@ -26,29 +26,12 @@ impl<B: Backend> Tape<B> {
             return grads;
         }
         grads.grads.insert(output.id, seed);
-        // Per `LinearMany` node: its outputs' gradients, gathered from its `Part`s (which
-        // come after it on the tape, so all have arrived when the walk reaches it).
-        let mut parts: HashMap<usize, Vec<Option<Tensor<B>>>> = HashMap::new();
         for id in (0..=output.id).rev() {
             let node = &nodes[id];
             if !node.requires_grad {
                 continue;
             }
-            if let Op::LinearMany { .. } = &node.op {
-                if let Some(douts) = parts.remove(&id) {
-                    for (input, grad) in linear_many_grads(&nodes, node, &douts) {
-                        grads.accumulate(input, grad);
-                    }
-                }
-                continue;
-            }
             let Some(dout) = grads.grads.get(&id).cloned() else { continue };
-            if let Op::Part { group, index } = node.op {
-                let count = douts_len(&nodes, group);
-                parts.entry(group).or_insert_with(|| vec![None; count])[index] = Some(dout);
-                grads.grads.remove(&id);
-                continue;
-            }
             for (input, grad) in input_grads(&nodes, node, &dout) {
                 grads.accumulate(input, grad);
             }
@@ -60,54 +43,6 @@ impl<B: Backend> Tape<B> {
     }
 }
 
-/// How many outputs the `LinearMany` node `group` has.
-fn douts_len<B: Backend>(nodes: &[Node<B>], group: usize) -> usize {
-    match &nodes[group].op {
-        Op::LinearMany { weights, .. } => weights.len(),
-        _ => unreachable!("a Part's group is a LinearMany node"),
-    }
-}
-
-/// The gradients a `LinearMany` node sends to its input, weights and biases, given its
-/// outputs' gradients `douts` (`None` where the loss does not depend on that output).
-/// `y_i = x · W_iᵀ + b_i`: `dx = Σ_i dy_i · W_i`, summed from the last output to the first
-/// (the order in which separate linears' gradients accumulated, so a backend whose
-/// `matmul_sum` is the trait's default gives the same bits); `dW_i = dy_iᵀ · x` as one
-/// group; `db_i` the column sums of `dy_i`.
-fn linear_many_grads<B: Backend>(
-    nodes: &[Node<B>],
-    node: &Node<B>,
-    douts: &[Option<Tensor<B>>],
-) -> Vec<(usize, Tensor<B>)> {
-    let Op::LinearMany { x, weights, biases } = &node.op else { unreachable!("a LinearMany node") };
-    let wants = |id: usize| nodes[id].requires_grad;
-    let x_val = &nodes[*x].value;
-    let x2 = x_val.reshape([x_val.shape().rows(), x_val.shape().last()]);
-    // (output index, its gradient as [rows, out]) for the outputs that have one.
-    let dcs: Vec<(usize, Tensor<B>)> = douts
-        .iter()
-        .enumerate()
-        .filter_map(|(i, d)| d.as_ref().map(|d| (i, d.reshape([d.shape().rows(), d.shape().last()]))))
-        .collect();
-    let mut out = Vec::new();
-    if wants(*x) && !dcs.is_empty() {
-        let terms: Vec<_> = dcs.iter().rev().map(|(i, dc)| (dc, &nodes[weights[*i]].value, None)).collect();
-        out.push((*x, Tensor::matmul_sum(&terms, false, false).reshape(x_val.shape().clone())));
-    }
-    let trained: Vec<&(usize, Tensor<B>)> = dcs.iter().filter(|(i, _)| wants(weights[*i])).collect();
-    if !trained.is_empty() {
-        let products: Vec<_> = trained.iter().map(|(_, dc)| (dc, &x2, None)).collect();
-        let dws = Tensor::matmul_many(&products, true, false);
-        out.extend(trained.iter().map(|(i, _)| weights[*i]).zip(dws));
-    }
-    for (i, dc) in &dcs {
-        if let Some(bias) = biases[*i].filter(|&b| wants(b)) {
-            out.push((bias, dc.sum_rows()));
-        }
-    }
-    out
-}
-
 /// The gradients `node` sends to those of its inputs that require one.
 fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) -> Vec<(usize, Tensor<B>)> {
     let wants = |id: usize| nodes[id].requires_grad;
@@ -115,7 +50,6 @@ fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) 
     let mut out = Vec::new();
     match &node.op {
         Op::Leaf => {}
-        Op::LinearMany { .. } | Op::Part { .. } => unreachable!("linear groups are handled in backward_from"),
         Op::Add { a, b } => {
             for id in [*a, *b] {
                 if wants(id) {

@@ -46,30 +46,6 @@ impl<B: Backend> Tape<B> {
         self.matmul(x, weight, bias, false, true)
     }
 
-    /// Linear layers of one shape over one input, `x · W_iᵀ + b_i` for each `(W_i, b_i)`
-    /// of `layers` (at least one), computed as one group ([`Tensor::matmul_many`]), as the
-    /// q, k and v projections are. The backward computes the input gradient as one sum of
-    /// products ([`Tensor::matmul_sum`]) and the weight gradients as one group; the values
-    /// are those of a [`Tape::linear`] per layer.
-    pub fn linear_many(&self, x: &Var<B>, layers: &[(&Var<B>, Option<&Var<B>>)]) -> Vec<Var<B>> {
-        let products: Vec<_> =
-            layers.iter().map(|(w, b)| (&x.value, &w.value, b.map(|b| &b.value))).collect();
-        let values = Tensor::matmul_many(&products, false, true);
-        let op = Op::LinearMany {
-            x: x.id,
-            weights: layers.iter().map(|(w, _)| w.id).collect(),
-            biases: layers.iter().map(|(_, b)| b.map(|b| b.id)).collect(),
-        };
-        let mut inputs = vec![x];
-        inputs.extend(layers.iter().flat_map(|(w, b)| std::iter::once(*w).chain(*b)));
-        let group = self.record(op, values[0].clone(), &inputs);
-        values
-            .into_iter()
-            .enumerate()
-            .map(|(index, value)| self.record(Op::Part { group: group.id, index }, value, &[&group]))
-            .collect()
-    }
-
     /// Rows of `table` picked by `ids`.
     pub fn embedding(&self, table: &Var<B>, ids: &Indices<B>) -> Var<B> {
         let value = table.value.embedding(ids);

@@ -49,19 +49,6 @@ pub(crate) enum Op<B: Backend> {
         trans_a: bool,
         trans_b: bool,
     },
-    /// Linears of one shape over one input `x` (see `Tape::linear_many`): this node holds
-    /// the group (its value is the first output's); each output is a [`Op::Part`] after it.
-    LinearMany {
-        x: usize,
-        weights: Vec<usize>,
-        biases: Vec<Option<usize>>,
-    },
-    /// Output `index` of the group at node `group`: its gradient goes to the group, whose
-    /// backward runs once with the gradients of all its outputs.
-    Part {
-        group: usize,
-        index: usize,
-    },
     Embedding {
         table: usize,
         ids: Indices<B>,

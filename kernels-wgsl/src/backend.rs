@@ -87,9 +87,6 @@ pub struct WgpuBackend {
     pub(crate) matmul_split_k: Option<usize>,
     /// Whether training attention runs the fused kernels where they fit (`flash.rs`).
     pub(crate) fused_attention: bool,
-    /// Whether `matmul_many` and `matmul_sum` launch a group as one dispatch (see
-    /// `matmul_group.rs`; off unless `TINYGPT_WGPU_GROUPED=1`).
-    pub(crate) grouped_matmuls: bool,
 }
 
 impl fmt::Debug for WgpuBackend {
@@ -206,14 +203,7 @@ impl WgpuBackend {
         let matmul_path =
             if info.device_type == wgpu::DeviceType::Cpu { MatmulPath::Direct } else { MatmulPath::Tiled };
         let fused_attention = gpu.tuning.fused_attention;
-        let grouped_matmuls = gpu.tuning.grouped;
-        Ok(WgpuBackend {
-            gpu: Arc::new(gpu),
-            matmul_path,
-            matmul_split_k: None,
-            fused_attention,
-            grouped_matmuls,
-        })
+        Ok(WgpuBackend { gpu: Arc::new(gpu), matmul_path, matmul_split_k: None, fused_attention })
     }
 
     /// The same device with another matmul kernel (the default: [`MatmulPath::Direct`] on
@@ -236,13 +226,6 @@ impl WgpuBackend {
     /// tests and tuning.
     pub fn with_fused_attention(&self, on: bool) -> Self {
         WgpuBackend { fused_attention: on, ..self.clone() }
-    }
-
-    /// The same device with groups of products (`matmul_many`, `matmul_sum`) launched as
-    /// one dispatch each, or (`false`, the default) as one `matmul` per product. For tests
-    /// and tuning: on the H200 the grouped dispatches were no faster (BENCHMARKS.md).
-    pub fn with_grouped_matmuls(&self, grouped: bool) -> Self {
-        WgpuBackend { grouped_matmuls: grouped, ..self.clone() }
     }
 
     /// The matmul kernels in use.

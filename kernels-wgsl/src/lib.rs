@@ -35,7 +35,6 @@ mod copy_many;
 mod error;
 mod flash;
 mod matmul;
-mod matmul_group;
 mod ops;
 mod pipelines;
 mod pool;

@@ -1,7 +1,6 @@
 //! Host side of `shaders/matmul.wgsl`: [`Gemm`], one product as the kernel sees it (plain,
-//! batched over strided operands as attention's per-head products are, or a group of
-//! products or terms over separate buffers), and how it is launched: tile, slices of k,
-//! generated constants and bindings.
+//! or batched over strided operands as attention's per-head products are), and how it is
+//! launched: tile, slices of k, generated constants.
 
 use tinygpt_tensor::MatmulDims;
 
@@ -14,112 +13,17 @@ use Access::{Read as R, ReadWrite as W};
 
 const MATMUL: &str = include_str!("shaders/matmul.wgsl");
 
-/// Storage bindings one dispatch may use: the WebGPU default per shader stage (a browser
-/// gives no more unless asked), so a group binds at most this many buffers.
-pub(crate) const MAX_BINDINGS: usize = 8;
-
-/// Bindings 1..=MAX_BINDINGS with the first `w` writable: a matmul dispatch binds its
-/// outputs first, then A's, B's and the bias (see [`Roles`]).
-const fn writes_first(w: usize) -> [(u32, Access); MAX_BINDINGS] {
-    let mut out = [(0, R); MAX_BINDINGS];
-    let mut i = 0;
-    while i < MAX_BINDINGS {
-        out[i] = (i as u32 + 1, if i < w { W } else { R });
-        i += 1;
-    }
-    out
-}
-
-const BINDINGS: [[(u32, Access); MAX_BINDINGS]; 4] =
-    [writes_first(0), writes_first(1), writes_first(2), writes_first(3)];
-
-/// How many buffers a matmul dispatch binds in each role, in binding order: `c` outputs
-/// (or the partial sums), `a` and `b` operands (1: shared by every product or term;
-/// 0: none, for the split sum's `b`), and the bias (one buffer, product i's at i·n).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Roles {
-    pub c: usize,
-    pub a: usize,
-    pub b: usize,
-    pub bias: bool,
-}
-
-impl Roles {
-    pub fn total(self) -> usize {
-        self.c + self.a + self.b + usize::from(self.bias)
-    }
-
-    fn kernel(self, entry: &'static str) -> Kernel {
-        assert!(
-            self.c < BINDINGS.len() && self.total() <= MAX_BINDINGS,
-            "matmul: too many bindings {self:?}"
-        );
-        Kernel { parts: &[MATMUL], entry, bindings: &BINDINGS[self.c][..self.total()] }
-    }
-
-    /// The WGSL declarations of these bindings and their accessors (see matmul.wgsl), each
-    /// picking buffer `term` of its role where it has several.
-    fn declarations(self, vec4: bool) -> String {
-        let mut out = String::new();
-        let mut binding = 1;
-        let operand = if vec4 { "vec4<f32>" } else { "f32" };
-        let roles = [
-            ("c", self.c, "read_write", "f32"),
-            ("a", self.a, "read", operand),
-            ("b", self.b, "read", operand),
-        ];
-        for (name, count, access, elem) in
-            roles.into_iter().chain(self.bias.then_some(("bias", 1, "read", "f32")))
-        {
-            for i in 0..count {
-                out += &format!(
-                    "@group(0) @binding({binding}) var<storage, {access}> {name}{i}: array<{elem}>;\n"
-                );
-                binding += 1;
-            }
-        }
-        for (name, count) in [("a", self.a), ("b", self.b)] {
-            // (With VEC4 the arrays hold vec4s; else f32s, a vec4 read as four values.)
-            let value = |t: usize| match vec4 {
-                true => format!("{name}{t}[i / 4u][i % 4u]"),
-                false => format!("{name}{t}[i]"),
-            };
-            let vector = |t: usize| match vec4 {
-                true => format!("{name}{t}[v]"),
-                false => {
-                    let at = |q: u32| format!("{name}{t}[4u * v + {q}u]");
-                    format!("vec4<f32>({}, {}, {}, {})", at(0), at(1), at(2), at(3))
-                }
-            };
-            out += &read_fn(&format!("fn {name}_at(i: u32) -> f32"), count, "0.0", value);
-            out += &read_fn(&format!("fn {name}4_at(v: u32) -> vec4<f32>"), count, "vec4<f32>(0.0)", vector);
-        }
-        out += "fn c_set(i: u32, value: f32) {\n";
-        for t in 0..self.c {
-            let branch = if t + 1 == self.c { "{".to_string() } else { format!("if (term == {t}u) {{") };
-            let before = if t == 0 { "    " } else { " else " };
-            out += &format!("{before}{branch} c{t}[i] = value; }}");
-        }
-        out += "\n}\n";
-        out += if self.bias {
-            "fn bias_at(j: u32) -> f32 { return bias0[term * p.n + j]; }\n"
-        } else {
-            "fn bias_at(j: u32) -> f32 { return 0.0; }\n"
-        };
-        out
-    }
-}
-
-/// A WGSL reader `signature` returning `value(t)` of buffer `t = term` of `count` (the
-/// last one for any larger `term`), or `none` when there is no buffer.
-fn read_fn(signature: &str, count: usize, none: &str, value: impl Fn(usize) -> String) -> String {
-    let mut f = format!("{signature} {{\n");
-    for t in 0..count.saturating_sub(1) {
-        f += &format!("    if (term == {t}u) {{ return {}; }}\n", value(t));
-    }
-    let last = if count == 0 { none.to_string() } else { value(count - 1) };
-    f + &format!("    return {last};\n}}\n")
-}
+const K_MATMUL_DIRECT: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_direct", bindings: &[(1, R), (2, R), (3, W)] };
+const K_MATMUL_DIRECT_BIAS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_direct", bindings: &[(1, R), (2, R), (3, W), (4, R)] };
+const K_MATMUL: Kernel = Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W)] };
+const K_MATMUL_BIAS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W), (4, R)] };
+const K_MATMUL_SPLIT_SUM: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_split_sum", bindings: &[(1, R), (3, W)] };
+const K_MATMUL_SPLIT_SUM_BIAS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_split_sum", bindings: &[(1, R), (3, W), (4, R)] };
 
 /// Invocations per workgroup of `matmul_split_sum`.
 const SPLIT_SUM_WG: usize = 256;
@@ -159,16 +63,16 @@ fn large_tile(tuning: &Tuning) -> Tile {
     }
 }
 
-/// The tile for `g`: the large one when one product (or a group's products together)
-/// have enough of them; otherwise the small one, as 64 invocations of 8 × 8 outputs for a
-/// batched product (attention's per-head ones: many workgroups over all batches, so each
-/// can be dense; on the H200 at the shakespeare-char recipe's shape 3.3 -> 3.1 ms a step
-/// for the three kinds) unless `batched_dense` is off.
-fn pick_tile(tuning: &Tuning, g: &Gemm) -> Tile {
+/// The tile for `batch` products of [m, n]: the large one when one product has enough of
+/// them; otherwise the small one, as 64 invocations of 8 × 8 outputs for a batched product
+/// (attention's per-head ones: many workgroups over all batches, so each can be dense; on
+/// the H200 at the shakespeare-char recipe's shape 3.3 -> 3.1 ms a step for the three
+/// kinds) unless `batched_dense` is off.
+fn pick_tile(tuning: &Tuning, m: usize, n: usize, batch: usize) -> Tile {
     let large = large_tile(tuning);
-    if tiles(large, g.m, g.n) * g.products >= LARGE_TILE_MIN_GROUPS {
+    if tiles(large, m, n) >= LARGE_TILE_MIN_GROUPS {
         large
-    } else if g.batch > 1 && tuning.batched_dense {
+    } else if batch > 1 && tuning.batched_dense {
         TILE_SMALL_DENSE
     } else {
         TILE_SMALL
@@ -181,19 +85,18 @@ fn pick_tile(tuning: &Tuning, g: &Gemm) -> Tile {
 /// otherwise a small output takes small tiles (split too when k is long).
 fn plan_tiled(tuning: &Tuning, g: &Gemm, splittable: bool) -> (Tile, usize) {
     let (m, n, k) = (g.m, g.n, g.k);
-    let tile = pick_tile(tuning, g);
+    let tile = pick_tile(tuning, m, n, g.batch);
     if !splittable {
         return (tile, 1);
     }
-    // (A group's products are split alike: their tiles count together.)
-    let large = tiles(large_tile(tuning), m, n) * g.products;
+    let large = tiles(large_tile(tuning), m, n);
     let large_split = tuning.split_k_large(large, k);
     // (A quarter of the split target: slices of k shorter than `split_k_large`'s would
     // cost more than the smaller tile's lower arithmetic per load.)
     if tuning.split_large && large_split > 1 && large * large_split >= tuning.split_target_groups / 4 {
         return (large_tile(tuning), large_split);
     }
-    (tile, tuning.split_k(tiles(tile, m, n) * g.products, k))
+    (tile, tuning.split_k(tiles(tile, m, n), k))
 }
 
 /// Which zeros of a causal mask a batched product may skip (`CAUSAL` in matmul.wgsl).
@@ -233,12 +136,6 @@ pub(crate) struct Gemm {
     pub b: Operand,
     pub c: Operand,
     pub causal: Causal,
-    /// Products of a group, each over its own buffers, one per grid z (unbatched; see
-    /// PRODUCTS in matmul.wgsl).
-    pub products: usize,
-    /// Terms summed into one output, each over its own buffers (unbatched, no bias; see
-    /// TERMS in matmul.wgsl).
-    pub terms: usize,
 }
 
 impl Gemm {
@@ -258,18 +155,30 @@ impl Gemm {
             b: packed(if trans_b { k } else { n }),
             c: packed(n),
             causal: Causal::None,
-            products: 1,
-            terms: 1,
         }
     }
 }
+
+/// The operand bindings and readers matmul.wgsl expects from its defines: plain f32
+/// arrays, or (VEC4) arrays of vec4 read a value or a vec4 at a time.
+const OPERANDS_F32: &str = "@group(0) @binding(1) var<storage, read> a: array<f32>;\n\
+    @group(0) @binding(2) var<storage, read> b: array<f32>;\n\
+    fn a_at(i: u32) -> f32 { return a[i]; }\n\
+    fn b_at(i: u32) -> f32 { return b[i]; }\n\
+    fn a4_at(v: u32) -> vec4<f32> { return vec4<f32>(a[4u * v], a[4u * v + 1u], a[4u * v + 2u], a[4u * v + 3u]); }\n\
+    fn b4_at(v: u32) -> vec4<f32> { return vec4<f32>(b[4u * v], b[4u * v + 1u], b[4u * v + 2u], b[4u * v + 3u]); }";
+const OPERANDS_VEC4: &str = "@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;\n\
+    @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;\n\
+    fn a_at(i: u32) -> f32 { return a[i / 4u][i % 4u]; }\n\
+    fn b_at(i: u32) -> f32 { return b[i / 4u][i % 4u]; }\n\
+    fn a4_at(v: u32) -> vec4<f32> { return a[v]; }\n\
+    fn b4_at(v: u32) -> vec4<f32> { return b[v]; }";
 
 /// One compiled form of matmul.wgsl's `matmul` (and its split sum).
 #[derive(Clone, Copy)]
 struct Variant {
     tile: Tile,
-    /// The buffers bound.
-    roles: Roles,
+    bias: bool,
     /// Slices of k.
     split: usize,
     double_buffer: bool,
@@ -291,46 +200,26 @@ fn checked(tile: Tile, g: &Gemm) -> bool {
 
 /// The generated constants in front of matmul.wgsl for one variant.
 fn matmul_defines(v: Variant, g: &Gemm) -> String {
-    let Variant { tile, roles, split, double_buffer, vec4 } = v;
+    let Variant { tile, bias, split, double_buffer, vec4 } = v;
     let checked = checked(tile, g);
+    let bias_fn = if bias {
+        "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n\
+         fn bias_at(j: u32) -> f32 { return bias[j]; }"
+    } else {
+        "fn bias_at(j: u32) -> f32 { return 0.0; }"
+    };
+    let operands = if vec4 { OPERANDS_VEC4 } else { OPERANDS_F32 };
     format!(
         "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
          const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
          const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n\
-         const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n\
-         const PRODUCTS: u32 = {}u;\nconst TERMS: u32 = {}u;\n{}",
-        tile.bm,
-        tile.bn,
-        tile.bk,
-        tile.tm,
-        tile.tn,
-        g.trans_a,
-        g.trans_b,
-        g.causal as u32,
-        g.products,
-        g.terms,
-        roles.declarations(vec4),
+         const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n{bias_fn}\n{operands}",
+        tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, g.trans_a, g.trans_b, g.causal as u32,
     )
 }
 
 fn u(v: usize) -> u32 {
     u32::try_from(v).expect("a size beyond u32 reached a GPU kernel")
-}
-
-/// The buffers of one matmul dispatch: `a` and `b` one per product or term of a group
-/// (or one shared by all), `c` one per product (one for a sum), the bias of every product
-/// in one buffer (product i's at i·n).
-pub(crate) struct GemmBuffers<'a> {
-    pub a: &'a [&'a GpuBuffer<f32>],
-    pub b: &'a [&'a GpuBuffer<f32>],
-    pub bias: Option<&'a GpuBuffer<f32>>,
-    pub c: &'a [&'a GpuBuffer<f32>],
-}
-
-impl GemmBuffers<'_> {
-    fn roles(&self) -> Roles {
-        Roles { c: self.c.len(), a: self.a.len(), b: self.b.len(), bias: self.bias.is_some() }
-    }
 }
 
 impl WgpuBackend {
@@ -344,51 +233,41 @@ impl WgpuBackend {
         out: &GpuBuffer<f32>,
         g: &Gemm,
     ) {
-        self.gemm_bound(&GemmBuffers { a: &[a], b: &[b], bias, c: &[out] }, g)
-    }
-
-    /// Records `g` (a single product, or a group: see [`Gemm::products`] and
-    /// [`Gemm::terms`]) over `bufs`, whose roles fit [`MAX_BINDINGS`]. The caller has
-    /// checked that the operands lie inside their buffers.
-    pub(crate) fn gemm_bound(&self, bufs: &GemmBuffers<'_>, g: &Gemm) {
         let (m, n, k) = (g.m, g.n, g.k);
-        if m * n * g.batch * g.products == 0 {
+        if m * n * g.batch == 0 {
             return;
         }
-        let grouped = g.products > 1 || g.terms > 1;
-        assert!(bufs.bias.is_none() || g.batch == 1, "matmul: a bias only on unbatched products");
-        assert!(!grouped || (g.batch == 1 && g.causal == Causal::None), "matmul: a group is unbatched");
-        assert!(g.terms == 1 || bufs.bias.is_none(), "matmul: no bias on a sum of products");
+        assert!(bias.is_none() || g.batch == 1, "matmul: a bias only on unbatched products");
         let max_grid = self.gpu.adapter.max_compute_workgroups_per_dimension as usize;
         assert!(
-            g.batch * g.products <= max_grid,
+            g.batch <= max_grid,
             "matmul: {} batches are beyond this adapter's grid ({max_grid})",
-            g.batch * g.products
+            g.batch
         );
         // k = 0 needs no special case: the kernel's k loop runs no stage and writes the bias.
         let splittable = g.batch == 1 && g.causal == Causal::None;
         let tuning = &self.gpu.tuning;
-        let (tile, split, entry) = match (self.matmul_path, self.matmul_split_k) {
-            (MatmulPath::Direct, _) => (TILE_DIRECT, 1, "matmul_direct"),
+        let (tile, split, kernels) = match (self.matmul_path, self.matmul_split_k) {
+            (MatmulPath::Direct, _) => (TILE_DIRECT, 1, [&K_MATMUL_DIRECT, &K_MATMUL_DIRECT_BIAS]),
             (MatmulPath::Tiled, forced) => {
                 let (tile, split) = match forced {
-                    Some(forced) => (pick_tile(tuning, g), if splittable { forced.max(1) } else { 1 }),
+                    Some(forced) => {
+                        (pick_tile(tuning, m, n, g.batch), if splittable { forced.max(1) } else { 1 })
+                    }
                     None => plan_tiled(tuning, g, splittable),
                 };
                 let tile = Tile { bk: tuning.matmul_bk.unwrap_or(tile.bk), ..tile };
-                (tile, split, "matmul")
+                (tile, split, [&K_MATMUL, &K_MATMUL_BIAS])
             }
         };
         let tiles = [n.div_ceil(tile.bn), m.div_ceil(tile.bm)];
         let double_buffer = tuning.double_buffer.unwrap_or(g.trans_b);
         // The partial sums must fit one binding, and no more slices than the grid allows.
         let max_binding = self.gpu.adapter.max_storage_buffer_binding_size as usize;
-        let split = split.min(max_binding / (g.products * m * n * 4)).min(max_grid / g.products).max(1);
+        let split = split.min(max_binding / (m * n * 4)).min(max_grid).max(1);
         // Slices of k are whole stages; `split` shrinks to the slices that hold any of k.
         let k_chunk = k.div_ceil(split).next_multiple_of(tile.bk).max(tile.bk);
         let split = k.div_ceil(k_chunk).max(1);
-        // Split, a group's products write their partial sums one after another.
-        let c_outer = if split > 1 && g.products > 1 { split * m * n } else { g.c.outer };
         let params = [
             u(m),
             u(k),
@@ -402,43 +281,37 @@ impl WgpuBackend {
             u(g.a.inner),
             u(g.b.outer),
             u(g.b.inner),
-            u(c_outer),
+            u(g.c.outer),
             u(g.c.inner),
         ];
-        let grid = [u(tiles[0]), u(tiles[1]), u(split * g.batch * g.products)];
+        let grid = [u(tiles[0]), u(tiles[1]), u(split * g.batch)];
         let vec4 = tuning.matmul_vec4 && self.matmul_path == MatmulPath::Tiled && vec4_fits(tile, g);
-        let operands = || bufs.a.iter().chain(bufs.b).map(|buf| buf.bind());
+        let variant = Variant { tile, bias: bias.is_some(), split, double_buffer, vec4 };
         if split == 1 {
-            let roles = bufs.roles();
-            let defines = matmul_defines(Variant { tile, roles, split, double_buffer, vec4 }, g);
-            let binds: Vec<_> = bufs
-                .c
-                .iter()
-                .map(|c| c.bind())
-                .chain(operands())
-                .chain(bufs.bias.map(|b| b.bind()))
-                .collect();
-            self.run(&roles.kernel(entry), &defines, &params, &binds, grid);
+            let defines = matmul_defines(variant, g);
+            match bias {
+                Some(bias) => {
+                    let bufs = [a.bind(), b.bind(), out.bind(), bias.bind()];
+                    self.run(kernels[1], &defines, &params, &bufs, grid)
+                }
+                None => self.run(kernels[0], &defines, &params, &[a.bind(), b.bind(), out.bind()], grid),
+            }
             return;
         }
         // Each slice's sums into its own [m, n] of `partial`, then their sum (and the bias).
-        let partial = self.alloc::<f32>(g.products * split * m * n);
-        let roles = Roles { c: 1, bias: false, ..bufs.roles() };
-        let defines = matmul_defines(Variant { tile, roles, split, double_buffer, vec4 }, g);
-        let binds: Vec<_> = std::iter::once(partial.bind()).chain(operands()).collect();
-        self.run(&roles.kernel("matmul"), &defines, &params, &binds, grid);
-        let grid = self.recorder().grid_1d((g.products * m * n).div_ceil(SPLIT_SUM_WG));
+        let partial = self.alloc::<f32>(split * m * n);
+        let defines = matmul_defines(Variant { bias: false, ..variant }, g);
+        self.run(&K_MATMUL, &defines, &params, &[a.bind(), b.bind(), partial.bind()], grid);
+        let grid = self.recorder().grid_1d((m * n).div_ceil(SPLIT_SUM_WG));
         // (The partials arrive as `a`, read a value at a time.)
-        let roles = Roles { a: 1, b: 0, ..bufs.roles() };
-        let defines = matmul_defines(Variant { tile, roles, split, double_buffer, vec4: false }, g);
-        let binds: Vec<_> = bufs
-            .c
-            .iter()
-            .map(|c| c.bind())
-            .chain([partial.bind()])
-            .chain(bufs.bias.map(|b| b.bind()))
-            .collect();
-        self.run(&roles.kernel("matmul_split_sum"), &defines, &params, &binds, grid);
+        let defines = matmul_defines(Variant { vec4: false, ..variant }, g);
+        match bias {
+            Some(bias) => {
+                let bufs = [partial.bind(), out.bind(), bias.bind()];
+                self.run(&K_MATMUL_SPLIT_SUM_BIAS, &defines, &params, &bufs, grid)
+            }
+            None => self.run(&K_MATMUL_SPLIT_SUM, &defines, &params, &[partial.bind(), out.bind()], grid),
+        }
     }
 }
 
@@ -450,7 +323,7 @@ impl WgpuBackend {
     pub(crate) fn causal_block(&self, g: &Gemm) -> Option<usize> {
         match self.matmul_path {
             MatmulPath::Direct => None,
-            MatmulPath::Tiled => Some(pick_tile(&self.gpu.tuning, g).bm),
+            MatmulPath::Tiled => Some(pick_tile(&self.gpu.tuning, g.m, g.n, g.batch).bm),
         }
     }
 }

@@ -4,9 +4,8 @@
 use std::future::Future;
 
 use tinygpt_tensor::{
-    assert_copy_in_bounds, matmul_each, matmul_sum_in_order, AdamWStep, AttentionDims, AttentionGrads,
-    AttentionOut, AttentionSaved, Backend, CachedAttentionDims, CopyRange, DropoutMask, LayerNormGrads,
-    LayerNormOut, MatmulDims, MatmulTerm, TensorError,
+    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend,
+    CachedAttentionDims, CopyRange, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 use crate::matmul::{Causal, Gemm, Operand};
@@ -305,18 +304,6 @@ impl Backend for WgpuBackend {
         let out = self.alloc(m * n);
         self.gemm(a, b, bias, &out, &Gemm::plain(dims));
         out
-    }
-
-    fn matmul_many(
-        &self,
-        products: &[MatmulTerm<'_, Self::Storage>],
-        dims: MatmulDims,
-    ) -> Vec<Self::Storage> {
-        self.matmul_many_grouped(products, dims).unwrap_or_else(|| matmul_each(self, products, dims))
-    }
-
-    fn matmul_sum(&self, terms: &[MatmulTerm<'_, Self::Storage>], dims: MatmulDims) -> Self::Storage {
-        self.matmul_sum_grouped(terms, dims).unwrap_or_else(|| matmul_sum_in_order(self, terms, dims))
     }
 
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
@@ -691,8 +678,6 @@ impl PerHead {
             b,
             c,
             causal: Causal::None,
-            products: 1,
-            terms: 1,
         }
     }
 

@@ -56,19 +56,7 @@ pub(crate) fn label(entry: &str, defines: &str, params: &[u32], grid: [u32; 3]) 
             .map(|v| v.trim_end_matches("u;"))
             .filter(|&v| v != "1")
             .map_or(String::new(), |v| format!(" split{v}"));
-        let group = |name: &str, mark: &str| {
-            defines
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("const {name}: u32 = ")))
-                .map(|v| v.trim_end_matches("u;"))
-                .filter(|&v| v != "1")
-                .map_or(String::new(), |v| format!(" {mark}{v}"))
-        };
-        let (products, terms) = (group("PRODUCTS", "×"), group("TERMS", "+"));
-        return format!(
-            "{entry} {layout} {}x{}x{} bm{tile}{split}{products}{terms}",
-            params[0], params[2], params[1]
-        );
+        return format!("{entry} {layout} {}x{}x{} bm{tile}{split}", params[0], params[2], params[1]);
     }
     format!("{entry} grid {}x{}x{}", grid[0], grid[1], grid[2])
 }

@@ -5,8 +5,8 @@
 //! `TINYGPT_WGPU_MATMUL_BK`, `TINYGPT_WGPU_DOUBLE_BUFFER` (0 or 1), `TINYGPT_WGPU_MATMUL_VEC4`
 //! (0 or 1), `TINYGPT_WGPU_MATMUL_TILE` (the large tile, `BMxBN` or `BMxBN:T`: 64, 128 or
 //! 256 each, T outputs per invocation along each, 4 or 8), `TINYGPT_WGPU_BATCHED_DENSE`
-//! (0 or 1), `TINYGPT_WGPU_FUSED_ATTENTION` (0 or 1), `TINYGPT_WGPU_FLASH_TILE` (16 or 32),
-//! `TINYGPT_WGPU_GROUPED` (0 or 1). They change speed only: a split product sums in another
+//! (0 or 1), `TINYGPT_WGPU_FUSED_ATTENTION` (0 or 1),
+//! `TINYGPT_WGPU_FLASH_TILE` (16 or 32). They change speed only: a split product sums in another
 //! (still fixed) order, well inside the tests' tolerances.
 
 /// See the module docs.
@@ -51,12 +51,6 @@ pub(crate) struct Tuning {
     /// Rows of the fused attention kernels' shared tiles instead of the largest that fits
     /// (`flash.rs`).
     pub flash_tile: Option<usize>,
-    /// Whether `matmul_many` and `matmul_sum` launch a group of products as one dispatch
-    /// (`matmul_group.rs`) instead of one `matmul` (and an `add`) per product. Off: on
-    /// the H200 consecutive independent dispatches already overlap (three 16,384 × 384 × 384
-    /// products 0.41 ms apart or grouped), the summed input gradient ran no faster, and
-    /// three outputs written from one dispatch ran 15× slower (BENCHMARKS.md).
-    pub grouped: bool,
 }
 
 impl Default for Tuning {
@@ -74,7 +68,6 @@ impl Default for Tuning {
             batched_dense: true,
             fused_attention: false,
             flash_tile: None,
-            grouped: false,
         }
     }
 }
@@ -116,9 +109,6 @@ impl Tuning {
         let mut tile = 0;
         read("TINYGPT_WGPU_FLASH_TILE", &mut tile);
         t.flash_tile = [16, 32].contains(&tile).then_some(tile);
-        let mut grouped = usize::from(t.grouped);
-        read("TINYGPT_WGPU_GROUPED", &mut grouped);
-        t.grouped = grouped != 0;
         #[cfg(not(target_arch = "wasm32"))]
         if let Some((bm, bn, per)) = std::env::var("TINYGPT_WGPU_MATMUL_TILE").ok().and_then(|v| {
             let (tile, per) = v.split_once(':').map_or((v.as_str(), None), |(t, p)| (t, Some(p)));

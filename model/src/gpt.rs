@@ -185,7 +185,9 @@ impl<B: Backend> Gpt<B> {
             let layer = BlockVars { tape, params, block, layer: i, delta };
             // Attention: x += o_proj(attn(q, k, v of ln1(x))).
             let h = layer.layer_norm(&x, &block.ln1);
-            let [q, k, v] = layer.linears(&h, [LinearKind::QProj, LinearKind::KProj, LinearKind::VProj]);
+            let q = layer.linear(&h, LinearKind::QProj);
+            let k = layer.linear(&h, LinearKind::KProj);
+            let v = layer.linear(&h, LinearKind::VProj);
             let probs_mask = mask(Site::AttentionProbs(i), c.n_heads * seq * seq);
             let a = tape.attention_with_dropout(&q, &k, &v, c.n_heads, probs_mask);
             let o = layer.linear(&a, LinearKind::OProj);
@@ -256,25 +258,6 @@ impl<B: Backend> BlockVars<'_, B> {
     fn linear(&self, x: &Var<B>, kind: LinearKind) -> Var<B> {
         let Linear { weight, bias } = self.block.linear(kind);
         let y = self.tape.linear(x, &self.params[*weight], Some(&self.params[*bias]));
-        self.adapted(y, x, kind)
-    }
-
-    /// [`BlockVars::linear`] of each of `kinds` (linears of one shape over the same `x`, as
-    /// the q, k and v projections are), computed as one group (`Tape::linear_many`: on a
-    /// GPU one dispatch for the three products, and one for their input gradient). The
-    /// weights stay separate tensors; the adapter's terms are added to each output after.
-    fn linears<const N: usize>(&self, x: &Var<B>, kinds: [LinearKind; N]) -> [Var<B>; N] {
-        let layers = kinds.map(|kind| {
-            let Linear { weight, bias } = self.block.linear(kind);
-            (&self.params[*weight], Some(&self.params[*bias]))
-        });
-        let ys = self.tape.linear_many(x, &layers);
-        let mut outs = ys.into_iter().zip(kinds).map(|(y, kind)| self.adapted(y, x, kind));
-        [(); N].map(|_| outs.next().expect("one output per linear"))
-    }
-
-    /// `y` (the output of `kind` for input `x`) plus the adapter's term, if any.
-    fn adapted(&self, y: Var<B>, x: &Var<B>, kind: LinearKind) -> Var<B> {
         match self.delta.and_then(|d| d.delta(self.tape, self.layer, kind, x)) {
             Some(term) => self.tape.add(&y, &term),
             None => y,

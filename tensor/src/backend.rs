@@ -3,7 +3,7 @@ use std::future::Future;
 
 use crate::dims::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims, CopyRange,
-    CrossEntropySaved, LayerNormGrads, LayerNormOut, MatmulDims, MatmulTerm,
+    CrossEntropySaved, LayerNormGrads, LayerNormOut, MatmulDims,
 };
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
@@ -122,28 +122,6 @@ pub trait Backend: Clone + Debug + 'static {
         bias: Option<&Self::Storage>,
         dims: MatmulDims,
     ) -> Self::Storage;
-
-    /// Several products of the same `dims`, `out[i] = op(a_i) · op(b_i) (+ bias_i)`, with
-    /// the results of calling [`Backend::matmul`] on each, in as few device operations as
-    /// the backend can. A transformer's q, k and v projections share their input (and their
-    /// weight gradients share it as `b`): at the shakespeare-char recipe's 16,384 × 384
-    /// outputs one product is about a wave and a half of a big GPU's workgroups, three in
-    /// one dispatch four and a half. The default is [`matmul_each`].
-    fn matmul_many(
-        &self,
-        products: &[MatmulTerm<'_, Self::Storage>],
-        dims: MatmulDims,
-    ) -> Vec<Self::Storage> {
-        matmul_each(self, products, dims)
-    }
-
-    /// `Σ_i op(a_i) · op(b_i) (+ bias_i)` over terms of the same `dims` (at least one), in
-    /// as few device operations as the backend can: the input gradient of the q, k and v
-    /// projections is `dq·Wq + dk·Wk + dv·Wv`, one product of depth `3·k` for a GPU. The
-    /// default is [`matmul_sum_in_order`].
-    fn matmul_sum(&self, terms: &[MatmulTerm<'_, Self::Storage>], dims: MatmulDims) -> Self::Storage {
-        matmul_sum_in_order(self, terms, dims)
-    }
 
     /// Rows of `table` `[table_rows, dim]` picked by `ids` `[n]` → `[n, dim]`.
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage;
@@ -310,32 +288,6 @@ pub trait Backend: Clone + Debug + 'static {
         hp: &AdamWStep,
         len: usize,
     );
-}
-
-/// [`Backend::matmul_many`] as one [`Backend::matmul`] per product, in order (the trait's
-/// default; also a backend's fallback for groups it cannot launch together).
-pub fn matmul_each<B: Backend>(
-    backend: &B,
-    products: &[MatmulTerm<'_, B::Storage>],
-    dims: MatmulDims,
-) -> Vec<B::Storage> {
-    products.iter().map(|p| backend.matmul(p.a, p.b, p.bias, dims)).collect()
-}
-
-/// [`Backend::matmul_sum`] as one [`Backend::matmul`] per term, added from the first term
-/// on, `((t_0 + t_1) + t_2) + …` (the trait's default): the order in which a backward pass
-/// accumulates the terms one at a time, so a backend that keeps this default gives the
-/// bits it gave before the terms were grouped. Panics on an empty list.
-pub fn matmul_sum_in_order<B: Backend>(
-    backend: &B,
-    terms: &[MatmulTerm<'_, B::Storage>],
-    dims: MatmulDims,
-) -> B::Storage {
-    let (first, rest) = terms.split_first().expect("matmul_sum: at least one term");
-    let len = dims.m * dims.n;
-    rest.iter().fold(backend.matmul(first.a, first.b, first.bias, dims), |sum, t| {
-        backend.add(&sum, &backend.matmul(t.a, t.b, t.bias, dims), len)
-    })
 }
 
 /// The bounds rule of [`Backend::copy`], written once so every backend refuses the same

@@ -27,26 +27,6 @@ impl<S> Clone for CopyRange<'_, S> {
 }
 impl<S> Copy for CopyRange<'_, S> {}
 
-/// One product of [`crate::Backend::matmul_many`] or term of [`crate::Backend::matmul_sum`]:
-/// `op(a) · op(b) (+ bias)`, with the group's [`MatmulDims`].
-#[derive(Debug)]
-pub struct MatmulTerm<'a, S> {
-    /// The left operand (`[m, k]`, or `[k, m]` read transposed).
-    pub a: &'a S,
-    /// The right operand (`[k, n]`, or `[n, k]` read transposed).
-    pub b: &'a S,
-    /// `[n]`, added to every row, if given.
-    pub bias: Option<&'a S>,
-}
-
-// (By hand, as for `CopyRange`.)
-impl<S> Clone for MatmulTerm<'_, S> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<S> Copy for MatmulTerm<'_, S> {}
-
 /// `C = op(A) · op(B) (+ bias)`, all row-major, where `op(A)` is `[m, k]` and `op(B)` is
 /// `[k, n]`. With `trans_a`, `A` is stored `[k, m]`; with `trans_b`, `B` is stored `[n, k]`.
 /// `bias`, when given, is `[n]` and added to every row of `C` (`[m, n]`).

@@ -19,10 +19,10 @@ mod rng;
 mod shape;
 mod tensor;
 
-pub use backend::{assert_copy_in_bounds, matmul_each, matmul_sum_in_order, Backend};
+pub use backend::{assert_copy_in_bounds, Backend};
 pub use dims::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims, CopyRange,
-    CrossEntropySaved, LayerNormGrads, LayerNormOut, MatmulDims, MatmulTerm,
+    CrossEntropySaved, LayerNormGrads, LayerNormOut, MatmulDims,
 };
 pub use dropout::DropoutMask;
 pub use error::{BadValue, TensorError};

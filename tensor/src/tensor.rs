@@ -1,7 +1,7 @@
 use crate::backend::Backend;
 use crate::dims::{
     AttentionDims, AttentionGrads, AttentionSaved, CachedAttentionDims, CrossEntropySaved, LayerNormGrads,
-    LayerNormOut, MatmulDims, MatmulTerm,
+    LayerNormOut, MatmulDims,
 };
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
@@ -161,81 +161,25 @@ impl<B: Backend> Tensor<B> {
     /// `op(self) · op(rhs) (+ bias)` on the last two dimensions; `self` may have leading
     /// dimensions when `trans_a` is false (they fold into rows). See [`MatmulDims`].
     pub fn matmul(&self, rhs: &Self, bias: Option<&Self>, trans_a: bool, trans_b: bool) -> Self {
-        let (dims, shape) = self.matmul_dims("matmul", rhs, bias, trans_a, trans_b);
-        let out = self.backend.matmul(&self.storage, &rhs.storage, bias.map(|b| &b.storage), dims);
-        self.wrap(out, shape)
-    }
-
-    /// [`Tensor::matmul`] of each `(a, b, bias)`, all of one shape, launched together (see
-    /// [`Backend::matmul_many`]): the same results as one `matmul` each.
-    pub fn matmul_many(
-        products: &[(&Self, &Self, Option<&Self>)],
-        trans_a: bool,
-        trans_b: bool,
-    ) -> Vec<Self> {
-        let (first, dims, shape) = Self::group_dims("matmul_many", products, trans_a, trans_b);
-        let terms: Vec<_> = products.iter().map(|&(a, b, bias)| Self::term(a, b, bias)).collect();
-        let outs = first.backend.matmul_many(&terms, dims);
-        outs.into_iter().map(|out| first.wrap(out, shape.clone())).collect()
-    }
-
-    /// `Σ (a · b (+ bias))` over `terms` (at least one), all of one shape, as one operation
-    /// where the backend can (see [`Backend::matmul_sum`]).
-    pub fn matmul_sum(terms: &[(&Self, &Self, Option<&Self>)], trans_a: bool, trans_b: bool) -> Self {
-        let (first, dims, shape) = Self::group_dims("matmul_sum", terms, trans_a, trans_b);
-        let group: Vec<_> = terms.iter().map(|&(a, b, bias)| Self::term(a, b, bias)).collect();
-        first.wrap(first.backend.matmul_sum(&group, dims), shape)
-    }
-
-    fn term<'a>(a: &'a Self, b: &'a Self, bias: Option<&'a Self>) -> MatmulTerm<'a, B::Storage> {
-        MatmulTerm { a: &a.storage, b: &b.storage, bias: bias.map(|b| &b.storage) }
-    }
-
-    /// The dims and output shape shared by every product of a group (panics, naming `op`,
-    /// on an empty group or one whose products differ in shape).
-    fn group_dims<'a>(
-        op: &str,
-        products: &[(&'a Self, &Self, Option<&Self>)],
-        trans_a: bool,
-        trans_b: bool,
-    ) -> (&'a Self, MatmulDims, Shape) {
-        check(op, !products.is_empty(), || "no products".into());
-        let (first, dims, shape) = {
-            let (a, b, bias) = products[0];
-            let (dims, shape) = a.matmul_dims(op, b, bias, trans_a, trans_b);
-            (a, dims, shape)
-        };
-        for (i, &(a, b, bias)) in products.iter().enumerate().skip(1) {
-            let (d, s) = a.matmul_dims(op, b, bias, trans_a, trans_b);
-            check(op, d == dims && s == shape, || format!("product {i} is {d:?}, product 0 {dims:?}"));
-        }
-        (first, dims, shape)
-    }
-
-    /// The [`MatmulDims`] and output shape of `op(self) · op(rhs) (+ bias)`, checked.
-    fn matmul_dims(
-        &self,
-        op: &str,
-        rhs: &Self,
-        bias: Option<&Self>,
-        trans_a: bool,
-        trans_b: bool,
-    ) -> (MatmulDims, Shape) {
         let (m, k) = if trans_a {
-            check(op, self.shape.rank() == 2, || format!("trans_a needs rank 2, got {}", self.shape));
+            check("matmul", self.shape.rank() == 2, || format!("trans_a needs rank 2, got {}", self.shape));
             (self.dims()[1], self.dims()[0])
         } else {
             (self.shape.rows(), self.shape.last())
         };
-        check(op, rhs.shape.rank() == 2, || format!("rhs must be rank 2, got {}", rhs.shape));
+        check("matmul", rhs.shape.rank() == 2, || format!("rhs must be rank 2, got {}", rhs.shape));
         let (k2, n) = if trans_b { (rhs.dims()[1], rhs.dims()[0]) } else { (rhs.dims()[0], rhs.dims()[1]) };
-        check(op, k == k2, || format!("{} (trans {trans_a}) · {} (trans {trans_b})", self.shape, rhs.shape));
+        check("matmul", k == k2, || {
+            format!("{} (trans {trans_a}) · {} (trans {trans_b})", self.shape, rhs.shape)
+        });
         if let Some(b) = bias {
-            check(op, b.dims() == [n], || format!("bias {} for {n} columns", b.shape));
+            check("matmul", b.dims() == [n], || format!("bias {} for {n} columns", b.shape));
         }
+        let dims = MatmulDims { m, k, n, trans_a, trans_b };
+        let out = self.backend.matmul(&self.storage, &rhs.storage, bias.map(|b| &b.storage), dims);
         let mut shape = if trans_a { vec![m] } else { self.dims()[..self.shape.rank() - 1].to_vec() };
         shape.push(n);
-        (MatmulDims { m, k, n, trans_a, trans_b }, shape.into())
+        self.wrap(out, shape)
     }
 
     /// Rows of `self` (a `[rows, dim]` table) picked by `ids` → `[ids.len(), dim]`.

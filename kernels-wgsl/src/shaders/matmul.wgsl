@@ -1,7 +1,5 @@
 // Matrix multiply with optional transposes and bias, register-tiled; optionally split
-// over k, batched over strided operands (attention's per-head products), or grouped:
-// several products of one shape in one dispatch, each with its own buffers (PRODUCTS), or
-// the sum of several products into one output (TERMS).
+// over k, or batched over strided operands (attention's per-head products).
 //
 // matmul:           A, B (, bias [n]) -> C [m, n]                    (SPLIT_K = 1)
 //                   A, B -> partial [SPLIT_K, m, n] (bound as C)      (SPLIT_K > 1)
@@ -11,21 +9,15 @@
 //   stored rows are lda, ldb, ldc values apart (k or m, n or k, and n for a plain product).
 //   Batch z (grid z, when not split) multiplies the operands that start at
 //   (z / group)·outer + (z % group)·inner of each buffer (its own outer and inner).
-//   PRODUCTS > 1 (unbatched): grid z picks product `term` instead, whose operands, bias
-//   (at term·n of the bias buffer) and output are its own buffers (or one shared buffer,
-//   as the host binds them); split, product z's slices go to partial[z, SPLIT_K, m, n].
-//   TERMS > 1 (unbatched, no bias): C = Σ_term op(A_term) · op(B_term), the k loop run
-//   once per term, the same accumulators carried through.
 //
-// The host prepends the variant's constants (see `matmul_defines` in matmul.rs):
+// The host prepends the variant's constants (see `matmul_defines` in ops.rs):
 //   BM, BN (block tile), BK (depth of one shared-memory stage), TM, TN (outputs per
 //   invocation, multiples of 4, dividing BM and BN), TRANS_A, TRANS_B, CHECKED
 //   (bounds checks; off only when m, n, k are multiples of BM, BN, BK), SPLIT_K (slices
 //   of k, one per grid z), CAUSAL (below), DOUBLE_BUFFER (below), VEC4 (below),
-//   PRODUCTS, TERMS, and the bindings with their accessors, all for buffer `term`:
-//   `bias_at(j)` (or 0 without a bias), `a_at(i)`, `b_at(i)` (the value at i),
-//   `a4_at(v)`, `b4_at(v)` (values 4v..4v+3; arrays of f32, or of vec4 with VEC4) and
-//   `c_set(i, value)`.
+//   `bias_at(j)` (reads binding 4, or returns 0) and the operands' bindings a (1) and b
+//   (2) with their readers `a_at(i)`, `b_at(i)` (the value at i) and `a4_at(v)`,
+//   `b4_at(v)` (values 4v..4v+3): arrays of f32, or of vec4 with VEC4.
 //
 // CAUSAL skips work that a causal mask makes zero (square per-batch products, m = n or
 // m = k = sequence length): 0 none; 1 op(A)[i, kk] = 0 for kk > i (probabilities times
@@ -48,7 +40,7 @@
 //
 // Summation order: workgroup z sums k over its slice [z·k_chunk, (z+1)·k_chunk) ∩ [0, k)
 // in ascending order, in f32 (k_chunk is a multiple of BK; with SPLIT_K = 1 the slice is
-// all of k); with TERMS, term 0's slice first, then term 1's, into the same sums. matmul_split_sum then adds the SPLIT_K slice sums in slice order, and the
+// all of k). matmul_split_sum then adds the SPLIT_K slice sums in slice order, and the
 // bias last; unsplit, matmul adds the bias last itself.
 
 struct Params {
@@ -70,10 +62,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-
-// Which product (PRODUCTS) or term (TERMS) of a group the accessors read and write; 0 for
-// a single product.
-var<private> term: u32;
+@group(0) @binding(3) var<storage, read_write> c: array<f32>;
 
 // Invocations across a tile's columns and down its rows (16 × 16 for the usual tiles).
 const TX_N: u32 = BN / TN;
@@ -135,7 +124,7 @@ fn load_b(kk: u32, j: u32) -> f32 {
 
 fn store_c(i: u32, j: u32, value: f32) {
     if (!CHECKED || (i < p.m && j < p.n)) {
-        c_set(c_base + i * p.ldc + j, value);
+        c[c_base + i * p.ldc + j] = value;
     }
 }
 
@@ -283,11 +272,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         return;
     }
     let slice = wid.z % SPLIT_K;
-    let index = wid.z / SPLIT_K;
-    set_batch(index);
-    if (PRODUCTS > 1u) {
-        term = index;
-    }
+    set_batch(wid.z / SPLIT_K);
     c_base += slice * p.m * p.n;
     let tx = lid % TX_N;
     let ty = lid / TX_N;
@@ -304,52 +289,48 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         acc[i] = vec4<f32>(0.0);
     }
 
+    // This invocation's share of the stage at k_begin (none when k is empty).
+    var next: Stage;
+    if (k_begin < k_end) {
+        next = fetch_stage(lid, m0, n0, k_begin);
+    }
+
     // The half of the tiles this stage uses (always 0 without DOUBLE_BUFFER).
     var a_half = 0u;
     var b_half = 0u;
-    for (var t = 0u; t < TERMS; t++) {
-        if (TERMS > 1u) {
-            term = t;
-        }
-        // This invocation's share of the stage at k_begin (none when k is empty).
-        var next: Stage;
-        if (k_begin < k_end) {
-            next = fetch_stage(lid, m0, n0, k_begin);
-        }
-        for (var k0 = k_begin; k0 < k_end; k0 += BK) {
-            store_stage(lid, a_half, b_half, next);
-            workgroupBarrier();
+    for (var k0 = k_begin; k0 < k_end; k0 += BK) {
+        store_stage(lid, a_half, b_half, next);
+        workgroupBarrier();
 
-            // The next stage's loads are in flight while this one is multiplied.
-            let k1 = k0 + BK;
-            if (k1 < k_end) {
-                next = fetch_stage(lid, m0, n0, k1);
+        // The next stage's loads are in flight while this one is multiplied.
+        let k1 = k0 + BK;
+        if (k1 < k_end) {
+            next = fetch_stage(lid, m0, n0, k1);
+        }
+
+        for (var kk = 0u; kk < BK; kk++) {
+            var av: array<vec4<f32>, RM>;
+            var bv: array<vec4<f32>, RN>;
+            for (var r4 = 0u; r4 < RM; r4++) {
+                av[r4] = a_tile[a_half + kk * A_ROW + r4 * TY_N + ty];
             }
-
-            for (var kk = 0u; kk < BK; kk++) {
-                var av: array<vec4<f32>, RM>;
-                var bv: array<vec4<f32>, RN>;
-                for (var r4 = 0u; r4 < RM; r4++) {
-                    av[r4] = a_tile[a_half + kk * A_ROW + r4 * TY_N + ty];
-                }
+            for (var c4 = 0u; c4 < RN; c4++) {
+                bv[c4] = b_tile[b_half + kk * B_ROW + c4 * TX_N + tx];
+            }
+            for (var r = 0u; r < TM; r++) {
+                let ar = vec4<f32>(av[r / 4u][r % 4u]);
                 for (var c4 = 0u; c4 < RN; c4++) {
-                    bv[c4] = b_tile[b_half + kk * B_ROW + c4 * TX_N + tx];
-                }
-                for (var r = 0u; r < TM; r++) {
-                    let ar = vec4<f32>(av[r / 4u][r % 4u]);
-                    for (var c4 = 0u; c4 < RN; c4++) {
-                        acc[r * RN + c4] = fma(ar, bv[c4], acc[r * RN + c4]);
-                    }
+                    acc[r * RN + c4] = fma(ar, bv[c4], acc[r * RN + c4]);
                 }
             }
-            if (DOUBLE_BUFFER) {
-                // The next stage goes to the other half; every invocation has passed this
-                // stage's barrier, so none still reads the half written two stages from now.
-                a_half = BK * A_ROW - a_half;
-                b_half = BK * B_ROW - b_half;
-            } else {
-                workgroupBarrier();
-            }
+        }
+        if (DOUBLE_BUFFER) {
+            // The next stage goes to the other half; every invocation has passed this
+            // stage's barrier, so none still reads the half written two stages from now.
+            a_half = BK * A_ROW - a_half;
+            b_half = BK * B_ROW - b_half;
+        } else {
+            workgroupBarrier();
         }
     }
 
@@ -371,52 +352,41 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 }
 
 // C[i] = Σ_z partial[z, i] over the SPLIT_K slices in order, then + bias; one invocation
-// per output of each product (the partials arrive as `a`; never batched).
+// per output (the partials arrive through binding 1; never batched).
 @compute @workgroup_size(256)
 fn matmul_split_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
-    let flat = flat_group(wid, nwg) * 256u + lid;
+    let i = flat_group(wid, nwg) * 256u + lid;
     let len = p.m * p.n;
-    if (flat >= PRODUCTS * len) {
+    if (i >= len) {
         return;
     }
-    term = flat / len;
-    let i = flat % len;
-    let first = term * SPLIT_K * len + i;
-    var sum = a_at(first);
+    var sum = a_at(i);
     for (var z = 1u; z < SPLIT_K; z++) {
-        sum += a_at(first + z * len);
+        sum += a_at(z * len + i);
     }
-    c_set(i, sum + bias_at(i % p.n));
+    c[i] = sum + bias_at(i % p.n);
 }
 
 // The same product without workgroup memory or barriers, for software adapters (lavapipe,
 // SwiftShader), where a barrier costs more than the loads it saves. Invocation (tx, ty)
 // of an 8×8 workgroup computes the 4×4 outputs at rows m0 + ty·4 + 0..3 and columns
 // n0 + tx·4 + 0..3 straight from storage (BM = BN = 32); each a sum over all of k in
-// ascending order (term by term with TERMS), bias last. Never split; batched and grouped
-// like matmul; CAUSAL is ignored (the terms it would skip are zeros).
+// ascending order, bias last. Never split; batched like matmul; CAUSAL is ignored (the
+// terms it would skip are zeros).
 @compute @workgroup_size(64)
 fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     set_batch(wid.z);
-    if (PRODUCTS > 1u) {
-        term = wid.z;
-    }
     let row0 = wid.y * 32u + (lid / 8u) * 4u;
     let col0 = wid.x * 32u + (lid % 8u) * 4u;
     var acc: array<vec4<f32>, 4>;
     for (var r = 0u; r < 4u; r++) {
         acc[r] = vec4<f32>(0.0);
     }
-    for (var t = 0u; t < TERMS; t++) {
-        if (TERMS > 1u) {
-            term = t;
-        }
-        for (var kk = 0u; kk < p.k; kk++) {
-            let bv = vec4<f32>(load_b(kk, col0), load_b(kk, col0 + 1u), load_b(kk, col0 + 2u), load_b(kk, col0 + 3u));
-            for (var r = 0u; r < 4u; r++) {
-                acc[r] = fma(vec4<f32>(load_a(row0 + r, kk)), bv, acc[r]);
-            }
+    for (var kk = 0u; kk < p.k; kk++) {
+        let bv = vec4<f32>(load_b(kk, col0), load_b(kk, col0 + 1u), load_b(kk, col0 + 2u), load_b(kk, col0 + 3u));
+        for (var r = 0u; r < 4u; r++) {
+            acc[r] = fma(vec4<f32>(load_a(row0 + r, kk)), bv, acc[r]);
         }
     }
     for (var r = 0u; r < 4u; r++) {

@@ -112,8 +112,6 @@ macro_rules! __conformance_tests {
             sum_squares,
             matmul,
             matmul_backward,
-            matmul_many,
-            matmul_sum,
             embedding,
             embedding_backward,
             layer_norm,

@@ -12,7 +12,6 @@ mod flush;
 mod gelu;
 mod layernorm;
 mod matmul;
-mod matmul_group;
 mod memory;
 
 pub use adamw::adamw;
@@ -28,5 +27,4 @@ pub use flush::flush;
 pub use gelu::{gelu, gelu_backward};
 pub use layernorm::{layer_norm, layer_norm_backward};
 pub use matmul::{matmul, matmul_backward};
-pub use matmul_group::{matmul_many, matmul_sum};
 pub use memory::{indices_round_trip, upload_read_round_trip, zeros};
