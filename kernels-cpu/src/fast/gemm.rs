@@ -12,8 +12,9 @@
 //!   slice ([`Split::Deep`], when k is long and B wide).
 //! - C is cut into pieces — sizes chosen by the problem, never derived from the thread
 //!   count (see [`Split`]) — that run in parallel. A piece walks k in `KC` slices, packs
-//!   its rows × `KC` block of op(A) into `mr`-row panels (L2), then for each `KC × nr`
-//!   panel of B (L1) runs the microkernel over its `mr`-row panels.
+//!   its rows × `KC` block of a transposed op(A) into `mr`-row panels (L2; a row-major
+//!   op(A) is read where it lies, only a last partial panel packed), then for each
+//!   `KC × nr` panel of B (L1) runs the microkernel over its `mr`-row panels.
 //! - Every output starts at its bias (or 0) and gets `a(i,p)·b(p,j)` added by one
 //!   multiply-add per `p`, in ascending `p`, whatever the piece or thread. The first k
 //!   slice's tiles start their registers from the bias, so C is written once per slice
@@ -344,6 +345,10 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     // Taken out of the thread-local, not borrowed in a closure: a closure would not inherit
     // this function's `#[target_feature]`s.
     let mut a_pack = PACKED_A.take();
+    // Row-major A (activations, output gradients) feeds full-height tiles unpacked: packing
+    // it meant a strided scatter of every value (`vscatterqps`, a quarter of the time of
+    // `1024x96x384:nt`), worth it only when a panel serves many B panels.
+    let direct_a = a.col_stride == 1;
     // `pack_a` writes every value a slice reads, so the kept buffer is not zeroed first.
     a_pack.resize(rows.len().div_ceil(MR) * MR * KC.min(k), 0.0);
     let mut b_pack = match b {
@@ -352,7 +357,16 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     };
     for pc in (0..k).step_by(KC) {
         let kc = KC.min(k - pc);
-        pack_a::<MR>(&mut a_pack, a, rows.clone(), pc, kc);
+        if direct_a {
+            // Only a last, partial panel is packed (with zeros past the last row).
+            let full = rows.len() / MR * MR;
+            if full < rows.len() {
+                let dst = &mut a_pack[(full / MR) * kc * MR..];
+                pack_a::<MR>(dst, a, rows.start + full..rows.end, pc, kc);
+            }
+        } else {
+            pack_a::<MR>(&mut a_pack, a, rows.clone(), pc, kc);
+        }
         // This slice's B panels for the piece's columns, each `panel_len` after the last.
         let (b_block, panel_len) = match b {
             PanelsOfB::Shared(packed) => (&packed[(cols.start / nr) * k * nr + pc * nr..], k * nr),
@@ -367,15 +381,29 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
             let b_panel = b_block[jp * panel_len..][..kc * nr].as_ptr();
             for (ip, i0) in rows.clone().step_by(MR).enumerate() {
                 let h = MR.min(rows.end - i0);
-                let a_panel = a_pack[ip * kc * MR..][..kc * MR].as_ptr();
                 let corner = c.add(i0 * n + j0);
+                // The microkernel on this tile's rows of A: read where they lie (row-major,
+                // full height; see `RowsOfA`) or from the packed panel. A macro, not a
+                // closure, which would not inherit this function's `#[target_feature]`s.
+                macro_rules! tile {
+                    ($c:expr, $ldc:expr, $start:expr) => {
+                        if direct_a && h == MR {
+                            let a =
+                                RowsOfA { a: a.data.as_ptr().add(i0 * a.row_stride + pc), lda: a.row_stride };
+                            microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start)
+                        } else {
+                            let a = PackedA::<MR>(a_pack[ip * kc * MR..][..kc * MR].as_ptr());
+                            microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start)
+                        }
+                    };
+                }
                 if h == MR && w == nr {
                     let start = match (pc, bias) {
                         (0, Some(bias)) => Start::Bias(bias[j0..j0 + nr].as_ptr()),
                         (0, None) => Start::Zero,
                         _ => Start::FromC,
                     };
-                    microkernel::<S, MR, NV>(kc, a_panel, b_panel, corner, n, start);
+                    tile!(corner, n, start);
                 } else {
                     // An edge tile: the same sums through a full-size scratch tile that
                     // starts from the bias (first slice) or C's values.
@@ -388,7 +416,7 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
                             };
                         }
                     }
-                    microkernel::<S, MR, NV>(kc, a_panel, b_panel, tile.as_mut_ptr(), nr, Start::FromC);
+                    tile!(tile.as_mut_ptr(), nr, Start::FromC);
                     for r in 0..h {
                         for j in 0..w {
                             *corner.add(r * n + j) = tile[r * nr + j];
@@ -401,6 +429,38 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     PACKED_A.set(a_pack);
     if let PanelsOfB::Own(_) = b {
         PIECE_B.set(b_pack);
+    }
+}
+
+/// Where the microkernel reads `a(r, p)` of its `MR` rows of op(A).
+trait PanelOfA: Copy {
+    /// # Safety
+    /// `r < MR` and `p < kc` of the microkernel call.
+    unsafe fn at(self, r: usize, p: usize) -> f32;
+}
+
+/// A packed panel, `[kc][MR]`.
+#[derive(Clone, Copy)]
+struct PackedA<const MR: usize>(*const f32);
+
+impl<const MR: usize> PanelOfA for PackedA<MR> {
+    #[inline(always)]
+    unsafe fn at(self, r: usize, p: usize) -> f32 {
+        *self.0.add(p * MR + r)
+    }
+}
+
+/// `MR` rows of a row-major op(A) as they lie, `lda` apart, starting at the slice's column.
+#[derive(Clone, Copy)]
+struct RowsOfA {
+    a: *const f32,
+    lda: usize,
+}
+
+impl PanelOfA for RowsOfA {
+    #[inline(always)]
+    unsafe fn at(self, r: usize, p: usize) -> f32 {
+        *self.a.add(r * self.lda + p)
     }
 }
 
@@ -419,7 +479,7 @@ enum Start {
 #[inline(always)]
 unsafe fn microkernel<S: Simd, const MR: usize, const NV: usize>(
     kc: usize,
-    a: *const f32,
+    a: impl PanelOfA,
     b: *const f32,
     c: *mut f32,
     ldc: usize,
@@ -451,7 +511,7 @@ unsafe fn microkernel<S: Simd, const MR: usize, const NV: usize>(
             *x = S::load(b.add(p * nr + v * S::LANES));
         }
         for (r, row) in acc.iter_mut().enumerate() {
-            let av = S::splat(*a.add(p * MR + r));
+            let av = S::splat(a.at(r, p));
             for (x, &bv) in row.iter_mut().zip(&bv) {
                 *x = S::mul_add(av, bv, *x);
             }
