@@ -1,6 +1,6 @@
 //! The cost of handing each op to the thread pool: many small `add`s (the `medium` preset's
 //! residual, 1536 · 128 floats) on a pool started beside the calling thread
-//! ([`CpuBackend::try_new`]) and on one the calling thread belongs to
+//! ([`CpuBackend::try_new`]) and on one whose callers run pieces too, beside threads kept awake
 //! ([`CpuBackend::try_new_on_this_thread`]), alternated; one JSON line per round with the
 //! fastest and the median call.
 //!

@@ -8,6 +8,7 @@ use crate::error::CpuBackendError;
 use crate::fast::FastKernels;
 use crate::parallel::Parallel;
 use crate::pool::BufferPool;
+use crate::spin_pool::SpinPool;
 use crate::storage::CpuBuffer;
 use crate::{KernelVariant, Kernels};
 
@@ -75,26 +76,22 @@ impl CpuBackend {
         }
     }
 
-    /// Like [`CpuBackend::try_new`], with the calling thread as the pool's first thread
-    /// (`threads - 1` more are started): ops called from this thread then run their pieces
-    /// here and on the others, instead of being handed to the pool and waited for (a wake-up
-    /// there and one back per op, about 200 a training step). For a program's one backend,
-    /// used from the thread that made it (the CLI): rayon leaks such a pool's registry, and
-    /// a thread can belong to one pool only — a second call on the same thread (or one from a
-    /// rayon thread) gets an ordinary pool, as [`CpuBackend::try_new`] builds. Ops called from
-    /// other threads still work, on the started threads only. Results are the same bits.
+    /// Like [`CpuBackend::try_new`], but the thread that calls an op runs its pieces too,
+    /// beside `threads - 1` started threads that stay awake for a moment between ops
+    /// (`spin_pool.rs`): a training step is a few hundred ops, and a rayon worker that went
+    /// to sleep between two of them woke too late to help with the next. For a program's
+    /// one backend (the CLI): the started threads spin on a core for up to 2 ms after each
+    /// op. Called from several threads at once, one runs its op on the pool and the others
+    /// run theirs inline. Results are the same bits.
     pub fn try_new_on_this_thread(threads: usize) -> Result<Self, CpuBackendError> {
-        if threads < 2 || rayon::current_thread_index().is_some() {
-            return Self::try_new(threads);
-        }
-        let joined = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .use_current_thread()
-            .thread_name(|i| format!("tinygpt-cpu-{i}"))
-            .build();
-        match joined {
-            Ok(pool) => Ok(CpuBackend { par: Parallel::Pool(Arc::new(pool)), ..Self::default() }),
-            Err(_) => Self::try_new(threads),
+        match threads {
+            0 => Err(CpuBackendError::ZeroThreads),
+            1 => Ok(Self::default()),
+            _ => {
+                let pool = SpinPool::new(threads)
+                    .map_err(|e| CpuBackendError::ThreadPool { threads, reason: e.to_string() })?;
+                Ok(CpuBackend { par: Parallel::Spin(Arc::new(pool)), ..Self::default() })
+            }
         }
     }
 

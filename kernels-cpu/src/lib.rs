@@ -22,6 +22,7 @@ mod kernels;
 mod ops;
 mod parallel;
 mod pool;
+mod spin_pool;
 mod storage;
 mod variant;
 

@@ -11,14 +11,18 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use rayon::ThreadPool;
 
-/// Where kernels run: inline on the calling thread, on a dedicated rayon pool, or on
+use crate::spin_pool::{SendPtr, SpinPool};
+
+/// Where kernels run: inline on the calling thread, on a dedicated rayon pool, on
 /// rayon's global pool (the only one wasm-bindgen-rayon can start in a browser, where a
-/// backend cannot spawn threads of its own).
+/// backend cannot spawn threads of its own), or on the calling thread with threads that
+/// stay awake between ops (`spin_pool.rs`).
 #[derive(Clone, Debug)]
 pub(crate) enum Parallel {
     Inline,
     Pool(Arc<ThreadPool>),
     Global,
+    Spin(Arc<SpinPool>),
 }
 
 impl Parallel {
@@ -27,6 +31,7 @@ impl Parallel {
             Parallel::Inline => 1,
             Parallel::Pool(pool) => pool.current_num_threads(),
             Parallel::Global => rayon::current_num_threads(),
+            Parallel::Spin(pool) => pool.threads(),
         }
     }
 
@@ -63,6 +68,14 @@ impl Parallel {
     {
         let chunk_len = chunk_len.max(1);
         match self {
+            Parallel::Spin(pool) if out.len() > chunk_len => {
+                let (len, base) = (out.len(), SendPtr(out.as_mut_ptr()));
+                pool.map(len.div_ceil(chunk_len), |i| {
+                    // SAFETY: chunk `i` is `out[i * chunk_len..]` up to `chunk_len` values,
+                    // disjoint from every other item's, and `out` is borrowed for the call.
+                    f(i, unsafe { chunk(base.get(), len, chunk_len, i) })
+                })
+            }
             p if p.spreads() && out.len() > chunk_len => {
                 p.install(|| out.par_chunks_mut(chunk_len).enumerate().map(|(i, c)| f(i, c)).collect())
             }
@@ -77,6 +90,7 @@ impl Parallel {
         F: Fn(usize) -> R + Sync + Send,
     {
         match self {
+            Parallel::Spin(pool) => pool.map(n, f),
             p if p.spreads() && n > 1 => p.install(|| (0..n).into_par_iter().map(f).collect()),
             _ => (0..n).map(f).collect(),
         }
@@ -91,6 +105,21 @@ impl Parallel {
         assert!(a.len() == b.len() && b.len() == c.len(), "zip3_chunks_mut: slices differ in length");
         let chunk_len = chunk_len.max(1);
         match self {
+            Parallel::Spin(pool) if a.len() > chunk_len => {
+                let len = a.len();
+                let [a, b, c] = [a, b, c].map(|x| SendPtr(x.as_mut_ptr()));
+                pool.map(len.div_ceil(chunk_len), |i| {
+                    // SAFETY: as in `map_chunks_mut`, for each of the three slices.
+                    unsafe {
+                        f(
+                            i,
+                            chunk(a.get(), len, chunk_len, i),
+                            chunk(b.get(), len, chunk_len, i),
+                            chunk(c.get(), len, chunk_len, i),
+                        )
+                    }
+                });
+            }
             p if p.spreads() && a.len() > chunk_len => p.install(|| {
                 a.par_chunks_mut(chunk_len)
                     .zip(b.par_chunks_mut(chunk_len))
@@ -106,4 +135,13 @@ impl Parallel {
                 .for_each(|(i, ((a, b), c))| f(i, a, b, c)),
         }
     }
+}
+
+/// Chunk `i` (`chunk_len` values, the last one shorter) of the `len` values at `base`.
+///
+/// # Safety
+/// `base` must point at `len` values no one else touches while the chunk is used.
+unsafe fn chunk<'a, T>(base: *mut T, len: usize, chunk_len: usize, i: usize) -> &'a mut [T] {
+    let start = i * chunk_len;
+    std::slice::from_raw_parts_mut(base.add(start), chunk_len.min(len - start))
 }

@@ -31,9 +31,9 @@ fn the_global_pool_is_bit_identical_to_one_thread() {
     }
 }
 
-/// A pool the calling thread belongs to (`try_new_on_this_thread`, the CLI's) gives the
-/// same bits as one thread, used from that thread and from another; a second one on the same
-/// thread falls back to an ordinary pool. Run on a thread of its own, which the pool keeps.
+/// A pool whose callers run pieces too (`try_new_on_this_thread`, the CLI's) gives the
+/// same bits as one thread, used from that thread and from another, and so does a second one
+/// made on the same thread.
 #[test]
 fn a_pool_joined_by_the_calling_thread_is_bit_identical_to_one_thread() {
     std::thread::spawn(|| {
@@ -43,7 +43,7 @@ fn a_pool_joined_by_the_calling_thread_is_bit_identical_to_one_thread() {
         assert_eq!(again.threads(), 2);
         for variant in KernelVariant::ALL.into_iter().filter(|v| v.is_supported()) {
             let one = block_on(op_results(&CpuBackend::new(1).with_variant(variant).unwrap()));
-            for (what, backend) in [("joined", &joined), ("fallback", &again)] {
+            for (what, backend) in [("joined", &joined), ("second", &again)] {
                 let here = block_on(op_results(&backend.clone().with_variant(variant).unwrap()));
                 assert_same_bits(&one, &here, &format!("{variant}: {what} pool and 1 thread"));
             }
