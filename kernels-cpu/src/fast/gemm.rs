@@ -190,7 +190,8 @@ fn matmul_split(
                 (PanelsOfB::Own(b), rows, cols)
             }
             Split::Rows => {
-                pack_b(par, &mut packed, b, k, n, kernel.nr);
+                let packed = at_least(&mut packed, n.div_ceil(kernel.nr) * k * kernel.nr);
+                pack_b(par, packed, b, k, n, kernel.nr);
                 let nc = if m.div_ceil(MC) >= ROW_BLOCKS_FOR_WIDE { NC_WIDE } else { NC };
                 (PanelsOfB::Shared(&packed[..]), MC, nc)
             }
@@ -230,10 +231,21 @@ fn deep_piece(m: usize, n: usize) -> (usize, usize) {
     (rows, cols)
 }
 
-/// op(B) `[k, n]` into `[n.div_ceil(nr)][k][nr]` panels, zero past column `n`.
-fn pack_b(par: &Parallel, packed: &mut Vec<f32>, b: Strided<'_>, k: usize, n: usize, nr: usize) {
-    // Every value is written below, so a buffer kept from an earlier call is not zeroed first.
-    packed.resize(n.div_ceil(nr) * k * nr, 0.0);
+/// The first `len` values of `buf`, which grows to hold them but never shrinks. The packing
+/// buffers are kept between calls and every value a call reads is written by it first, so
+/// they are never zeroed: `Vec::resize` to each call's length zero-filled the difference
+/// whenever a smaller product came between two larger ones (most calls of a training step;
+/// 4.5% of the calling thread's time in a 2-thread `small` step, `perf`).
+fn at_least(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    &mut buf[..len]
+}
+
+/// op(B) `[k, n]` into `[n.div_ceil(nr)][k][nr]` panels (`packed` holds exactly those), zero
+/// past column `n`.
+fn pack_b(par: &Parallel, packed: &mut [f32], b: Strided<'_>, k: usize, n: usize, nr: usize) {
     if k == 0 {
         return;
     }
@@ -350,7 +362,7 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     // `1024x96x384:nt`), worth it only when a panel serves many B panels.
     let direct_a = a.col_stride == 1;
     // `pack_a` writes every value a slice reads, so the kept buffer is not zeroed first.
-    a_pack.resize(rows.len().div_ceil(MR) * MR * KC.min(k), 0.0);
+    at_least(&mut a_pack, rows.len().div_ceil(MR) * MR * KC.min(k));
     let mut b_pack = match b {
         PanelsOfB::Own(_) => PIECE_B.take(),
         PanelsOfB::Shared(_) => Vec::new(),
@@ -371,8 +383,8 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
         let (b_block, panel_len) = match b {
             PanelsOfB::Shared(packed) => (&packed[(cols.start / nr) * k * nr + pc * nr..], k * nr),
             PanelsOfB::Own(b) => {
-                b_pack.resize(cols.len().div_ceil(nr) * kc * nr, 0.0);
-                pack_b_panels(&mut b_pack, b, pc..pc + kc, cols.clone(), nr);
+                let b_pack = at_least(&mut b_pack, cols.len().div_ceil(nr) * kc * nr);
+                pack_b_panels(b_pack, b, pc..pc + kc, cols.clone(), nr);
                 (&b_pack[..], kc * nr)
             }
         };
