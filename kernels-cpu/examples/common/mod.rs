@@ -22,9 +22,13 @@ pub fn take_threads(args: &mut Vec<String>) -> Result<Vec<usize>, String> {
     Ok(threads)
 }
 
-/// A backend on `threads` threads running `variant`.
+/// A backend on `threads` threads running `variant`, built as the CLI builds its own (the
+/// calling thread runs pieces too), so the figures are those a training step gets.
 pub fn backend(threads: usize, variant: KernelVariant) -> Result<CpuBackend, String> {
-    CpuBackend::try_new(threads).map_err(|e| e.to_string())?.with_variant(variant).map_err(|e| e.to_string())
+    CpuBackend::try_new_on_this_thread(threads)
+        .map_err(|e| e.to_string())?
+        .with_variant(variant)
+        .map_err(|e| e.to_string())
 }
 
 /// The variants this CPU can run.
