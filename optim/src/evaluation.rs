@@ -57,6 +57,19 @@ impl Evaluation {
         trainer: &Trainer<B>,
         rows: usize,
     ) -> Result<Option<f32>, TrainError> {
+        self.next_part_unless(trainer, rows, || false).await
+    }
+
+    /// [`Evaluation::next_part`] that may give the part up: after the part's forward pass,
+    /// before its loss is read, it calls `give_up` once; when that answers true the part is
+    /// dropped (nothing read, nothing counted) and `None` returned, so the next call scores
+    /// the same rows again (see `Trainer::step_part_unless` for why).
+    pub async fn next_part_unless<B: Backend>(
+        &mut self,
+        trainer: &Trainer<B>,
+        rows: usize,
+        give_up: impl FnOnce() -> bool,
+    ) -> Result<Option<f32>, TrainError> {
         let config = trainer.config();
         let (batch, seq) = (config.batch_size, trainer.model().config().context_length);
         let data =
@@ -68,6 +81,9 @@ impl Evaluation {
         let inputs = Indices::new(&backend, &data.inputs[tokens.clone()]);
         let targets = Indices::new(&backend, &data.targets[tokens]);
         let (loss, _) = trainer.loss(&tape, &inputs, &targets, rows, seq, None);
+        if give_up() {
+            return Ok(None);
+        }
         self.batch_total += loss.value().read().await?[0] as f64 * rows as f64;
         self.rows_done += rows;
         if self.rows_done < batch {

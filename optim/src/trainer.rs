@@ -472,6 +472,21 @@ impl<B: Backend> Trainer<B> {
     /// device until [`Trainer::read_losses`]; [`Trainer::step_part_async`] is this plus that
     /// read, so the two take the very same steps. A diverged loss is reported by the read.
     pub fn step_part_deferred(&mut self, rows: usize) -> Option<StepDone> {
+        self.step_part_unless(rows, || false)
+    }
+
+    /// [`Trainer::step_part_deferred`] that may give the part up: after the part's forward
+    /// and backward, before anything of the trainer changes, it calls `give_up` once; when
+    /// that answers true the part's work is dropped and `None` returned, the step standing
+    /// as it was before the part (a step given up in its only part is taken again, from its
+    /// start, by the next call: same batch, same dropout masks, so the run is unchanged).
+    ///
+    /// Why: the web worker takes whole steps on a backend that stops computing once a page
+    /// message waits (`tinygpt_worker::abandon`); the values of such a part are meaningless,
+    /// and `give_up` is where the worker says so. Past `give_up` nothing is given up: the
+    /// gradient sums and AdamW always run to the end, so parameters and moments are never
+    /// half-updated.
+    pub fn step_part_unless(&mut self, rows: usize, give_up: impl FnOnce() -> bool) -> Option<StepDone> {
         let (batch, seq) = (self.config.batch_size, self.model.config().context_length);
         let backend = self.model.params().tensors()[0].backend().clone();
         let partial = match &mut self.partial {
@@ -501,9 +516,13 @@ impl<B: Backend> Trainer<B> {
         let scale = vec![rows as f32 / batch as f32; loss.value().numel()];
         let seed = Tensor::from_slice(&backend, &scale, loss.value().shape().clone());
         let mut grads = tape.backward_from(&loss, seed);
-        let part_grads = fwd.params.iter().map(|p| grads.take(p));
+        let part_grads: Vec<_> = fwd.params.iter().map(|p| grads.take(p)).collect();
+        drop(tape);
+        if give_up() {
+            return None;
+        }
         if partial.grads.is_empty() {
-            partial.grads = part_grads.collect();
+            partial.grads = part_grads;
         } else {
             for (sum, g) in partial.grads.iter_mut().zip(part_grads) {
                 if let (Some(sum), Some(g)) = (sum.as_mut(), g) {
@@ -511,7 +530,6 @@ impl<B: Backend> Trainer<B> {
                 }
             }
         }
-        drop(tape);
         partial.losses.push((loss.value().clone(), rows));
         partial.rows_done += rows;
         if partial.rows_done < batch {
@@ -681,6 +699,35 @@ mod tests {
             let worst = a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
             assert!(worst <= 1e-5, "{name}: worst difference {worst:e}");
         }
+    }
+
+    #[test]
+    fn a_part_given_up_changes_nothing_and_is_taken_again_the_same() {
+        let (mut plain, mut gives_up) = (trainer(12), trainer(12));
+        for _ in 0..3 {
+            // A whole step given up, then taken.
+            let before = state(&gives_up);
+            assert_eq!(gives_up.step_part_unless(12, || true), None);
+            let after = state(&gives_up);
+            assert_eq!(gives_up.rows_done(), 0);
+            assert_eq!(after.progress, before.progress, "step count, tokens and sampler state");
+            assert_eq!(bits(&after.weights), bits(&before.weights), "weights");
+            assert_eq!(bits(&after.adam_m), bits(&before.adam_m), "adam_m");
+            assert_eq!(gives_up.unread_losses(), plain.unread_losses());
+            let expected = plain.step().unwrap();
+            assert_eq!(gives_up.step().unwrap(), expected);
+        }
+        // Parts: the second of 6 + 6 rows given up once, then taken.
+        let (mut parts, mut gives_up_parts) = (trainer(12), trainer(12));
+        assert_eq!(parts.step_part(6).unwrap(), None);
+        let expected = parts.step_part(6).unwrap().expect("the last rows end the step");
+        assert_eq!(gives_up_parts.step_part(6).unwrap(), None);
+        assert_eq!(gives_up_parts.step_part_unless(6, || true), None);
+        assert_eq!(gives_up_parts.rows_done(), 6, "the first part stays");
+        assert_eq!(gives_up_parts.step_part(6).unwrap().expect("the last rows end the step"), expected);
+        let (p, g) = (state(&parts), state(&gives_up_parts));
+        assert_eq!(bits(&g.weights), bits(&p.weights), "weights");
+        assert_eq!(bits(&g.adam_v), bits(&p.adam_v), "adam_v");
     }
 
     #[test]
