@@ -50,8 +50,8 @@ test(`SIMD and scalar builds give the same ${STEPS} losses (within ${RELATIVE_TO
   }
 });
 
-test('SIMD + threads and SIMD builds give the same losses bit for bit on a step taken in parts (small)', { timeout: 300_000 }, async () => {
-  // small is cut into row parts (worker/src/parts.rs): eight of 2 rows in both builds.
+test('SIMD + threads and SIMD builds give the same losses bit for bit on whole steps of small', { timeout: 300_000 }, async () => {
+  // Both builds take whole steps here (the page shares its message counter: worker/src/parts.rs).
   const browser = await openBrowser();
   try {
     const simd = await losses(browser.context, 'wasm-simd', { preset: 'small', steps: 4 });

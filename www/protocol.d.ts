@@ -23,6 +23,15 @@ export type InMessage =
   | ListAdaptersMessage
   | LoadAdapterMessage;
 
+/**
+ * `init` may also carry `pendingMessages`, which `worker.js` takes and the wasm side's
+ * messages never hold (so it is not declared here, where every field is a Rust message's):
+ * the page's pending-message counter, an Int32Array over a SharedArrayBuffer (so only on a
+ * cross-origin isolated page). The page adds 1 to element 0 before posting every message
+ * (`init` included) and the worker subtracts 1 as it begins handling each; while it is above
+ * zero the CPU engine gives the training step in progress up and answers, so with it steps
+ * are taken whole (worker/PROTOCOL.md, "Timing"; www/lib/worker-client.js does this).
+ */
 export interface InitMessage {
   type: 'init';
   backend?: BackendChoice;

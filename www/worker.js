@@ -7,12 +7,21 @@
 // 4 ms setTimeout clamp), which is when `pause` and `stop` get in: a command waits for at
 // most one slice (about SLICE_MS, or one part of a step when a part takes longer; see
 // worker/PROTOCOL.md, "Timing").
+//
+// A wasm call blocks this event loop, so a message cannot say "I am waiting" here while a
+// step runs. The page can: `init.pendingMessages` is an Int32Array over a SharedArrayBuffer
+// that the page adds 1 to before posting each message, and this file subtracts 1 from as
+// it begins handling each. The wasm side reads it between ops and gives a whole CPU step
+// up while it is above zero (worker/src/abandon.rs), so with it the CPU builds take whole
+// steps and still answer within a few ms.
 
 import { simdSupported } from './simd.js';
 
 const SLICE_MS = 50;
 
 let app = null;
+/** The page's pending-message counter (`init.pendingMessages`), once `init` brought one. */
+let pending = null;
 let queue = Promise.resolve();
 let tickScheduled = false;
 const yieldChannel = new MessageChannel();
@@ -153,7 +162,7 @@ async function load(backend) {
     hardwareThreads: navigator.hardwareConcurrency || 1,
     ...(await probeWebgpu()),
   };
-  return new pkg.WorkerApp(post, env, { hold: holdLock, release: releaseLock });
+  return new pkg.WorkerApp(post, env, { hold: holdLock, release: releaseLock }, pending ?? undefined);
 }
 
 /** The bundled pretrained base (`dist/assets`, copied from cli/assets by build-web); fetched once. */
@@ -167,14 +176,27 @@ async function fetchBuiltinBase() {
   return builtinBase;
 }
 
+/** Whether `value` can be the page's counter: an Int32Array over shared memory. */
+function sharedCounter(value) {
+  return typeof SharedArrayBuffer === 'function' && value instanceof Int32Array && value.buffer instanceof SharedArrayBuffer;
+}
+
 self.onmessage = (event) => {
   const message = event.data;
   // Anything may arrive (null, a number): only an object has a type; the wasm side says
   // what is wrong with everything else.
   const type = message !== null && typeof message === 'object' ? message.type : undefined;
+  if (type === 'init') {
+    if (!pending && sharedCounter(message.pendingMessages)) pending = message.pendingMessages;
+    // The counter is this file's business; the wasm side's `init` has no such field.
+    delete message.pendingMessages;
+  }
+  // Messages from here on were counted by the page (it counts every one, `init` included).
+  const counter = pending;
   // A tick waiting for the GPU stops waiting, so this message is next (worker/src/interrupt.rs).
   if (app) app.interrupt();
   enqueue(async () => {
+    if (counter) Atomics.sub(counter, 0, 1);
     if (type === 'init') {
       if (!app) app = await load(message.backend || 'auto');
     } else if (!app) {

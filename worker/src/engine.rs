@@ -14,6 +14,7 @@ use tinygpt_kernels_checked::Checked;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::WgpuBackend;
 
+use crate::abandon::{Abandon, Abandonable};
 use crate::adapters::BaseModel;
 use crate::checkpoints::{restore, snapshot};
 use crate::clock::Clock;
@@ -32,10 +33,12 @@ pub enum Snapshot {
 /// A session on the CPU or on the GPU.
 #[derive(Debug)]
 pub enum Engine {
-    Cpu(Session<CpuBackend>),
+    /// The CPU kernels; whole steps that a page message can give up when the page shares
+    /// its message counter ([`crate::abandon`]).
+    Cpu(Session<Abandonable<CpuBackend>>),
     Webgpu(Session<WgpuBackend>),
     /// The CPU kernels with every op checked (developer mode).
-    CheckedCpu(Session<Checked<CpuBackend>>),
+    CheckedCpu(Session<Abandonable<Checked<CpuBackend>>>),
 }
 
 /// Evaluates `$body` with `$s` bound to the session, whatever its backend.
@@ -59,15 +62,16 @@ pub struct RunSummary {
 
 impl Engine {
     /// A CPU session: the WASM build's own kernels (`kind` says scalar, SIMD, or SIMD on
-    /// rayon's global pool, which wasm-bindgen-rayon's `initThreadPool` has started).
-    pub fn cpu(kind: EngineKind) -> Self {
-        Engine::Cpu(Session::new(cpu_backend(kind), kind))
+    /// rayon's global pool, which wasm-bindgen-rayon's `initThreadPool` has started), its
+    /// units given up through `abandon` ([`Abandon::never`]: row parts instead).
+    pub fn cpu(kind: EngineKind, abandon: Rc<Abandon>) -> Self {
+        Engine::Cpu(Session::abandonable(cpu_backend(kind), kind, abandon))
     }
 
     /// [`Engine::cpu`] with every op's inputs and outputs checked (developer mode): a
     /// NaN, an infinity or an out-of-range value stops the run with the op's name.
-    pub fn checked_cpu(kind: EngineKind) -> Self {
-        Engine::CheckedCpu(Session::new(Checked::new(cpu_backend(kind)), kind))
+    pub fn checked_cpu(kind: EngineKind, abandon: Rc<Abandon>) -> Self {
+        Engine::CheckedCpu(Session::abandonable(Checked::new(cpu_backend(kind)), kind, abandon))
     }
 
     /// Whether every op is checked.

@@ -5,10 +5,12 @@
 //! [`sampler`] (a `tinygpt_model::Generation` streamed as text, a token at a time),
 //! [`presets`] (what the picker shows), [`adapters`] (LoRA: the frozen base and the adapter
 //! store; the adapter runs themselves are sessions' runs, `session/lora.rs`), [`engine`] (the session on the CPU or WebGPU backend
-//! `init` chose) and [`self_test`] (the numerics check a GPU must pass first). Everything above compiles and is tested natively;
+//! `init` chose; on the CPU through [`abandon`], which lets a page message give a whole step
+//! up) and [`self_test`] (the numerics check a GPU must pass first). Everything above compiles and is tested natively;
 //! `web` (wasm32 only) binds it to JavaScript and to the browser checkpoint stores. The JS
 //! side is `www/worker.js`; the protocol is documented in `PROTOCOL.md`.
 
+pub mod abandon;
 pub mod adapters;
 pub mod checkpoints;
 pub mod clock;

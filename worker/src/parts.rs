@@ -19,8 +19,26 @@
 //! smaller), as even as the count allows. `tiny` stays one part (a plain step); `small`
 //! takes 8 parts of 2 rows; `medium` and larger take one row a part, which for `large` and
 //! up is still more than 200 ms: a part cannot be smaller than one row.
+//!
+//! Whole steps instead: when the page shares its pending-message counter (a
+//! `SharedArrayBuffer`, so on a cross-origin isolated page, in every build) a unit can be
+//! given up the moment a message waits and taken again later ([`crate::abandon`]), so the
+//! CPU builds take whole steps and whole validation batches ([`unit_rows`]): bigger ops, and
+//! on the threads build work big enough to be worth handing to other threads. Every build
+//! then cuts the same way (the whole batch), so the SIMD and threads builds still give the
+//! same losses bit for bit; a page without the counter falls back to the parts above.
 
 use tinygpt_model::ModelConfig;
+
+/// Batch rows per unit of training or validation work: the whole batch when units can be
+/// given up (`abandonable`: the page shares its message counter), else [`rows_per_part`].
+pub fn unit_rows(model: &ModelConfig, batch: usize, abandonable: bool) -> usize {
+    if abandonable {
+        batch.max(1)
+    } else {
+        rows_per_part(model, batch)
+    }
+}
 
 /// Parameter·tokens a part aims at (see the module docs).
 pub const PART_WORK: u64 = 50_000_000;
@@ -42,6 +60,14 @@ mod tests {
     fn preset_rows(name: &str) -> usize {
         let p = Preset::by_name(name).unwrap();
         rows_per_part(&p.model, p.batch_size)
+    }
+
+    #[test]
+    fn units_are_whole_batches_when_they_can_be_given_up() {
+        for p in Preset::all() {
+            assert_eq!(unit_rows(&p.model, p.batch_size, true), p.batch_size, "{}", p.name);
+            assert_eq!(unit_rows(&p.model, p.batch_size, false), rows_per_part(&p.model, p.batch_size));
+        }
     }
 
     #[test]

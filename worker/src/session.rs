@@ -3,11 +3,14 @@
 //!
 //! Why slices: the worker must answer `pause` and `stop` within 200 ms, but a wasm call
 //! cannot be interrupted. So the JS glue calls `tick(budget)` repeatedly and yields to the
-//! event loop in between. A tick runs units of work (a part of a training step, a part of
-//! a validation batch, a sampled token; parts are cut by [`crate::parts`]) until the budget
-//! is spent, and does not start a unit that the last one's duration says would overrun it.
-//! So a tick lasts at most about the budget or one unit, whichever is longer, and so does
-//! the wait of a command. A tick started while sampling samples instead of training.
+//! event loop in between. A tick runs units of work (a training step or a part of one, a
+//! validation batch or a part of one, a sampled token; cut by [`crate::parts`]) until the
+//! budget is spent, and does not start a unit that the last one's duration says would
+//! overrun it. So a tick lasts at most about the budget or one unit, whichever is longer,
+//! and so does the wait of a command — except that on the CPU, when the page shares its
+//! message counter, a unit during which a message arrives is given up at once and taken
+//! again later ([`crate::abandon`]), so units can be whole steps. A tick started while
+//! sampling samples instead of training.
 //!
 //! Async: every readback from the device is awaited ([`Session::tick_async`],
 //! [`Session::stop_async`]), because a WebGPU readback completes only when the browser's
@@ -29,12 +32,13 @@ use tinygpt_model::{check_training_memory, Dataset, Gpt, ModelConfig, SampleConf
 use tinygpt_optim::{Evaluation, Overrides, Recipe, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
+use crate::abandon::{Abandon, Abandonable};
 use crate::adapters::BaseModel;
 use crate::clock::Clock;
 use crate::error::WorkerError;
 use crate::interrupt::Interrupt;
 use crate::locks::{adapter_lock_name, run_lock_name};
-use crate::parts::rows_per_part;
+use crate::parts::unit_rows;
 use crate::protocol::{
     DatasetInput, DoneReason, EngineKind, ErrorCode, LossPoint, OutMessage, RunAdapter, RunInfo, RunState,
     TrainingProgress,
@@ -143,6 +147,9 @@ enum SampleModel<B: Backend> {
 pub struct Session<B: Backend> {
     backend: B,
     kind: EngineKind,
+    /// How a unit of work is given up when a page message waits (see [`crate::abandon`]);
+    /// `None` on a backend that cannot be ([`Session::new`]).
+    abandon: Option<Rc<Abandon>>,
     run: Option<Run<B>>,
     sampler: Option<Sampler<B>>,
     sample_model: SampleModel<B>,
@@ -157,6 +164,7 @@ impl<B: Backend> Session<B> {
         Session {
             backend,
             kind,
+            abandon: None,
             run: None,
             sampler: None,
             sample_model: SampleModel::Run,
@@ -167,6 +175,12 @@ impl<B: Backend> Session<B> {
 
     pub fn backend(&self) -> &B {
         &self.backend
+    }
+
+    /// Whether units of work can be given up when a page message waits, so the session
+    /// takes whole steps (see [`crate::parts::unit_rows`]).
+    pub fn abandons_units(&self) -> bool {
+        self.abandon.as_ref().is_some_and(|a| a.is_available())
     }
 
     /// What `progress.backend` reports.
@@ -217,7 +231,8 @@ impl<B: Backend> Session<B> {
     ) -> Vec<OutMessage> {
         let step = trainer.progress().step;
         let last = trainer.history().last().cloned();
-        let rows_per_part = rows_per_part(trainer.model().config(), trainer.config().batch_size);
+        let rows_per_part =
+            unit_rows(trainer.model().config(), trainer.config().batch_size, self.abandons_units());
         let run = Run {
             state,
             rows_per_part,
@@ -376,7 +391,8 @@ impl<B: Backend> Session<B> {
             self.sample_slice(start, budget_ms, clock, &mut out).await?;
         } else if let Some(run) = self.run.as_mut() {
             if run.state == RunState::Training {
-                run.train_slice(self.kind, start, budget_ms, clock, interrupt, &mut out).await?;
+                let abandon = self.abandon.as_deref();
+                run.train_slice(self.kind, start, budget_ms, clock, interrupt, abandon, &mut out).await?;
             }
         }
         out.busy = self.is_busy();
@@ -425,6 +441,16 @@ impl<B: Backend> Session<B> {
     }
 }
 
+impl<B: Backend> Session<Abandonable<B>> {
+    /// A session on `inner` whose units of work `abandon` can give up (see
+    /// [`crate::abandon`]): whole steps when the page shares its message counter.
+    pub fn abandonable(inner: B, kind: EngineKind, abandon: Rc<Abandon>) -> Self {
+        let mut session = Session::new(Abandonable::new(inner, Rc::clone(&abandon)), kind);
+        session.abandon = Some(abandon);
+        session
+    }
+}
+
 impl<B: Backend> Run<B> {
     pub fn step(&self) -> usize {
         self.trainer.progress().step
@@ -453,6 +479,7 @@ impl<B: Backend> Run<B> {
         self.rows_per_part
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn train_slice(
         &mut self,
         kind: EngineKind,
@@ -460,15 +487,29 @@ impl<B: Backend> Run<B> {
         budget_ms: f64,
         clock: &dyn Clock,
         interrupt: &Interrupt,
+        abandon: Option<&Abandon>,
         out: &mut TickOutcome,
     ) -> Result<(), WorkerError> {
         let mut interrupted = false;
         let interval = self.trainer.config().checkpoint_interval;
         let (batch, seq) = (self.trainer.config().batch_size, self.trainer.model().config().context_length);
+        // A unit is given up when a page message arrived while it ran (its ops were
+        // skipped from then on); the message is answered next and the unit taken again.
+        let give_up = || abandon.is_some_and(Abandon::settle);
         loop {
+            // A message waits already: answer it before starting a unit.
+            if abandon.is_some_and(Abandon::message_waiting) {
+                interrupted = true;
+                break;
+            }
             let unit_start = clock.now_ms();
+            if let Some(a) = abandon {
+                a.arm();
+            }
             if let Some((eval, train_loss)) = self.eval.as_mut() {
-                if let Some(val) = eval.next_part(&self.trainer, self.rows_per_part).await? {
+                let scored = eval.next_part_unless(&self.trainer, self.rows_per_part, give_up).await;
+                interrupted |= give_up();
+                if let Some(val) = scored? {
                     let train_loss = *train_loss;
                     self.eval = None;
                     self.trainer.record_eval(train_loss, val);
@@ -484,7 +525,8 @@ impl<B: Backend> Run<B> {
                 }
             } else if !self.trainer.is_finished() {
                 let rows_before = self.trainer.rows_done();
-                let done = self.trainer.step_part_deferred(self.rows_per_part);
+                let done = self.trainer.step_part_unless(self.rows_per_part, give_up);
+                interrupted |= give_up();
                 // The part is queued, not done (on a GPU): wait for it, so the unit's time is
                 // its real duration (the budget rule above needs it) and a device failure
                 // surfaces here, while nothing is read back. A page message cuts the wait

@@ -3,9 +3,12 @@
 //! `init {backend: "auto"}` runs, trains reporting `webgpu`, and its checkpoint loads into
 //! a CPU engine that continues the run.
 
+use std::rc::Rc;
+
 use serde_json::json;
 use tinygpt_kernels_wgsl::testing::shared_backend;
 use tinygpt_tensor::block_on;
+use tinygpt_worker::abandon::Abandon;
 use tinygpt_worker::clock::SystemClock;
 use tinygpt_worker::engine::{Engine, Snapshot};
 use tinygpt_worker::interrupt::Interrupt;
@@ -75,7 +78,7 @@ fn a_webgpu_engine_trains_reports_webgpu_and_its_checkpoint_continues_on_the_cpu
     };
     assert_eq!(ckpt.progress.step, 6);
 
-    let mut cpu = Engine::cpu(EngineKind::WasmSimd);
+    let mut cpu = Engine::cpu(EngineKind::WasmSimd, Rc::new(Abandon::never()));
     let loaded = cpu.load(ckpt, "ckpt-6".into(), &shakespeare(), 0.0).unwrap();
     assert!(matches!(loaded.last(), Some(OutMessage::Status { state: RunState::Paused, step: 6 })));
     assert_eq!(cpu.run_summary().unwrap().model_name, "tinygpt-tiny");

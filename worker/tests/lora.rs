@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use tinygpt_ckpt::MemoryStore;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_tensor::block_on;
+use tinygpt_worker::abandon::Abandon;
 use tinygpt_worker::adapters::{Adapters, BaseModel};
 use tinygpt_worker::clock::SystemClock;
 use tinygpt_worker::engine::{Engine, Snapshot};
@@ -28,7 +29,7 @@ fn text() -> DatasetInput {
 }
 
 fn engine() -> Engine {
-    Engine::Cpu(Session::new(CpuBackend::new(1), EngineKind::Wasm))
+    Engine::Cpu(Session::abandonable(CpuBackend::new(1), EngineKind::Wasm, Rc::new(Abandon::never())))
 }
 
 fn builtin() -> Rc<BaseModel> {

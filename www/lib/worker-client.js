@@ -18,7 +18,11 @@ export class WorkerClient {
       this.worker.terminate();
       this.emit('crashed', { type: 'crashed', reason: event.message || 'unknown error' });
     };
-    this.send({ type: 'init', backend, storage, checked });
+    // The worker gives a whole training step up while this counter is above zero (a message
+    // waits: worker/src/abandon.rs). Shared memory needs a cross-origin isolated page;
+    // without it the worker takes steps in row parts instead.
+    this.pending = typeof SharedArrayBuffer === 'function' && crossOriginIsolated ? new Int32Array(new SharedArrayBuffer(4)) : null;
+    this.send({ type: 'init', backend, storage, checked, ...(this.pending ? { pendingMessages: this.pending } : {}) });
   }
 
   on(type, handler) {
@@ -33,6 +37,8 @@ export class WorkerClient {
 
   /** @param {import('../protocol').InMessage} message */
   send(message, transfer = []) {
+    // Counted before it is posted, so the worker sees it waiting even before it arrives.
+    if (this.pending) Atomics.add(this.pending, 0, 1);
     this.worker.postMessage(message, transfer);
   }
 

@@ -5,8 +5,11 @@
 //! The GPU handles stay on this (the worker's) thread: the engine lives in the worker's
 //! session slot and is never sent anywhere.
 
+use std::rc::Rc;
+
 use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
 
+use crate::abandon::Abandon;
 use crate::engine::Engine;
 use crate::protocol::{BackendChoice, EngineKind, WebgpuInfo};
 use crate::self_test::self_test;
@@ -24,13 +27,14 @@ pub async fn choose(
     probe: Probe<'_>,
     wasm: EngineKind,
     checked: bool,
+    abandon: Rc<Abandon>,
 ) -> (Engine, Option<String>) {
     if checked {
         let note = format!(
             "developer mode: every op checked on {} (slow; WebGPU is not checked in a tab).",
             name(wasm)
         );
-        return (Engine::checked_cpu(wasm), Some(note));
+        return (Engine::checked_cpu(wasm, abandon), Some(note));
     }
     let why_not = match choice {
         BackendChoice::Wasm | BackendChoice::WasmSimd | BackendChoice::WasmSimdThreads => {
@@ -41,7 +45,10 @@ pub async fn choose(
             Err(why) => why,
         },
     };
-    (Engine::cpu(wasm), Some(format!("{}: training on {}.", why_not.trim_end_matches('.'), name(wasm))))
+    (
+        Engine::cpu(wasm, abandon),
+        Some(format!("{}: training on {}.", why_not.trim_end_matches('.'), name(wasm))),
+    )
 }
 
 /// A WebGPU engine that passed the self-test, or why there is none.

@@ -24,6 +24,7 @@ use tinygpt_optim::TrainingConfig;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{future_to_promise, JsFuture};
 
+use crate::abandon::Abandon;
 use crate::adapters::{Adapters, BaseModel};
 use crate::checkpoints::Checkpoints;
 use crate::clock::{Clock, SystemClock};
@@ -106,6 +107,9 @@ struct Inner {
     post: Function,
     /// Raised by [`WorkerApp::interrupt`] as a page message arrives (see [`Interrupt`]).
     interrupt: Interrupt,
+    /// Gives up the CPU unit in progress when the page's shared counter says a message
+    /// waits ([`crate::abandon`]); never, without a counter.
+    abandon: Rc<Abandon>,
     env: Environment,
     clock: SystemClock,
     /// `{hold(name, wait), release(name)}` from worker.js (Web Locks); absent: no locking.
@@ -124,9 +128,12 @@ pub struct WorkerApp {
 impl WorkerApp {
     /// `post(message)` delivers a worker → page message; `env` is `{simd,
     /// crossOriginIsolated, hardwareThreads}`; `locks` is `{hold(name, wait) → Promise<bool>,
-    /// release(name)}` over `navigator.locks` (undefined: no locking).
+    /// release(name)}` over `navigator.locks` (undefined: no locking); `pending` is the
+    /// page's message counter from `init.pendingMessages` (an `Int32Array` over a
+    /// `SharedArrayBuffer`, above zero while a page message waits; see
+    /// [`crate::abandon`]), or undefined: then steps are taken in row parts.
     #[wasm_bindgen(constructor)]
-    pub fn new(post: Function, env: JsValue, locks: JsValue) -> Result<WorkerApp, JsValue> {
+    pub fn new(post: Function, env: JsValue, locks: JsValue, pending: JsValue) -> Result<WorkerApp, JsValue> {
         console_error_panic_hook::set_once();
         let env: Environment = serde_wasm_bindgen::from_value(env).unwrap_or_default();
         let function = |name: &str| {
@@ -135,8 +142,13 @@ impl WorkerApp {
                 .and_then(|f| f.dyn_into::<Function>().ok())
         };
         let locks = function("hold").zip(function("release"));
+        let abandon = Rc::new(match pending.dyn_into::<js_sys::Int32Array>() {
+            // `Atomics.load`: the page's main thread writes it while this call runs.
+            Ok(counter) => Abandon::new(move || js_sys::Atomics::load(&counter, 0).is_ok_and(|n| n > 0)),
+            Err(_) => Abandon::never(),
+        });
         let inner = Inner {
-            session: RefCell::new(Some(Engine::cpu(WASM_BACKEND))),
+            session: RefCell::new(Some(Engine::cpu(WASM_BACKEND, Rc::clone(&abandon)))),
             backend_note: RefCell::new(None),
             engine_chosen: RefCell::new(false),
             store: RefCell::new(None),
@@ -145,6 +157,7 @@ impl WorkerApp {
             warned_no_storage: RefCell::new(false),
             post,
             interrupt: Interrupt::default(),
+            abandon,
             env,
             clock: SystemClock::default(),
             locks,
@@ -487,7 +500,8 @@ impl Inner {
                 adapter: self.env.webgpu.as_ref(),
                 note: self.env.webgpu_note.as_deref(),
             };
-            let (engine, note) = backend_choice::choose(backend, probe, WASM_BACKEND, checked).await;
+            let abandon = Rc::clone(&self.abandon);
+            let (engine, note) = backend_choice::choose(backend, probe, WASM_BACKEND, checked, abandon).await;
             *self.session()? = engine;
             *self.backend_note.borrow_mut() = note;
             *self.engine_chosen.borrow_mut() = true;

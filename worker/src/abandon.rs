@@ -1,0 +1,150 @@
+//! [`Abandon`] and [`Abandonable`]: whole training steps on the CPU that a page message can
+//! still cut short, by giving the step up and taking it again later.
+//!
+//! Why: a wasm call cannot be interrupted, and the worker must answer `pause` and `stop`
+//! within 200 ms. Cutting every step into small row parts (see [`crate::parts`]) keeps each
+//! call short but makes each op small, and handing small ops to wasm-bindgen-rayon's threads
+//! and back costs more than the work (the threads build trained `medium` at 0.6× the
+//! single-threaded SIMD build that way). So when the page can tell the worker, *while a wasm
+//! call runs*, that a message is waiting, the worker takes whole steps instead:
+//!
+//! - The page shares a counter in a `SharedArrayBuffer` (`init.pendingMessages`): it adds 1
+//!   before posting each message, and `worker.js` subtracts 1 as it begins handling each.
+//!   The page's main thread is never blocked by the worker's wasm call, so the counter is
+//!   above zero exactly while a message waits ([`Abandon::message_waiting`]).
+//! - The session [`Abandon::arm`]s before a unit of work (a step, a validation batch). The
+//!   backend, wrapped in [`Abandonable`], looks at the counter before each op; once a
+//!   message waits it stops computing: every later op returns a placeholder of the right
+//!   size without running its kernel, so the rest of the unit costs next to nothing.
+//! - Before anything lasting is written (AdamW, the gradient sums, the validation total)
+//!   the trainer asks whether to give the unit up ([`Abandon::settle`], passed as
+//!   `give_up` to `Trainer::step_part_unless` / `Evaluation::next_part_unless`); `settle`
+//!   also disarms, so what follows it always runs in full. A unit given up is dropped and
+//!   taken again from its start later: the batch comes from the sampler state, which only a
+//!   finished step advances, and dropout masks from (seed, step), so the run takes exactly
+//!   the steps it would have taken uninterrupted.
+//!
+//! Ops that write into buffers the caller passes ([`tinygpt_tensor::Backend::copy`],
+//! [`tinygpt_tensor::Backend::adamw`]) and memory ops always run, so a skipped op can only
+//! ever produce a fresh, meaningless buffer of the unit being given up, never touch
+//! parameters, moments or anything else that outlives the unit. Without a counter ([`Abandon::never`]) nothing is ever skipped
+//! and the worker falls back to row parts.
+
+mod backend;
+
+use std::cell::Cell;
+use std::fmt;
+
+pub use backend::Abandonable;
+
+/// Whether a page message waits (reads the shared counter); `None`: the page shares none.
+type Probe = Box<dyn Fn() -> bool>;
+
+/// The switch between the session (arms it around a unit of work) and [`Abandonable`]
+/// (checks it before each op). Single-threaded: ops are called from the worker's thread
+/// (rayon's threads only run inside a kernel).
+pub struct Abandon {
+    probe: Option<Probe>,
+    armed: Cell<bool>,
+    /// A message was seen since [`Abandon::arm`]: ops are being skipped.
+    tripped: Cell<bool>,
+}
+
+impl fmt::Debug for Abandon {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Abandon")
+            .field("available", &self.is_available())
+            .field("armed", &self.armed.get())
+            .field("tripped", &self.tripped.get())
+            .finish()
+    }
+}
+
+impl Abandon {
+    /// A switch that asks `message_waiting` (the page's shared counter is above zero).
+    pub fn new(message_waiting: impl Fn() -> bool + 'static) -> Self {
+        Abandon { probe: Some(Box::new(message_waiting)), armed: Cell::new(false), tripped: Cell::new(false) }
+    }
+
+    /// No counter (no `SharedArrayBuffer`, or a client that shares none): never abandons.
+    pub fn never() -> Self {
+        Abandon { probe: None, armed: Cell::new(false), tripped: Cell::new(false) }
+    }
+
+    /// Whether units can be given up, so the worker may take whole steps.
+    pub fn is_available(&self) -> bool {
+        self.probe.is_some()
+    }
+
+    /// Whether a page message is waiting now.
+    pub fn message_waiting(&self) -> bool {
+        self.probe.as_ref().is_some_and(|waiting| waiting())
+    }
+
+    /// Starts watching for messages: from now until [`Abandon::settle`], an op called while
+    /// a message waits (and every op after it) is skipped.
+    pub fn arm(&self) {
+        self.tripped.set(false);
+        self.armed.set(self.is_available());
+    }
+
+    /// Stops watching (ops run in full again) and says whether ops were skipped since
+    /// [`Abandon::arm`], i.e. whether the unit must be given up. Idempotent.
+    pub fn settle(&self) -> bool {
+        self.armed.set(false);
+        self.tripped.get()
+    }
+
+    /// Whether the op about to run should be skipped (see the module docs).
+    fn skip_op(&self) -> bool {
+        if !self.armed.get() {
+            return false;
+        }
+        if !self.tripped.get() && self.message_waiting() {
+            self.tripped.set(true);
+        }
+        self.tripped.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use super::*;
+
+    #[test]
+    fn ops_are_skipped_only_while_armed_from_the_first_waiting_message_on() {
+        let waiting = Rc::new(Cell::new(false));
+        let abandon = Abandon::new({
+            let waiting = Rc::clone(&waiting);
+            move || waiting.get()
+        });
+        assert!(abandon.is_available());
+        waiting.set(true);
+        assert!(!abandon.skip_op(), "not armed: never skipped");
+        waiting.set(false);
+        abandon.arm();
+        assert!(!abandon.skip_op());
+        waiting.set(true);
+        assert!(abandon.skip_op());
+        waiting.set(false);
+        assert!(abandon.skip_op(), "once tripped, the rest of the unit is skipped too");
+        assert!(abandon.settle());
+        assert!(abandon.settle(), "idempotent");
+        assert!(!abandon.skip_op(), "settled: ops run again (AdamW is never skipped)");
+        abandon.arm();
+        assert!(!abandon.skip_op(), "arming starts afresh");
+        assert!(!abandon.settle());
+    }
+
+    #[test]
+    fn without_a_counter_nothing_is_ever_skipped() {
+        let abandon = Abandon::never();
+        assert!(!abandon.is_available());
+        abandon.arm();
+        assert!(!abandon.skip_op());
+        assert!(!abandon.message_waiting());
+        assert!(!abandon.settle());
+    }
+}

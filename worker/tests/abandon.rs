@@ -1,0 +1,149 @@
+//! Whole steps given up when a page message arrives mid-step (`worker/src/abandon.rs`):
+//! the session takes whole batches when the page shares its message counter, a unit during
+//! which a message arrives is dropped and taken again, and the run is the uninterrupted
+//! run's, bit for bit.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use serde_json::json;
+use tinygpt_kernels_cpu::CpuBackend;
+use tinygpt_model::Preset;
+use tinygpt_tensor::block_on;
+use tinygpt_worker::abandon::{Abandon, Abandonable};
+use tinygpt_worker::clock::SystemClock;
+use tinygpt_worker::protocol::{DatasetInput, EngineKind, RunState};
+use tinygpt_worker::session::TrainRequest;
+use tinygpt_worker::Session;
+
+type Cpu = Session<Abandonable<CpuBackend>>;
+
+fn shakespeare() -> DatasetInput {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/tinyshakespeare.txt");
+    DatasetInput { name: "tinyshakespeare.txt".into(), bytes: std::fs::read(path).unwrap() }
+}
+
+/// `tiny` with dropout (its masks depend on the step: a retaken step must draw the same)
+/// at batch 64: three row parts without a counter, one whole step with one.
+fn request() -> TrainRequest {
+    let training = json!({"max_steps": 6, "batch_size": 64, "eval_interval": 3, "eval_batches": 2,
+                          "learning_rate": 3e-3, "warmup_steps": 2});
+    let mut model = Preset::by_name("tiny").unwrap().model;
+    model.dropout = 0.1;
+    TrainRequest { preset: Some("tiny".into()), model_config: Some(model), training_config: Some(training) }
+}
+
+/// The page's side of the counter: a message "arrives" at the `arrive_at`-th look at the
+/// counter (the session looks before each unit, the backend before each op) and waits
+/// until the test handles it.
+#[derive(Default)]
+struct Page {
+    looks: Cell<u64>,
+    arrive_at: Cell<Option<u64>>,
+    waiting: Cell<bool>,
+}
+
+impl Page {
+    fn look(&self) -> bool {
+        self.looks.set(self.looks.get() + 1);
+        if self.arrive_at.get().is_some_and(|n| self.looks.get() >= n) {
+            self.waiting.set(true);
+        }
+        self.waiting.get()
+    }
+
+    /// A message arrives `after` looks from now.
+    fn post_after(&self, after: u64) {
+        self.arrive_at.set(Some(self.looks.get() + after));
+    }
+
+    /// The worker handles the message.
+    fn handled(&self) {
+        self.arrive_at.set(None);
+        self.waiting.set(false);
+    }
+}
+
+fn session(page: &Rc<Page>) -> Cpu {
+    let page = Rc::clone(page);
+    Session::abandonable(CpuBackend::new(1), EngineKind::Wasm, Rc::new(Abandon::new(move || page.look())))
+}
+
+fn weights(s: &Cpu) -> Vec<u32> {
+    let state = block_on(s.run().unwrap().trainer.resume_state()).unwrap();
+    state.weights.iter().chain(&state.adam_m).chain(&state.adam_v).map(|x| x.to_bits()).collect()
+}
+
+fn losses(s: &Cpu) -> Vec<(usize, u32, Option<u32>)> {
+    let history = s.run().unwrap().trainer.history();
+    history.iter().map(|p| (p.step, p.train_loss.to_bits(), p.val_loss.map(f32::to_bits))).collect()
+}
+
+#[test]
+fn whole_steps_given_up_mid_step_and_taken_again_train_the_uninterrupted_run() {
+    let clock = SystemClock::default();
+    let (quiet_page, page) = (Rc::new(Page::default()), Rc::new(Page::default()));
+    let (mut quiet, mut s) = (session(&quiet_page), session(&page));
+    assert!(s.abandons_units());
+    for x in [&mut quiet, &mut s] {
+        x.start(request(), shakespeare(), 0.0).unwrap();
+        assert_eq!(x.run().unwrap().rows_per_part(), 64, "a whole batch a unit (parts.rs: unit_rows)");
+    }
+    while quiet.tick(0.0, &clock).unwrap().busy {}
+
+    // A message arrives at different points of the units (training steps and validation
+    // batches alike): each such unit is given up, the message handled, and the run goes on.
+    let mut given_up = 0;
+    for after in [2, 9, 40, 90, 150, 230, 5, 60].into_iter().cycle().take(200) {
+        if !s.is_busy() {
+            break;
+        }
+        let before = (s.run().unwrap().step(), losses(&s).len());
+        page.post_after(after);
+        let outcome = s.tick(0.0, &clock).unwrap();
+        assert!(outcome.busy);
+        if page.waiting.get() {
+            if (s.run().unwrap().step(), losses(&s).len()) == before {
+                given_up += 1;
+                assert_eq!(s.run().unwrap().trainer.rows_done(), 0, "nothing of a given-up step stays");
+            }
+            // The message: a pause and a resume, answered at once.
+            page.handled();
+            s.pause().unwrap();
+            assert_eq!(s.run().unwrap().state, RunState::Paused);
+            s.resume(0.0).unwrap();
+        }
+        page.handled();
+        // Then a tick that nothing interrupts.
+        s.tick(0.0, &clock).unwrap();
+    }
+    assert!(!s.is_busy(), "the run finished");
+    assert!(given_up >= 4, "units given up: {given_up}");
+    assert_eq!(losses(&s), losses(&quiet), "the same training and validation losses, bit for bit");
+    assert_eq!(losses(&s).len(), 6);
+    assert_eq!(weights(&s), weights(&quiet), "the same weights and AdamW moments, bit for bit");
+}
+
+#[test]
+fn a_message_waiting_before_a_tick_is_answered_before_any_work() {
+    let clock = SystemClock::default();
+    let page = Rc::new(Page::default());
+    let mut s = session(&page);
+    s.start(request(), shakespeare(), 0.0).unwrap();
+    page.post_after(0);
+    let outcome = s.tick(50.0, &clock).unwrap();
+    assert!(outcome.busy && outcome.messages.is_empty());
+    assert_eq!((s.run().unwrap().step(), s.run().unwrap().trainer.rows_done()), (0, 0));
+    page.handled();
+    s.tick(0.0, &clock).unwrap();
+    assert_eq!(s.run().unwrap().step(), 1);
+}
+
+#[test]
+fn without_a_counter_steps_are_taken_in_row_parts() {
+    let s = Session::abandonable(CpuBackend::new(1), EngineKind::Wasm, Rc::new(Abandon::never()));
+    assert!(!s.abandons_units());
+    let mut s = s;
+    s.start(request(), shakespeare(), 0.0).unwrap();
+    assert_eq!(s.run().unwrap().rows_per_part(), 22, "tiny at batch 64: 22 + 22 + 20 rows (parts.rs)");
+}
