@@ -33,8 +33,10 @@ use crate::parallel::Parallel;
 /// Depth of one k slice: a `KC × nr` B panel (16 KiB for AVX2, 32 KiB for AVX-512) stays
 /// in L1 while the `mr`-row A panels stream past it.
 const KC: usize = 256;
-/// Rows per parallel piece; a multiple of every variant's `mr` (4, 6, 12).
+/// Rows per parallel piece; it and its half are multiples of every variant's `mr` (4, 6, 12).
 const MC: usize = 48;
+/// The fewest [`Split::Rows`] pieces worth cutting a small C into (see [`few_rows_piece`]).
+const MIN_PIECES: usize = 4;
 /// Columns per parallel piece when C has few row blocks; a multiple of every variant's `nr`
 /// (8, 16, 32).
 const NC: usize = 256;
@@ -165,7 +167,7 @@ fn matmul_split(
     assert!(
         kernel.mr * kernel.nr <= MAX_TILE
             && matches!(kernel.nr, 8 | 16 | 32)
-            && MC.is_multiple_of(kernel.mr)
+            && (MC / 2).is_multiple_of(kernel.mr)
             && NC.is_multiple_of(kernel.nr)
             && NC_WIDE.is_multiple_of(kernel.nr)
     );
@@ -193,7 +195,8 @@ fn matmul_split(
                 let packed = at_least(&mut packed, n.div_ceil(kernel.nr) * k * kernel.nr);
                 pack_b(par, packed, b, k, n, kernel.nr);
                 let nc = if m.div_ceil(MC) >= ROW_BLOCKS_FOR_WIDE { NC_WIDE } else { NC };
-                (PanelsOfB::Shared(&packed[..]), MC, nc)
+                let (rows, cols) = few_rows_piece(m, n, nc, kernel.nr);
+                (PanelsOfB::Shared(&packed[..]), rows, cols)
             }
         };
         let out = OutPtr(c.as_mut_ptr());
@@ -215,6 +218,25 @@ fn matmul_split(
             unsafe { (kernel.piece)(&piece) }
         });
     });
+}
+
+/// Rows × columns of a [`Split::Rows`] piece: `MC` × `nc`, unless C is too small to give
+/// [`MIN_PIECES`] of those (a narrow layer's weight gradient, `96x96x1024:tn` at `small`,
+/// made two pieces and ran no faster on two threads than on one): then rows are halved
+/// down to `MC / 2`, and then columns (in whole `nr` panels), until it does.
+fn few_rows_piece(m: usize, n: usize, nc: usize, nr: usize) -> (usize, usize) {
+    let (mut rows, mut cols) = (MC, nc);
+    let pieces = |rows: usize, cols: usize| m.div_ceil(rows) * n.div_ceil(cols);
+    while pieces(rows, cols) < MIN_PIECES {
+        if rows > MC / 2 && m > rows / 2 {
+            rows /= 2;
+        } else if cols > nr && n > nr {
+            cols = (cols / 2).div_ceil(nr) * nr;
+        } else {
+            break;
+        }
+    }
+    (rows, cols)
 }
 
 /// Rows × columns of a deep piece: [`DEEP_SIDE`] square, the longer side (rows first)
