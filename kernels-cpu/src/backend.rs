@@ -82,11 +82,15 @@ impl CpuBackend {
     /// to sleep between two of them woke too late to help with the next. For a program's
     /// one backend (the CLI): the started threads spin on a core for up to 2 ms after each
     /// op. Called from several threads at once, one runs its op on the pool and the others
-    /// run theirs inline. Results are the same bits.
+    /// run theirs inline. More threads than the machine's cores get [`CpuBackend::try_new`]'s
+    /// rayon pool instead: a spinning thread would then take the core from one holding a
+    /// piece the op waits for. Results are the same bits either way.
     pub fn try_new_on_this_thread(threads: usize) -> Result<Self, CpuBackendError> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         match threads {
             0 => Err(CpuBackendError::ZeroThreads),
             1 => Ok(Self::default()),
+            _ if threads > cores => Self::try_new(threads),
             _ => {
                 let pool = SpinPool::new(threads)
                     .map_err(|e| CpuBackendError::ThreadPool { threads, reason: e.to_string() })?;
