@@ -106,6 +106,22 @@ impl CpuBackend {
         CpuBackend { par: Parallel::Global, ..Self::default() }
     }
 
+    /// Like [`CpuBackend::try_new_on_this_thread`] with as many threads as rayon's global
+    /// pool has, the started ones being tasks that occupy all but one of that pool's threads
+    /// for the backend's lifetime (`SpinPool::on_global_pool`): the browser's threads build,
+    /// where wasm-bindgen-rayon's pool is the only way to have threads, and rayon's sleeping
+    /// workers made it no faster than one thread. For a program's one backend; with one
+    /// thread it runs inline. Results are the same bits.
+    pub fn awake_on_global_pool() -> Self {
+        match rayon::current_num_threads() {
+            0 | 1 => Self::default(),
+            threads => CpuBackend {
+                par: Parallel::Spin(Arc::new(SpinPool::on_global_pool(threads))),
+                ..Self::default()
+            },
+        }
+    }
+
     /// The same backend (sharing its threads) running `kernels`; always succeeds, since
     /// [`Kernels::Fast`] falls back to the reference where the CPU has no fast variant.
     pub fn with_kernels(self, kernels: Kernels) -> Self {

@@ -19,7 +19,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(not(target_arch = "wasm32"))]
+use std::time::Instant;
 
 /// How long a started thread spins on the ticket after its last item before it starts
 /// yielding the core to other processes.
@@ -95,7 +97,7 @@ impl Shared {
     /// after the last, then sleeps until woken.
     fn work(&self) {
         IN_OP.set(true);
-        let mut idle_since = Instant::now();
+        let mut idle_since = IdleClock::now();
         let mut idle_rounds = 0u32;
         while !self.stop.load(Ordering::Relaxed) {
             if self.run_one().is_some() {
@@ -104,17 +106,18 @@ impl Shared {
             }
             idle_rounds += 1;
             if idle_rounds == 1 {
-                idle_since = Instant::now();
+                idle_since = IdleClock::now();
             }
             if !idle_rounds.is_multiple_of(64) {
                 std::hint::spin_loop();
                 continue;
             }
-            let idle = idle_since.elapsed();
+            let idle = idle_since.elapsed(idle_rounds);
             if idle < SPIN {
                 std::hint::spin_loop();
             } else if idle < AWAKE {
-                std::thread::yield_now();
+                give_way();
+                idle_since.gave_way();
             } else {
                 let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
                 self.sleeping.fetch_add(1, Ordering::SeqCst);
@@ -125,6 +128,65 @@ impl Shared {
                 idle_rounds = 0;
             }
         }
+    }
+}
+
+/// Lets another thread have this core for a moment, for a thread that waits: natively
+/// `yield_now`; on wasm32, where `yield_now` does nothing, a nap of [`WASM_NAP`] (an
+/// atomic wait with a timeout). Without it a waiting thread kept its core from the thread
+/// it waited for on a busy machine (a `small` step took 1.8 s instead of 0.1 s in Chromium
+/// on the loaded 2-core VM).
+fn give_way() {
+    #[cfg(not(target_arch = "wasm32"))]
+    std::thread::yield_now();
+    #[cfg(target_arch = "wasm32")]
+    std::thread::sleep(WASM_NAP);
+}
+
+/// How long [`give_way`] naps on wasm32.
+#[cfg(target_arch = "wasm32")]
+const WASM_NAP: Duration = Duration::from_micros(20);
+
+/// How long a started thread has been idle: a clock natively; on wasm32, where std has no
+/// clock (`Instant::now` panics there), its idle rounds at an assumed [`WASM_ROUND`] each
+/// plus its naps, so a thread sleeps after roughly [`AWAKE`] there too.
+#[cfg(not(target_arch = "wasm32"))]
+struct IdleClock(Instant);
+
+#[cfg(not(target_arch = "wasm32"))]
+impl IdleClock {
+    fn now() -> Self {
+        IdleClock(Instant::now())
+    }
+
+    fn elapsed(&self, _rounds: u32) -> Duration {
+        self.0.elapsed()
+    }
+
+    fn gave_way(&mut self) {}
+}
+
+/// What one idle round (a look at the ticket) is taken to cost on wasm32.
+#[cfg(target_arch = "wasm32")]
+const WASM_ROUND: Duration = Duration::from_nanos(5);
+
+#[cfg(target_arch = "wasm32")]
+struct IdleClock {
+    naps: u32,
+}
+
+#[cfg(target_arch = "wasm32")]
+impl IdleClock {
+    fn now() -> Self {
+        IdleClock { naps: 0 }
+    }
+
+    fn elapsed(&self, rounds: u32) -> Duration {
+        WASM_ROUND * rounds + WASM_NAP * self.naps
+    }
+
+    fn gave_way(&mut self) {
+        self.naps += 1;
     }
 }
 
@@ -147,6 +209,33 @@ impl std::fmt::Debug for SpinPool {
 impl SpinPool {
     /// Starts `threads - 1` threads (the caller of each op is the last one).
     pub fn new(threads: usize) -> std::io::Result<SpinPool> {
+        let mut pool = SpinPool::unstarted(threads);
+        for i in 1..threads {
+            let shared = Arc::clone(&pool.shared);
+            let worker =
+                std::thread::Builder::new().name(format!("tinygpt-cpu-{i}")).spawn(move || shared.work())?;
+            pool.workers.push(worker);
+        }
+        Ok(pool)
+    }
+
+    /// A pool whose `threads - 1` started threads are tasks that occupy threads of rayon's
+    /// global pool for the pool's lifetime: in a browser, wasm-bindgen-rayon's
+    /// `initThreadPool` starts that pool's Web Workers, and a program cannot start threads
+    /// any other way. Rayon's own workers sleep between a step's short ops and woke too late
+    /// to help (the wasm threads build was no faster than one thread on 2 cores), so here as
+    /// natively the started threads stay awake between ops. Needs `threads - 1` free threads
+    /// in the global pool.
+    pub fn on_global_pool(threads: usize) -> SpinPool {
+        let pool = SpinPool::unstarted(threads);
+        for _ in 1..threads {
+            let shared = Arc::clone(&pool.shared);
+            rayon::spawn(move || shared.work());
+        }
+        pool
+    }
+
+    fn unstarted(threads: usize) -> SpinPool {
         let shared = Arc::new(Shared {
             ticket: AtomicU64::new(0),
             job: UnsafeCell::new(None),
@@ -157,14 +246,7 @@ impl SpinPool {
             lock: Mutex::new(()),
             wake: Condvar::new(),
         });
-        let mut pool = SpinPool { shared, threads, workers: Vec::new(), submit: Mutex::new(0) };
-        for i in 1..threads {
-            let shared = Arc::clone(&pool.shared);
-            let worker =
-                std::thread::Builder::new().name(format!("tinygpt-cpu-{i}")).spawn(move || shared.work())?;
-            pool.workers.push(worker);
-        }
-        Ok(pool)
+        SpinPool { shared, threads, workers: Vec::new(), submit: Mutex::new(0) }
     }
 
     pub fn threads(&self) -> usize {
@@ -205,7 +287,7 @@ impl SpinPool {
             if rounds < 1 << 12 {
                 std::hint::spin_loop();
             } else {
-                std::thread::yield_now();
+                give_way();
             }
         }
         // SAFETY: every item is done, so no other thread reads the job any more.
@@ -277,6 +359,19 @@ mod tests {
         }
         std::thread::sleep(AWAKE * 3);
         assert_eq!(pool.map(64, |i| i + 1), (1..=64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_pool_on_rayons_global_threads_gives_every_item_in_order() {
+        let pool = SpinPool::on_global_pool(2);
+        for n in [0, 1, 7, 5000] {
+            assert_eq!(pool.map(n, |i| i * 3), (0..n).map(|i| i * 3).collect::<Vec<_>>());
+        }
+        std::thread::sleep(AWAKE * 3);
+        assert_eq!(pool.map(64, |i| i + 1), (1..=64).collect::<Vec<_>>());
+        drop(pool);
+        // The global pool still runs work after the pool is gone.
+        assert_eq!(rayon::join(|| 1, || 2), (1, 2));
     }
 
     #[test]
