@@ -177,3 +177,54 @@ for (const [preset, backend] of [['small', 'wasm-simd-threads'], ['medium', 'was
     }
   });
 }
+
+// A client that shares no pending-message counter (a page that is not cross-origin isolated
+// has no SharedArrayBuffer) gets the fallback: row parts of each step (worker/src/parts.rs),
+// so commands still get in between parts.
+test('without the shared counter the worker takes medium in row parts and pause still answers within 200 ms', { timeout: 180_000 }, async () => {
+  const browser = await openBrowser();
+  try {
+    const page = await openPage(browser.context, '?storage=memory');
+    const result = await page.evaluate(async () => {
+      const worker = new Worker(new URL('./worker.js', location.href), { type: 'module' });
+      const next = (wanted) =>
+        new Promise((resolve) => {
+          const listen = (event) => {
+            if (wanted(event.data)) {
+              worker.removeEventListener('message', listen);
+              resolve(event.data);
+            }
+          };
+          worker.addEventListener('message', listen);
+        });
+      const ready = next((m) => m.type === 'ready');
+      worker.postMessage({ type: 'init', backend: 'wasm-simd-threads', storage: 'memory' });
+      const { capabilities } = await ready;
+      const bytes = new Uint8Array(await (await fetch('./data/tinyshakespeare.txt')).arrayBuffer());
+      const stepped = next((m) => m.type === 'progress' && m.step >= 2);
+      const trainingConfig = { max_steps: 1000, eval_interval: 1000, checkpoint_interval: 1000 };
+      worker.postMessage({ type: 'train', preset: 'medium', trainingConfig, dataset: { name: 'shakespeare.txt', bytes } });
+      await stepped;
+      const pauses = [];
+      for (let i = 0; i < 3; i++) {
+        const t0 = performance.now();
+        const paused = next((m) => m.type === 'status' && m.state === 'paused');
+        worker.postMessage({ type: 'pause' });
+        await paused;
+        pauses.push(performance.now() - t0);
+        const resumed = next((m) => m.type === 'status' && m.state === 'training');
+        worker.postMessage({ type: 'resume' });
+        await resumed;
+        await new Promise((r) => setTimeout(r, 150 + 130 * i));
+      }
+      worker.terminate();
+      return { backend: capabilities.backend, pauses };
+    });
+    console.log(`medium without the counter (${result.backend}): pause ${result.pauses.map((ms) => ms.toFixed(0)).join(', ')} ms`);
+    assert.equal(result.backend, 'wasm-simd-threads');
+    for (const ms of result.pauses) assert.ok(ms < 200, `pause took ${ms.toFixed(0)} ms`);
+    assert.deepEqual(page.pageErrors, []);
+  } finally {
+    await browser.close();
+  }
+});
