@@ -81,14 +81,28 @@ fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) 
                     if ta { b_val.matmul(&dc, None, tb, true) } else { dc.matmul(b_val, None, false, !tb) };
                 out.push((*a, da.reshape(a_val.shape().clone())));
             }
-            if wants(*b) {
-                // dB = op(A)ᵀ · dC, or its transpose when B is stored transposed.
-                let db = if tb { dc.matmul(&a2, None, true, ta) } else { a2.matmul(&dc, None, !ta, false) };
-                out.push((*b, db));
-            }
-            if let Some(bias) = bias {
-                if wants(*bias) {
-                    out.push((*bias, dc.sum_rows()));
+            let bias = bias.filter(|&bias| wants(bias));
+            match (wants(*b), bias) {
+                // A linear's weight (B stored transposed): dB = dCᵀ · op(A), and the bias
+                // gradient (dC's column sums) from the same call.
+                (true, Some(bias)) if tb => {
+                    let (db, dbias) = dc.matmul_sum_rows(&a2, ta);
+                    out.push((*b, db));
+                    out.push((bias, dbias));
+                }
+                (wants_b, bias) => {
+                    if wants_b {
+                        // dB = op(A)ᵀ · dC, or its transpose when B is stored transposed.
+                        let db = if tb {
+                            dc.matmul(&a2, None, true, ta)
+                        } else {
+                            a2.matmul(&dc, None, !ta, false)
+                        };
+                        out.push((*b, db));
+                    }
+                    if let Some(bias) = bias {
+                        out.push((bias, dc.sum_rows()));
+                    }
                 }
             }
         }

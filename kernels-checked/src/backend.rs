@@ -120,6 +120,20 @@ impl<B: Backend> Backend for Checked<B> {
         let shape = || matmul_shape(&dims);
         self.op("matmul", shape, ins, |be| be.matmul(a, b, bias, dims), |y| vec![In::finite("out", y, m * n)])
     }
+    fn matmul_sum_rows(
+        &self,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        dims: MatmulDims,
+    ) -> (Self::Storage, Self::Storage) {
+        let MatmulDims { m, k, n, .. } = dims;
+        let ins = vec![In::finite("a", a, m * k), In::finite("b", b, k * n)];
+        let shape = || matmul_shape(&dims);
+        let outs = |(y, sums): &(Self::Storage, Self::Storage)| {
+            vec![In::finite("out", y, m * n), In::finite("sums", sums, m)]
+        };
+        self.op("matmul_sum_rows", shape, ins, |be| be.matmul_sum_rows(a, b, dims), outs)
+    }
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
         let ins = vec![In::whole("table", table)];
         let shape = || format!("n {n}, dim {dim}");

@@ -85,8 +85,6 @@ pub struct WgpuBackend {
     pub(crate) matmul_path: MatmulPath,
     /// Slices of k for every tiled matmul, instead of the tuning's choice (tests).
     pub(crate) matmul_split_k: Option<usize>,
-    /// Whether training attention runs the fused kernels where they fit (`flash.rs`).
-    pub(crate) fused_attention: bool,
 }
 
 impl fmt::Debug for WgpuBackend {
@@ -202,8 +200,7 @@ impl WgpuBackend {
         };
         let matmul_path =
             if info.device_type == wgpu::DeviceType::Cpu { MatmulPath::Direct } else { MatmulPath::Tiled };
-        let fused_attention = gpu.tuning.fused_attention;
-        Ok(WgpuBackend { gpu: Arc::new(gpu), matmul_path, matmul_split_k: None, fused_attention })
+        Ok(WgpuBackend { gpu: Arc::new(gpu), matmul_path, matmul_split_k: None })
     }
 
     /// The same device with another matmul kernel (the default: [`MatmulPath::Direct`] on
@@ -217,15 +214,6 @@ impl WgpuBackend {
     /// shape calls for (the default). For tests and tuning.
     pub fn with_matmul_split_k(&self, slices: Option<usize>) -> Self {
         WgpuBackend { matmul_split_k: slices, ..self.clone() }
-    }
-
-    /// The same device with training attention on the fused kernels (`on`, where the
-    /// shape and the device's workgroup memory allow) or through the probabilities; the
-    /// default is off (`TINYGPT_WGPU_FUSED_ATTENTION=1` turns it on): on the H200 the fused
-    /// kernels are slower than the probabilities' batched products (BENCHMARKS.md). For
-    /// tests and tuning.
-    pub fn with_fused_attention(&self, on: bool) -> Self {
-        WgpuBackend { fused_attention: on, ..self.clone() }
     }
 
     /// The matmul kernels in use.

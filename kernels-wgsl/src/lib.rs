@@ -33,7 +33,6 @@
 mod backend;
 mod copy_many;
 mod error;
-mod flash;
 mod matmul;
 mod ops;
 mod pipelines;

@@ -6,12 +6,13 @@ use tinygpt_tensor::MatmulDims;
 
 use crate::pipelines::{Access, Kernel};
 use crate::pool::GpuBuffer;
-use crate::tuning::Tuning;
+use crate::tuning::{TileSpec, Tuning, NARROW_MAX_N, SPLIT_TILE_MAX_LARGE};
 use crate::{MatmulPath, WgpuBackend};
 
 use Access::{Read as R, ReadWrite as W};
 
 const MATMUL: &str = include_str!("shaders/matmul.wgsl");
+const TRANSPOSE: &str = include_str!("shaders/transpose.wgsl");
 
 const K_MATMUL_DIRECT: Kernel =
     Kernel { parts: &[MATMUL], entry: "matmul_direct", bindings: &[(1, R), (2, R), (3, W)] };
@@ -20,10 +21,16 @@ const K_MATMUL_DIRECT_BIAS: Kernel =
 const K_MATMUL: Kernel = Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W)] };
 const K_MATMUL_BIAS: Kernel =
     Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W), (4, R)] };
+const K_MATMUL_ROW_SUMS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W), (5, W)] };
+const K_MATMUL_SPLIT_SUM_ROW_SUMS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_split_sum", bindings: &[(1, R), (3, W), (5, W)] };
 const K_MATMUL_SPLIT_SUM: Kernel =
     Kernel { parts: &[MATMUL], entry: "matmul_split_sum", bindings: &[(1, R), (3, W)] };
 const K_MATMUL_SPLIT_SUM_BIAS: Kernel =
     Kernel { parts: &[MATMUL], entry: "matmul_split_sum", bindings: &[(1, R), (3, W), (4, R)] };
+
+const K_TRANSPOSE: Kernel = Kernel { parts: &[TRANSPOSE], entry: "transpose", bindings: &[(1, R), (2, W)] };
 
 /// Invocations per workgroup of `matmul_split_sum`.
 const SPLIT_SUM_WG: usize = 256;
@@ -54,29 +61,51 @@ fn tiles(tile: Tile, m: usize, n: usize) -> usize {
     m.div_ceil(tile.bm) * n.div_ceil(tile.bn)
 }
 
-fn large_tile(tuning: &Tuning) -> Tile {
-    match tuning.large_tile {
-        Some((bm, bn, t)) => {
-            Tile { bm, bn, tm: t.unwrap_or(bm / 16), tn: t.unwrap_or(bn / 16), ..TILE_LARGE }
-        }
-        None => TILE_LARGE,
-    }
+fn spec_tile(spec: TileSpec) -> Tile {
+    let TileSpec { bm, bn, tm, tn } = spec;
+    Tile { bm, bn, tm, tn, ..TILE_LARGE }
 }
 
-/// The tile for `batch` products of [m, n]: the large one when one product has enough of
+fn large_tile(tuning: &Tuning) -> Tile {
+    tuning.large_tile.map_or(TILE_LARGE, spec_tile)
+}
+
+/// The tile for `g.batch` products of [m, n]: the large one when one product has enough of
 /// them; otherwise the small one, as 64 invocations of 8 × 8 outputs for a batched product
 /// (attention's per-head ones: many workgroups over all batches, so each can be dense; on
 /// the H200 at the shakespeare-char recipe's shape 3.3 -> 3.1 ms a step for the three
-/// kinds) unless `batched_dense` is off.
-fn pick_tile(tuning: &Tuning, m: usize, n: usize, batch: usize) -> Tile {
+/// kinds) unless `batched_dense` is off. Among the large-tile products, a plain (`nn`)
+/// one with a narrow output takes `narrow_tile` (see [`Tuning`]).
+fn pick_tile(tuning: &Tuning, g: &Gemm) -> Tile {
+    let (m, n) = (g.m, g.n);
     let large = large_tile(tuning);
     if tiles(large, m, n) >= LARGE_TILE_MIN_GROUPS {
-        large
-    } else if batch > 1 && tuning.batched_dense {
+        let plain = !g.trans_a && !g.trans_b;
+        match tuning.narrow_tile {
+            Some(narrow) if plain && n <= NARROW_MAX_N => spec_tile(narrow),
+            _ => large,
+        }
+    } else if g.batch > 1 && tuning.batched_dense {
         TILE_SMALL_DENSE
     } else {
         TILE_SMALL
     }
+}
+
+/// Whether `g` (B stored transposed, [n, k]) runs as B transposed first and then the plain
+/// product: a big unbatched one whose B is at most an eighth of A (a linear's forward,
+/// `x · Wᵀ`). Both sum every output over k in the same order, so the result is the same
+/// bit for bit; on the H200 the plain layout runs faster (at the shakespeare-char recipe's
+/// 16,384 × 384 outputs 34 -> 40 TFLOP/s) than the transpose costs.
+fn transposes_b(tuning: &Tuning, g: &Gemm) -> bool {
+    tuning.nt_as_nn
+        && g.trans_b
+        && !g.trans_a
+        && g.batch == 1
+        && g.causal == Causal::None
+        && g.b.ld == g.k
+        && tiles(large_tile(tuning), g.m, g.n) >= LARGE_TILE_MIN_GROUPS
+        && g.n * 8 <= g.m
 }
 
 /// The tile and slices of k for a tiled product (`splittable`: unbatched, no causal skip).
@@ -85,7 +114,7 @@ fn pick_tile(tuning: &Tuning, m: usize, n: usize, batch: usize) -> Tile {
 /// otherwise a small output takes small tiles (split too when k is long).
 fn plan_tiled(tuning: &Tuning, g: &Gemm, splittable: bool) -> (Tile, usize) {
     let (m, n, k) = (g.m, g.n, g.k);
-    let tile = pick_tile(tuning, m, n, g.batch);
+    let tile = pick_tile(tuning, g);
     if !splittable {
         return (tile, 1);
     }
@@ -94,6 +123,12 @@ fn plan_tiled(tuning: &Tuning, g: &Gemm, splittable: bool) -> (Tile, usize) {
     // (A quarter of the split target: slices of k shorter than `split_k_large`'s would
     // cost more than the smaller tile's lower arithmetic per load.)
     if tuning.split_large && large_split > 1 && large * large_split >= tuning.split_target_groups / 4 {
+        // An output of a few large tiles only (a 384 × 384 weight gradient: 9) takes
+        // `split_tile`, more of them, each split as the large tiles would be.
+        if let Some(spec) = tuning.split_tile.filter(|_| large <= SPLIT_TILE_MAX_LARGE) {
+            let tile = spec_tile(spec);
+            return (tile, tuning.split_k_large(tiles(tile, m, n), k));
+        }
         return (large_tile(tuning), large_split);
     }
     (tile, tuning.split_k(tiles(tile, m, n), k))
@@ -184,6 +219,8 @@ struct Variant {
     double_buffer: bool,
     /// Stages fetched as vec4s (see `vec4_fits`).
     vec4: bool,
+    /// op(A)'s rows summed too (ROW_SUMS in matmul.wgsl).
+    row_sums: bool,
 }
 
 /// Whether `g` may fetch its stages as vec4s with `tile` (VEC4 in matmul.wgsl): no bound
@@ -200,8 +237,18 @@ fn checked(tile: Tile, g: &Gemm) -> bool {
 
 /// The generated constants in front of matmul.wgsl for one variant.
 fn matmul_defines(v: Variant, g: &Gemm) -> String {
-    let Variant { tile, bias, split, double_buffer, vec4 } = v;
+    let Variant { tile, bias, split, double_buffer, vec4, row_sums } = v;
     let checked = checked(tile, g);
+    let row_sum_fns = match (row_sums, split) {
+        (false, _) => "fn store_row_sum(slice: u32, i: u32, v: f32) {}\n\
+                       fn store_row_sum_final(i: u32, v: f32) {}",
+        (true, 1) => "@group(0) @binding(5) var<storage, read_write> sums: array<f32>;\n\
+                      fn store_row_sum(slice: u32, i: u32, v: f32) { sums[i] = v; }\n\
+                      fn store_row_sum_final(i: u32, v: f32) { sums[i] = v; }",
+        (true, _) => "@group(0) @binding(5) var<storage, read_write> sums: array<f32>;\n\
+                      fn store_row_sum(slice: u32, i: u32, v: f32) { c[SPLIT_K * p.m * p.n + slice * p.m + i] = v; }\n\
+                      fn store_row_sum_final(i: u32, v: f32) { sums[i] = v; }",
+    };
     let bias_fn = if bias {
         "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n\
          fn bias_at(j: u32) -> f32 { return bias[j]; }"
@@ -213,7 +260,8 @@ fn matmul_defines(v: Variant, g: &Gemm) -> String {
         "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
          const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
          const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n\
-         const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n{bias_fn}\n{operands}",
+         const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n\
+         const ROW_SUMS: bool = {row_sums};\n{bias_fn}\n{row_sum_fns}\n{operands}",
         tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, g.trans_a, g.trans_b, g.causal as u32,
     )
 }
@@ -233,9 +281,44 @@ impl WgpuBackend {
         out: &GpuBuffer<f32>,
         g: &Gemm,
     ) {
+        self.gemm_with(a, b, bias, None, out, g)
+    }
+
+    /// Records `g` (unbatched, A stored transposed; the tiled path) writing `out`, and
+    /// op(A)'s rows summed over k into `sums` [m] (ROW_SUMS in matmul.wgsl).
+    pub(crate) fn gemm_row_sums(
+        &self,
+        a: &GpuBuffer<f32>,
+        b: &GpuBuffer<f32>,
+        out: &GpuBuffer<f32>,
+        sums: &GpuBuffer<f32>,
+        g: &Gemm,
+    ) {
+        assert!(g.trans_a && g.batch == 1, "matmul: row sums only of an unbatched A stored transposed");
+        self.gemm_with(a, b, None, Some(sums), out, g)
+    }
+
+    fn gemm_with(
+        &self,
+        a: &GpuBuffer<f32>,
+        b: &GpuBuffer<f32>,
+        bias: Option<&GpuBuffer<f32>>,
+        row_sums: Option<&GpuBuffer<f32>>,
+        out: &GpuBuffer<f32>,
+        g: &Gemm,
+    ) {
         let (m, n, k) = (g.m, g.n, g.k);
         if m * n * g.batch == 0 {
             return;
+        }
+        let tuning = &self.gpu.tuning;
+        if self.matmul_path == MatmulPath::Tiled && transposes_b(tuning, g) {
+            let b_plain = self.alloc::<f32>(n * k);
+            let params = [u(n), u(k)];
+            let grid = [u(k.div_ceil(32)), u(n.div_ceil(32)), 1];
+            self.run(&K_TRANSPOSE, "", &params, &[b.bind(), b_plain.bind()], grid);
+            let plain = Gemm { trans_b: false, b: Operand { ld: n, outer: 0, inner: 0 }, ..*g };
+            return self.gemm_with(a, &b_plain, bias, row_sums, out, &plain);
         }
         assert!(bias.is_none() || g.batch == 1, "matmul: a bias only on unbatched products");
         let max_grid = self.gpu.adapter.max_compute_workgroups_per_dimension as usize;
@@ -246,14 +329,11 @@ impl WgpuBackend {
         );
         // k = 0 needs no special case: the kernel's k loop runs no stage and writes the bias.
         let splittable = g.batch == 1 && g.causal == Causal::None;
-        let tuning = &self.gpu.tuning;
         let (tile, split, kernels) = match (self.matmul_path, self.matmul_split_k) {
             (MatmulPath::Direct, _) => (TILE_DIRECT, 1, [&K_MATMUL_DIRECT, &K_MATMUL_DIRECT_BIAS]),
             (MatmulPath::Tiled, forced) => {
                 let (tile, split) = match forced {
-                    Some(forced) => {
-                        (pick_tile(tuning, m, n, g.batch), if splittable { forced.max(1) } else { 1 })
-                    }
+                    Some(forced) => (pick_tile(tuning, g), if splittable { forced.max(1) } else { 1 }),
                     None => plan_tiled(tuning, g, splittable),
                 };
                 let tile = Tile { bk: tuning.matmul_bk.unwrap_or(tile.bk), ..tile };
@@ -264,7 +344,7 @@ impl WgpuBackend {
         let double_buffer = tuning.double_buffer.unwrap_or(g.trans_b);
         // The partial sums must fit one binding, and no more slices than the grid allows.
         let max_binding = self.gpu.adapter.max_storage_buffer_binding_size as usize;
-        let split = split.min(max_binding / (m * n * 4)).min(max_grid).max(1);
+        let split = split.min(max_binding / ((m * n + m) * 4)).min(max_grid).max(1);
         // Slices of k are whole stages; `split` shrinks to the slices that hold any of k.
         let k_chunk = k.div_ceil(split).next_multiple_of(tile.bk).max(tile.bk);
         let split = k.div_ceil(k_chunk).max(1);
@@ -286,31 +366,48 @@ impl WgpuBackend {
         ];
         let grid = [u(tiles[0]), u(tiles[1]), u(split * g.batch)];
         let vec4 = tuning.matmul_vec4 && self.matmul_path == MatmulPath::Tiled && vec4_fits(tile, g);
-        let variant = Variant { tile, bias: bias.is_some(), split, double_buffer, vec4 };
+        assert!(row_sums.is_none() || self.matmul_path == MatmulPath::Tiled, "matmul_direct has no row sums");
+        let variant =
+            Variant { tile, bias: bias.is_some(), split, double_buffer, vec4, row_sums: row_sums.is_some() };
         if split == 1 {
             let defines = matmul_defines(variant, g);
-            match bias {
-                Some(bias) => {
+            match (bias, row_sums) {
+                (Some(bias), _) => {
                     let bufs = [a.bind(), b.bind(), out.bind(), bias.bind()];
                     self.run(kernels[1], &defines, &params, &bufs, grid)
                 }
-                None => self.run(kernels[0], &defines, &params, &[a.bind(), b.bind(), out.bind()], grid),
+                (None, Some(sums)) => {
+                    let bufs = [a.bind(), b.bind(), out.bind(), sums.bind()];
+                    self.run(&K_MATMUL_ROW_SUMS, &defines, &params, &bufs, grid)
+                }
+                (None, None) => {
+                    self.run(kernels[0], &defines, &params, &[a.bind(), b.bind(), out.bind()], grid)
+                }
             }
             return;
         }
-        // Each slice's sums into its own [m, n] of `partial`, then their sum (and the bias).
-        let partial = self.alloc::<f32>(split * m * n);
+        // Each slice's sums into its own [m, n] of `partial` (and its row sums after them),
+        // then their sum (and the bias).
+        let sums_len = if row_sums.is_some() { split * m } else { 0 };
+        let partial = self.alloc::<f32>(split * m * n + sums_len);
         let defines = matmul_defines(Variant { bias: false, ..variant }, g);
         self.run(&K_MATMUL, &defines, &params, &[a.bind(), b.bind(), partial.bind()], grid);
-        let grid = self.recorder().grid_1d((m * n).div_ceil(SPLIT_SUM_WG));
+        let outputs = m * n + if row_sums.is_some() { m } else { 0 };
+        let grid = self.recorder().grid_1d(outputs.div_ceil(SPLIT_SUM_WG));
         // (The partials arrive as `a`, read a value at a time.)
         let defines = matmul_defines(Variant { vec4: false, ..variant }, g);
-        match bias {
-            Some(bias) => {
+        match (bias, row_sums) {
+            (Some(bias), _) => {
                 let bufs = [partial.bind(), out.bind(), bias.bind()];
                 self.run(&K_MATMUL_SPLIT_SUM_BIAS, &defines, &params, &bufs, grid)
             }
-            None => self.run(&K_MATMUL_SPLIT_SUM, &defines, &params, &[partial.bind(), out.bind()], grid),
+            (None, Some(sums)) => {
+                let bufs = [partial.bind(), out.bind(), sums.bind()];
+                self.run(&K_MATMUL_SPLIT_SUM_ROW_SUMS, &defines, &params, &bufs, grid)
+            }
+            (None, None) => {
+                self.run(&K_MATMUL_SPLIT_SUM, &defines, &params, &[partial.bind(), out.bind()], grid)
+            }
         }
     }
 }
@@ -323,7 +420,7 @@ impl WgpuBackend {
     pub(crate) fn causal_block(&self, g: &Gemm) -> Option<usize> {
         match self.matmul_path {
             MatmulPath::Direct => None,
-            MatmulPath::Tiled => Some(pick_tile(&self.gpu.tuning, g.m, g.n, g.batch).bm),
+            MatmulPath::Tiled => Some(pick_tile(&self.gpu.tuning, g).bm),
         }
     }
 }

@@ -11,7 +11,7 @@ use tinygpt_tensor::{
 use crate::matmul::{Causal, Gemm, Operand};
 use crate::pipelines::{Access, Kernel, BLOCK_REDUCE, DROPOUT_MASK};
 use crate::pool::GpuBuffer;
-use crate::WgpuBackend;
+use crate::{MatmulPath, WgpuBackend};
 
 use Access::{Read as R, ReadWrite as W};
 
@@ -306,6 +306,24 @@ impl Backend for WgpuBackend {
         out
     }
 
+    fn matmul_sum_rows(
+        &self,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        dims: MatmulDims,
+    ) -> (Self::Storage, Self::Storage) {
+        let MatmulDims { m, k, n, trans_a, .. } = dims;
+        assert!(trans_a, "matmul_sum_rows: A must be stored transposed ([k, m])");
+        expect_len("matmul_sum_rows", "A", a, m * k);
+        expect_len("matmul_sum_rows", "B", b, k * n);
+        if self.matmul_path == MatmulPath::Direct || n == 0 {
+            return (self.matmul(a, b, None, dims), self.sum_rows(a, k, m));
+        }
+        let (out, sums) = (self.alloc(m * n), self.alloc(m));
+        self.gemm_row_sums(a, b, &out, &sums, &Gemm::plain(dims));
+        (out, sums)
+    }
+
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
         expect_len("embedding", "ids", ids, n);
         let table_rows = table.len().checked_div(dim).unwrap_or(0);
@@ -475,35 +493,8 @@ impl Backend for WgpuBackend {
         v: &Self::Storage,
         dims: AttentionDims,
     ) -> AttentionSaved<Self::Storage> {
-        if !self.flash_fits(&dims) {
-            let AttentionOut { out, probs } = self.attention_probs(q, k, v, dims, false);
-            return AttentionSaved { out, saved: probs };
-        }
-        let len = dims.batch * dims.seq * dims.channels();
-        expect_len("attention_for_training", "q", q, len);
-        expect_len("attention_for_training", "k", k, len);
-        expect_len("attention_for_training", "v", v, len);
-        self.flash_forward(q, k, v, dims)
-    }
-
-    fn attention_backward_saved(
-        &self,
-        dout: &Self::Storage,
-        q: &Self::Storage,
-        k: &Self::Storage,
-        v: &Self::Storage,
-        saved: &Self::Storage,
-        dims: AttentionDims,
-    ) -> AttentionGrads<Self::Storage> {
-        if !self.flash_fits(&dims) {
-            return self.attention_backward(dout, q, k, v, saved, dims);
-        }
-        let len = dims.batch * dims.seq * dims.channels();
-        for (what, buf) in [("dout", dout), ("q", q), ("k", k), ("v", v)] {
-            expect_len("attention_backward_saved", what, buf, len);
-        }
-        expect_len("attention_backward_saved", "saved", saved, dims.batch * dims.heads * dims.seq + len);
-        self.flash_backward(dout, q, k, v, saved, dims)
+        let AttentionOut { out, probs } = self.attention_probs(q, k, v, dims, false);
+        AttentionSaved { out, saved: probs }
     }
 
     fn cross_entropy(

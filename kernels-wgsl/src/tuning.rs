@@ -3,11 +3,51 @@
 //! GPUs: `TINYGPT_WGPU_SPLIT_BELOW`, `TINYGPT_WGPU_SPLIT_TARGET`,
 //! `TINYGPT_WGPU_MIN_K_SLICE`, `TINYGPT_WGPU_SUBMIT_EVERY`, `TINYGPT_WGPU_SPLIT_LARGE` (0 or 1),
 //! `TINYGPT_WGPU_MATMUL_BK`, `TINYGPT_WGPU_DOUBLE_BUFFER` (0 or 1), `TINYGPT_WGPU_MATMUL_VEC4`
-//! (0 or 1), `TINYGPT_WGPU_MATMUL_TILE` (the large tile, `BMxBN` or `BMxBN:T`: 64, 128 or
-//! 256 each, T outputs per invocation along each, 4 or 8), `TINYGPT_WGPU_BATCHED_DENSE`
-//! (0 or 1), `TINYGPT_WGPU_FUSED_ATTENTION` (0 or 1),
-//! `TINYGPT_WGPU_FLASH_TILE` (16 or 32). They change speed only: a split product sums in another
+//! (0 or 1), `TINYGPT_WGPU_MATMUL_TILE` (the large tile, `BMxBN`, `BMxBN:T` or `BMxBN:TMxTN`:
+//! see [`TileSpec::parse`]), `TINYGPT_WGPU_NARROW_TILE`, `TINYGPT_WGPU_SPLIT_TILE` (the
+//! same syntax, or `off`), `TINYGPT_WGPU_NT_AS_NN` (0 or 1),
+//! `TINYGPT_WGPU_BATCHED_DENSE` (0 or 1). They change speed only: a split product sums in another
 //! (still fixed) order, well inside the tests' tolerances.
+
+/// The widest output (columns) that takes [`Tuning::narrow_tile`].
+pub(crate) const NARROW_MAX_N: usize = 384;
+/// The most large tiles an output split over k may have and take [`Tuning::split_tile`].
+pub(crate) const SPLIT_TILE_MAX_LARGE: usize = 9;
+
+/// 64 × 128 outputs in 8 × 8 per invocation (128 invocations).
+const TILE_64X128: TileSpec = TileSpec { bm: 64, bn: 128, tm: 8, tn: 8 };
+
+/// A matmul block tile as the tuning knobs name it: `bm` × `bn` outputs per workgroup,
+/// `tm` × `tn` per invocation (so (bm / tm)·(bn / tn) invocations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TileSpec {
+    pub bm: usize,
+    pub bn: usize,
+    pub tm: usize,
+    pub tn: usize,
+}
+
+impl TileSpec {
+    /// `BMxBN` (16 × 16 invocations), `BMxBN:T` (T × T outputs each) or `BMxBN:TMxTN`;
+    /// `None` for `off` or a tile matmul.wgsl cannot take: BM and BN multiples of 16 from
+    /// 32 to 256, TM and TN 4, 8, 12 or 16 dividing them, at most 1024 invocations.
+    pub fn parse(v: &str) -> Option<TileSpec> {
+        let (tile, per) = v.split_once(':').map_or((v, None), |(t, p)| (t, Some(p)));
+        let (m, n) = tile.split_once('x')?;
+        let (bm, bn) = (m.parse::<usize>().ok()?, n.parse::<usize>().ok()?);
+        let (tm, tn) = match per {
+            None => (bm / 16, bn / 16),
+            Some(p) => match p.split_once('x') {
+                Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
+                None => (p.parse().ok()?, p.parse().ok()?),
+            },
+        };
+        let side = |v: usize| v.is_multiple_of(16) && (32..=256).contains(&v);
+        let per = |t: usize, b: usize| [4, 8, 12, 16].contains(&t) && b.is_multiple_of(t);
+        let ok = side(bm) && side(bn) && per(tm, bm) && per(tn, bn) && (bm / tm) * (bn / tn) <= 1024;
+        ok.then_some(TileSpec { bm, bn, tm, tn })
+    }
+}
 
 /// See the module docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,19 +78,25 @@ pub(crate) struct Tuning {
     /// Whether the tiled matmul fetches its stages as vec4s where the operands allow it
     /// (`matmul.rs`'s `vec4_fits`).
     pub matmul_vec4: bool,
-    /// The large tile's rows and columns instead of 128 × 128, and the outputs per
-    /// invocation along each (`BMxBN:T`; without `:T`, 16 × 16 invocations).
-    pub large_tile: Option<(usize, usize, Option<usize>)>,
+    /// The large tile instead of 128 × 128 in 8 × 8 outputs per invocation.
+    pub large_tile: Option<TileSpec>,
+    /// The tile of a plain (`nn`) product with a narrow output (at most [`NARROW_MAX_N`]
+    /// columns) that would take the large tile (`matmul.rs`'s `pick_tile`); `None`: the
+    /// large tile. On the H200 at 16,384 × 384 outputs, 64 × 128 against 128 × 128: `nn`
+    /// 34 -> 40 TFLOP/s (k 384), 42.9 -> 43.2 (k 1,536); `nt` lost (34 -> 30), so it
+    /// stays plain-only.
+    pub narrow_tile: Option<TileSpec>,
+    /// The tile of an output of at most [`SPLIT_TILE_MAX_LARGE`] large tiles that splits k
+    /// (`plan_tiled`); `None`: the large tile. On the H200, a 384 × 384 weight gradient
+    /// over 16,384 rows in 64 × 128 tiles (57 slices): 33.4 -> 37.7 TFLOP/s.
+    pub split_tile: Option<TileSpec>,
+    /// Whether a big product whose B is stored transposed and small transposes B first
+    /// and runs plain (`matmul.rs`'s `transposes_b`).
+    pub nt_as_nn: bool,
     /// Whether a batched product (attention's per-head ones) with small tiles computes
     /// them as 64 invocations of 8 × 8 outputs instead of 256 of 4 × 4 (`matmul.rs`'s
     /// `pick_tile`).
     pub batched_dense: bool,
-    /// Whether training attention runs the fused kernels (`flash.rs`) where they fit,
-    /// instead of materialising the probabilities: off, slower on the H200 (see `flash.rs`).
-    pub fused_attention: bool,
-    /// Rows of the fused attention kernels' shared tiles instead of the largest that fits
-    /// (`flash.rs`).
-    pub flash_tile: Option<usize>,
 }
 
 impl Default for Tuning {
@@ -65,9 +111,10 @@ impl Default for Tuning {
             double_buffer: None,
             matmul_vec4: true,
             large_tile: None,
+            narrow_tile: Some(TILE_64X128),
+            split_tile: Some(TILE_64X128),
+            nt_as_nn: true,
             batched_dense: true,
-            fused_attention: false,
-            flash_tile: None,
         }
     }
 }
@@ -100,28 +147,24 @@ impl Tuning {
         let mut vec4 = usize::from(t.matmul_vec4);
         read("TINYGPT_WGPU_MATMUL_VEC4", &mut vec4);
         t.matmul_vec4 = vec4 != 0;
+        let mut nt_as_nn = usize::from(t.nt_as_nn);
+        read("TINYGPT_WGPU_NT_AS_NN", &mut nt_as_nn);
+        t.nt_as_nn = nt_as_nn != 0;
         let mut dense = usize::from(t.batched_dense);
         read("TINYGPT_WGPU_BATCHED_DENSE", &mut dense);
         t.batched_dense = dense != 0;
-        let mut fused = usize::from(t.fused_attention);
-        read("TINYGPT_WGPU_FUSED_ATTENTION", &mut fused);
-        t.fused_attention = fused != 0;
-        let mut tile = 0;
-        read("TINYGPT_WGPU_FLASH_TILE", &mut tile);
-        t.flash_tile = [16, 32].contains(&tile).then_some(tile);
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some((bm, bn, per)) = std::env::var("TINYGPT_WGPU_MATMUL_TILE").ok().and_then(|v| {
-            let (tile, per) = v.split_once(':').map_or((v.as_str(), None), |(t, p)| (t, Some(p)));
-            let (m, n) = tile.split_once('x')?;
-            let per = match per {
-                Some(p) => Some(p.parse::<usize>().ok()?),
-                None => None,
-            };
-            Some((m.parse::<usize>().ok()?, n.parse::<usize>().ok()?, per))
-        }) {
-            let ok = |v: usize| [64, 128, 256].contains(&v);
-            let per_ok = per.is_none_or(|p| [4, 8].contains(&p));
-            t.large_tile = (ok(bm) && ok(bn) && per_ok).then_some((bm, bn, per));
+        {
+            let spec = |name: &str| std::env::var(name).ok().map(|v| TileSpec::parse(&v));
+            if let Some(large) = spec("TINYGPT_WGPU_MATMUL_TILE") {
+                t.large_tile = large;
+            }
+            if let Some(narrow) = spec("TINYGPT_WGPU_NARROW_TILE") {
+                t.narrow_tile = narrow;
+            }
+            if let Some(split) = spec("TINYGPT_WGPU_SPLIT_TILE") {
+                t.split_tile = split;
+            }
         }
         t.min_k_slice = t.min_k_slice.max(1);
         t
@@ -152,7 +195,7 @@ impl Tuning {
 
 #[cfg(test)]
 mod tests {
-    use super::Tuning;
+    use super::{TileSpec, Tuning};
 
     #[test]
     fn splits_only_products_with_few_tiles_and_a_long_k() {
@@ -168,5 +211,17 @@ mod tests {
         // Weight gradients at the shakespeare-char recipe (k = 16,384 rows), large tiles.
         assert_eq!(t.split_k_large(9, 16384), 64);
         assert_eq!(t.split_k_large(36, 16384), 29);
+    }
+
+    #[test]
+    fn tile_specs_parse_in_three_forms_and_refuse_what_the_shader_cannot_take() {
+        let spec = |bm, bn, tm, tn| Some(TileSpec { bm, bn, tm, tn });
+        assert_eq!(TileSpec::parse("128x128"), spec(128, 128, 8, 8));
+        assert_eq!(TileSpec::parse("64x128:8"), spec(64, 128, 8, 8));
+        assert_eq!(TileSpec::parse("128x96:8x8"), spec(128, 96, 8, 8));
+        assert_eq!(TileSpec::parse("128x192:8x12"), spec(128, 192, 8, 12));
+        for bad in ["off", "128", "100x128", "128x96:8x5", "32x32:16x16x", "256x256:4"] {
+            assert_eq!(TileSpec::parse(bad), None, "{bad}");
+        }
     }
 }

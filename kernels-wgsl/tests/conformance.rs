@@ -1,8 +1,7 @@
 //! The backend conformance kit (`tinygpt_tensor::conformance`) on the wgpu backend, on
 //! whatever adapter the machine has (Mesa's lavapipe in CI; see `testing.rs`), with the
 //! adapter's default matmul kernel, with each one forced, with every tiled product
-//! split over k (see `with_matmul_split_k`), and with training attention on the fused
-//! kernels (`with_fused_attention`). Each test returns early,
+//! split over k (see `with_matmul_split_k`). Each test returns early,
 //! passing, only when there is no adapter and `TINYGPT_ALLOW_NO_GPU=1`.
 
 use tinygpt_kernels_wgsl::testing::shared_backend;
@@ -36,14 +35,6 @@ mod split_matmul {
     use super::*;
     tinygpt_tensor::backend_conformance_tests!(match shared_backend() {
         Some(backend) => backend.with_matmul_path(MatmulPath::Tiled).with_matmul_split_k(Some(3)),
-        None => return,
-    });
-}
-
-mod fused_attention {
-    use super::*;
-    tinygpt_tensor::backend_conformance_tests!(match shared_backend() {
-        Some(backend) => backend.with_fused_attention(true),
         None => return,
     });
 }

@@ -122,19 +122,11 @@ fn saved_state_moves_between_backends() {
 /// 20 steps of `small` with dropout 0.2 on both backends: the counter-based masks are the
 /// same on each, so the losses agree step by step within the 1% of the test above (a
 /// different mask would move them by far more); and dropout is really on (step 1's loss
-/// differs from the run without it). Attention through the probabilities (the default).
+/// differs from the run without it).
 #[test]
 fn small_with_dropout_trains_like_the_cpu_backend() {
     let Some(gpu) = shared_backend() else { return };
-    dropout_parity(&gpu.with_fused_attention(false));
-}
-
-/// The same on the fused attention kernels (`with_fused_attention`), which redraw the
-/// attention mask in-kernel.
-#[test]
-fn small_with_dropout_and_fused_attention_trains_like_the_cpu_backend() {
-    let Some(gpu) = shared_backend() else { return };
-    dropout_parity(&gpu.with_fused_attention(true));
+    dropout_parity(&gpu);
 }
 
 fn dropout_parity(gpu: &WgpuBackend) {

@@ -123,6 +123,20 @@ pub trait Backend: Clone + Debug + 'static {
         dims: MatmulDims,
     ) -> Self::Storage;
 
+    /// `op(A) · op(B)` for `A` stored transposed (`dims.trans_a`: `a` is `[k, m]`), and
+    /// `a`'s column sums `[m]` (`sum_rows(a, k, m)`): a linear's weight gradient `dYᵀ · X`
+    /// and its bias gradient from one pass over `dY`, where a backend fuses them (the
+    /// default: `matmul`, then `sum_rows`).
+    fn matmul_sum_rows(
+        &self,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        dims: MatmulDims,
+    ) -> (Self::Storage, Self::Storage) {
+        assert!(dims.trans_a, "matmul_sum_rows: A must be stored transposed ([k, m])");
+        (self.matmul(a, b, None, dims), self.sum_rows(a, dims.k, dims.m))
+    }
+
     /// Rows of `table` `[table_rows, dim]` picked by `ids` `[n]` → `[n, dim]`.
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage;
     /// Scatter-add of `dout` `[n, dim]` into a zero `[table_rows, dim]` at rows `ids`.

@@ -182,6 +182,23 @@ impl<B: Backend> Tensor<B> {
         self.wrap(out, shape)
     }
 
+    /// `selfᵀ · op(rhs)` for `self` `[k, m]`, and `self.sum_rows()` `[m]`, in one call
+    /// ([`Backend::matmul_sum_rows`]): a linear's weight and bias gradients from `dY`.
+    pub fn matmul_sum_rows(&self, rhs: &Self, trans_b: bool) -> (Self, Self) {
+        check("matmul_sum_rows", self.shape.rank() == 2, || {
+            format!("lhs must be rank 2, got {}", self.shape)
+        });
+        check("matmul_sum_rows", rhs.shape.rank() == 2, || format!("rhs must be rank 2, got {}", rhs.shape));
+        let (k, m) = (self.dims()[0], self.dims()[1]);
+        let (k2, n) = if trans_b { (rhs.dims()[1], rhs.dims()[0]) } else { (rhs.dims()[0], rhs.dims()[1]) };
+        check("matmul_sum_rows", k == k2, || {
+            format!("{} (trans) · {} (trans {trans_b})", self.shape, rhs.shape)
+        });
+        let dims = MatmulDims { m, k, n, trans_a: true, trans_b };
+        let (out, sums) = self.backend.matmul_sum_rows(&self.storage, &rhs.storage, dims);
+        (self.wrap(out, [m, n]), self.wrap(sums, [m]))
+    }
+
     /// Rows of `self` (a `[rows, dim]` table) picked by `ids` → `[ids.len(), dim]`.
     pub fn embedding(&self, ids: &Indices<B>) -> Self {
         check("embedding", self.shape.rank() == 2, || format!("table {}", self.shape));

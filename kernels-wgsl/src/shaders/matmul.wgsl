@@ -4,6 +4,12 @@
 // matmul:           A, B (, bias [n]) -> C [m, n]                    (SPLIT_K = 1)
 //                   A, B -> partial [SPLIT_K, m, n] (bound as C)      (SPLIT_K > 1)
 // matmul_split_sum: partial [SPLIT_K, m, n] (bound as A) (, bias) -> C [m, n]
+//   With ROW_SUMS (TRANS_A, unbatched) matmul also sums each row of op(A) over k (the
+//   column sums of A as stored: a linear's bias gradient beside its weight gradient):
+//   `store_row_sum(slice, i, v)` writes them to sums [m] (binding 5) unsplit, or after the
+//   partials at partial[SPLIT_K·m·n + slice·m + i] split, where matmul_split_sum adds them
+//   in slice order into sums (`store_row_sum_final`). The workgroups of the first column
+//   tile do it, an invocation per row, k in ascending order.
 //   C = op(A) · op(B) (+ bias on every row), op(A) [m, k], op(B) [k, n];
 //   A is stored [m, k], or [k, m] with TRANS_A; B is stored [k, n], or [n, k] with TRANS_B;
 //   stored rows are lda, ldb, ldc values apart (k or m, n or k, and n for a plain product).
@@ -15,6 +21,7 @@
 //   invocation, multiples of 4, dividing BM and BN), TRANS_A, TRANS_B, CHECKED
 //   (bounds checks; off only when m, n, k are multiples of BM, BN, BK), SPLIT_K (slices
 //   of k, one per grid z), CAUSAL (below), DOUBLE_BUFFER (below), VEC4 (below),
+//   ROW_SUMS (above) with `store_row_sum`, `store_row_sum_final` (binding 5 or nothing),
 //   `bias_at(j)` (reads binding 4, or returns 0) and the operands' bindings a (1) and b
 //   (2) with their readers `a_at(i)`, `b_at(i)` (the value at i) and `a4_at(v)`,
 //   `b4_at(v)` (values 4v..4v+3): arrays of f32, or of vec4 with VEC4.
@@ -74,6 +81,9 @@ const RN: u32 = TN / 4u;
 // module stays valid for matmul_direct's constants, where BK = 1 and no stage is used).
 const A_LOADS: u32 = max(BM * BK / THREADS, 1u);
 const B_LOADS: u32 = max(BN * BK / THREADS, 1u);
+
+// Rows of a tile each invocation sums with ROW_SUMS (see `matmul`).
+const SUM_ROWS: u32 = (BM + THREADS - 1u) / THREADS;
 
 // vec4s from one depth's row of a stage to the next (see the pad above).
 const A_ROW: u32 = BM / 4u + 1u;
@@ -288,6 +298,14 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     for (var i = 0u; i < TM * RN; i++) {
         acc[i] = vec4<f32>(0.0);
     }
+    // ROW_SUMS (see the top): invocation lid of the first column tile adds up rows
+    // lid + s·THREADS of each stage of op(A) from workgroup memory, outside the product's
+    // own loop (a register or two, no branch in the hot loop).
+    let sums_here = ROW_SUMS && wid.x == 0u && lid < BM;
+    var row_sum: array<f32, SUM_ROWS>;
+    for (var s = 0u; s < SUM_ROWS; s++) {
+        row_sum[s] = 0.0;
+    }
 
     // This invocation's share of the stage at k_begin (none when k is empty).
     var next: Stage;
@@ -306,6 +324,16 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         let k1 = k0 + BK;
         if (k1 < k_end) {
             next = fetch_stage(lid, m0, n0, k1);
+        }
+        if (sums_here) {
+            for (var s = 0u; s < SUM_ROWS; s++) {
+                let r = lid + s * THREADS;
+                if (SUM_ROWS == 1u || r < BM) {
+                    for (var kk = 0u; kk < BK; kk++) {
+                        row_sum[s] += a_tile[a_half + kk * A_ROW + r / 4u][r % 4u];
+                    }
+                }
+            }
         }
 
         for (var kk = 0u; kk < BK; kk++) {
@@ -334,6 +362,15 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         }
     }
 
+    if (sums_here) {
+        for (var s = 0u; s < SUM_ROWS; s++) {
+            let r = lid + s * THREADS;
+            if (r < BM && (!CHECKED || m0 + r < p.m)) {
+                store_row_sum(slice, m0 + r, row_sum[s]);
+            }
+        }
+    }
+
     // Unsplit: C with the bias. Split: this slice's sums, at slice z of the partials.
     for (var r = 0u; r < TM; r++) {
         let row = m0 + ((r / 4u) * TY_N + ty) * 4u + r % 4u;
@@ -352,13 +389,24 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 }
 
 // C[i] = Σ_z partial[z, i] over the SPLIT_K slices in order, then + bias; one invocation
-// per output (the partials arrive through binding 1; never batched).
+// per output (the partials arrive through binding 1; never batched); with ROW_SUMS, then
+// one per row sum.
 @compute @workgroup_size(256)
 fn matmul_split_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
     let i = flat_group(wid, nwg) * 256u + lid;
     let len = p.m * p.n;
     if (i >= len) {
+        // (With ROW_SUMS the grid also covers the m row sums after the products.)
+        let j = i - len;
+        if (ROW_SUMS && j < p.m) {
+            let base = SPLIT_K * len;
+            var s = a_at(base + j);
+            for (var z = 1u; z < SPLIT_K; z++) {
+                s += a_at(base + z * p.m + j);
+            }
+            store_row_sum_final(j, s);
+        }
         return;
     }
     var sum = a_at(i);

@@ -111,6 +111,7 @@ macro_rules! __conformance_tests {
             sum_rows,
             sum_squares,
             matmul,
+            matmul_sum_rows,
             matmul_backward,
             embedding,
             embedding_backward,

@@ -57,6 +57,27 @@ pub async fn matmul<B: Backend>(backend: &B) {
     }
 }
 
+/// `matmul_sum_rows` (A stored transposed, B either way) against the f64 reference: the
+/// product and A's column sums.
+pub async fn matmul_sum_rows<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0x3A75);
+    for (m, k, n) in SHAPES {
+        for trans_b in [false, true] {
+            let dims = MatmulDims { m, k, n, trans_a: true, trans_b };
+            let (a, b) = (normal(&mut rng, m * k, 1.0), normal(&mut rng, k * n, 1.0));
+            let (ua, ub) = (backend.upload(&a), backend.upload(&b));
+            let (out, sums) = backend.matmul_sum_rows(&ua, &ub, dims);
+            let what = format!("matmul_sum_rows {dims:?}");
+            let got = read(backend, &out, "matmul_sum_rows out").await;
+            Tolerance::ACCUMULATED.assert_close(&what, &got, &dense::matmul(&a, &b, None, dims));
+            let got = read(backend, &sums, "matmul_sum_rows sums").await;
+            Tolerance::ACCUMULATED.assert_close(&format!("{what} sums"), &got, &dense::sum_rows(&a, m));
+            assert_unchanged(backend, &ua, &a, "matmul_sum_rows a").await;
+            assert_unchanged(backend, &ub, &b, "matmul_sum_rows b").await;
+        }
+    }
+}
+
 /// Gradients of `C = op(A)·op(B) + bias` for `dC = w`, expressed as backend matmuls.
 struct MatmulGrads<S> {
     da: S,

@@ -26,5 +26,5 @@ pub use embedding::{embedding, embedding_backward};
 pub use flush::flush;
 pub use gelu::{gelu, gelu_backward};
 pub use layernorm::{layer_norm, layer_norm_backward};
-pub use matmul::{matmul, matmul_backward};
+pub use matmul::{matmul, matmul_backward, matmul_sum_rows};
 pub use memory::{indices_round_trip, upload_read_round_trip, zeros};
