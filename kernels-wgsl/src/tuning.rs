@@ -31,6 +31,8 @@ impl TileSpec {
     /// `BMxBN` (16 × 16 invocations), `BMxBN:T` (T × T outputs each) or `BMxBN:TMxTN`;
     /// `None` for `off` or a tile matmul.wgsl cannot take: BM and BN multiples of 16 from
     /// 32 to 256, TM and TN 4, 8, 12 or 16 dividing them, at most 1024 invocations.
+    // (Read from the environment natively only: a browser has none.)
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub fn parse(v: &str) -> Option<TileSpec> {
         let (tile, per) = v.split_once(':').map_or((v, None), |(t, p)| (t, Some(p)));
         let (m, n) = tile.split_once('x')?;
