@@ -133,6 +133,15 @@ impl<B: Backend> Backend for Abandonable<B> {
     ) -> Self::Storage {
         self.run(|s| s.zeros(dims.m * dims.n), |be| be.matmul(a, b, bias, dims))
     }
+    fn matmul_sum_rows(
+        &self,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        dims: MatmulDims,
+    ) -> (Self::Storage, Self::Storage) {
+        let skipped = |s: &B| (s.zeros(dims.m * dims.n), s.zeros(dims.m));
+        self.run(skipped, |be| be.matmul_sum_rows(a, b, dims))
+    }
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
         self.run(|s| s.zeros(n * dim), |b| b.embedding(table, ids, n, dim))
     }
