@@ -160,10 +160,14 @@ impl WgpuBackend {
         len: usize,
     ) -> GpuBuffer<f32> {
         let out = self.alloc(len);
-        let params = [u(len), f(alpha)];
+        // A vec4 per invocation where the length allows (see elementwise.wgsl).
+        let (defines, units) =
+            if len.is_multiple_of(4) { ("alias V = vec4<f32>;", len / 4) } else { ("alias V = f32;", len) };
+        let params = [u(units), f(alpha)];
+        let grid = self.recorder().grid_1d(units.div_ceil(WG));
         match b {
-            Some(b) => self.run_1d(kernel, &params, &[a.bind(), b.bind(), out.bind()], len.div_ceil(WG)),
-            None => self.run_1d(kernel, &params, &[a.bind(), out.bind()], len.div_ceil(WG)),
+            Some(b) => self.run(kernel, defines, &params, &[a.bind(), b.bind(), out.bind()], grid),
+            None => self.run(kernel, defines, &params, &[a.bind(), out.bind()], grid),
         }
         out
     }

@@ -1,4 +1,7 @@
-// Pointwise ops, one invocation per element.
+// Pointwise ops, one invocation per element V: the host prepends `alias V = vec4<f32>;`
+// when the length is a multiple of 4 (len then counts vec4s: one 16-byte access per
+// operand and invocation), else `alias V = f32;`. The same arithmetic either way, lane by
+// lane.
 //
 // add:           a, b [len] -> out [len]
 // scale:         a [len], alpha -> out [len]
@@ -13,13 +16,19 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(2) var<storage, read> b: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<V>;
+@group(0) @binding(2) var<storage, read> b: array<V>;
+@group(0) @binding(3) var<storage, read_write> out: array<V>;
 
 const WG: u32 = 256u;
 const SQRT_2_OVER_PI: f32 = 0.7978846;
 const CUBIC: f32 = 0.044715;
+
+// common.wgsl's `tanh_stable`, lane by lane.
+fn tanh_v(u: V) -> V {
+    let e = exp(-2.0 * abs(u));
+    return sign(u) * (1.0 - e) / (1.0 + e);
+}
 
 @compute @workgroup_size(256)
 fn add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -46,7 +55,7 @@ fn gelu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (i < p.len) {
         let x = a[i];
         let u = SQRT_2_OVER_PI * (x + CUBIC * x * x * x);
-        out[i] = 0.5 * x * (1.0 + tanh_stable(u));
+        out[i] = 0.5 * x * (1.0 + tanh_v(u));
     }
 }
 
@@ -56,7 +65,7 @@ fn gelu_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let i = flat_group(wid, nwg) * WG + lid;
     if (i < p.len) {
         let x = a[i];
-        let t = tanh_stable(SQRT_2_OVER_PI * (x + CUBIC * x * x * x));
+        let t = tanh_v(SQRT_2_OVER_PI * (x + CUBIC * x * x * x));
         let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * x * x);
         out[i] = b[i] * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du);
     }
