@@ -422,8 +422,7 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
                 macro_rules! tile {
                     ($c:expr, $ldc:expr, $start:expr) => {
                         if direct_a && h == MR {
-                            let a =
-                                RowsOfA { a: a.data.as_ptr().add(i0 * a.row_stride + pc), lda: a.row_stride };
+                            let a = RowsOfA::new(a.data.as_ptr().add(i0 * a.row_stride + pc), a.row_stride);
                             microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start)
                         } else {
                             let a = PackedA::<MR>(a_pack[ip * kc * MR..][..kc * MR].as_ptr());
@@ -487,14 +486,30 @@ impl<const MR: usize> PanelOfA for PackedA<MR> {
 /// `MR` rows of a row-major op(A) as they lie, `lda` apart, starting at the slice's column.
 #[derive(Clone, Copy)]
 struct RowsOfA {
-    a: *const f32,
+    /// Rows 0, 3, 6 and 9: each row is `lda` or `2 · lda` past one of these, an address x86
+    /// forms in the load itself, where one base and eleven offsets took a chain of adds.
+    groups: [*const f32; 4],
     lda: usize,
+}
+
+impl RowsOfA {
+    #[inline(always)]
+    unsafe fn new(a: *const f32, lda: usize) -> Self {
+        // Opaque to the optimiser, which would otherwise fold them back into `a + r · lda`.
+        let groups = std::hint::black_box([
+            a,
+            a.wrapping_add(3 * lda),
+            a.wrapping_add(6 * lda),
+            a.wrapping_add(9 * lda),
+        ]);
+        RowsOfA { groups, lda }
+    }
 }
 
 impl PanelOfA for RowsOfA {
     #[inline(always)]
     unsafe fn at(self, r: usize, p: usize) -> f32 {
-        *self.a.add(r * self.lda + p)
+        *self.groups[r / 3].add((r % 3) * self.lda + p)
     }
 }
 
