@@ -10,7 +10,7 @@ use tinygpt_tensor::{
 
 use crate::matmul::{Causal, Gemm, Operand};
 use crate::pipelines::{Access, Kernel, BLOCK_REDUCE, DROPOUT_MASK};
-use crate::pool::GpuBuffer;
+use crate::pool::{Bind, GpuBuffer};
 use crate::{MatmulPath, WgpuBackend};
 
 use Access::{Read as R, ReadWrite as W};
@@ -174,6 +174,20 @@ impl WgpuBackend {
 }
 
 impl WgpuBackend {
+    /// Records dropout.wgsl's `kernel` over `len` elements, a vec4 per invocation where
+    /// `len` is a multiple of 4.
+    fn run_pointwise_dropout(&self, kernel: &Kernel, mask: &DropoutMask, buffers: &[Bind<'_>], len: usize) {
+        let (defines, units) = if len.is_multiple_of(4) {
+            ("alias V = vec4<f32>;\nfn factors(i: u32) -> V { return factors4(i); }", len / 4)
+        } else {
+            ("alias V = f32;\nfn factors(i: u32) -> V { return factors1(i); }", len)
+        };
+        let mut params = dropout_params(len, mask);
+        params[0] = u(units);
+        let grid = self.recorder().grid_1d(units.div_ceil(WG));
+        self.run(kernel, defines, &params, buffers, grid);
+    }
+
     /// Adds up the `chunks` row-chunk sums in `partial` ([chunks, cols]) into `out`, unless
     /// there is one chunk, which the first pass already wrote to `out` itself.
     fn sum_row_chunks(&self, partial: &GpuBuffer<f32>, out: &GpuBuffer<f32>, chunks: usize, cols: usize) {
@@ -257,7 +271,7 @@ impl Backend for WgpuBackend {
     fn dropout(&self, x: &Self::Storage, mask: &DropoutMask, len: usize) -> Self::Storage {
         expect_len("dropout", "x", x, len);
         let out = self.alloc(len);
-        self.run_1d(&K_DROPOUT, &dropout_params(len, mask), &[x.bind(), out.bind()], len.div_ceil(WG));
+        self.run_pointwise_dropout(&K_DROPOUT, mask, &[x.bind(), out.bind()], len);
         out
     }
 
@@ -272,7 +286,7 @@ impl Backend for WgpuBackend {
         expect_len("dropout_add", "x", x, len);
         let out = self.alloc(len);
         let bufs = [residual.bind(), x.bind(), out.bind()];
-        self.run_1d(&K_DROPOUT_ADD, &dropout_params(len, mask), &bufs, len.div_ceil(WG));
+        self.run_pointwise_dropout(&K_DROPOUT_ADD, mask, &bufs, len);
         out
     }
 
