@@ -22,7 +22,9 @@
 //!   also disarms, so what follows it always runs in full. A unit given up is dropped and
 //!   taken again from its start later: the batch comes from the sampler state, which only a
 //!   finished step advances, and dropout masks from (seed, step), so the run takes exactly
-//!   the steps it would have taken uninterrupted.
+//!   the steps it would have taken uninterrupted. After [`MAX_GIVE_UPS_IN_A_ROW`] units
+//!   given up in a row the next runs in full, so a page posting without pause cannot stall
+//!   the run.
 //!
 //! Ops that write into buffers the caller passes ([`tinygpt_tensor::Backend::copy`],
 //! [`tinygpt_tensor::Backend::adamw`]) and memory ops always run, so a skipped op can only
@@ -40,6 +42,12 @@ pub use backend::Abandonable;
 /// Whether a page message waits (reads the shared counter); `None`: the page shares none.
 type Probe = Box<dyn Fn() -> bool>;
 
+/// Units given up in a row after which the next one is taken in full, messages or not: a
+/// page that posted faster than a unit takes would otherwise have every unit given up, and
+/// the run would never move. Such a unit answers its message only when it ends (a whole
+/// step: 0.1–1.5 s in wasm), which only a page posting that often can cause.
+const MAX_GIVE_UPS_IN_A_ROW: u32 = 3;
+
 /// The switch between the session (arms it around a unit of work) and [`Abandonable`]
 /// (checks it before each op). Single-threaded: ops are called from the worker's thread
 /// (rayon's threads only run inside a kernel).
@@ -48,6 +56,8 @@ pub struct Abandon {
     armed: Cell<bool>,
     /// A message was seen since [`Abandon::arm`]: ops are being skipped.
     tripped: Cell<bool>,
+    /// Units given up since the last one that ran in full (see [`MAX_GIVE_UPS_IN_A_ROW`]).
+    given_up_in_a_row: Cell<u32>,
 }
 
 impl fmt::Debug for Abandon {
@@ -63,12 +73,17 @@ impl fmt::Debug for Abandon {
 impl Abandon {
     /// A switch that asks `message_waiting` (the page's shared counter is above zero).
     pub fn new(message_waiting: impl Fn() -> bool + 'static) -> Self {
-        Abandon { probe: Some(Box::new(message_waiting)), armed: Cell::new(false), tripped: Cell::new(false) }
+        Abandon { probe: Some(Box::new(message_waiting)), ..Abandon::never() }
     }
 
     /// No counter (no `SharedArrayBuffer`, or a client that shares none): never abandons.
     pub fn never() -> Self {
-        Abandon { probe: None, armed: Cell::new(false), tripped: Cell::new(false) }
+        Abandon {
+            probe: None,
+            armed: Cell::new(false),
+            tripped: Cell::new(false),
+            given_up_in_a_row: Cell::new(0),
+        }
     }
 
     /// Whether units can be given up, so the worker may take whole steps.
@@ -82,10 +97,12 @@ impl Abandon {
     }
 
     /// Starts watching for messages: from now until [`Abandon::settle`], an op called while
-    /// a message waits (and every op after it) is skipped.
+    /// a message waits (and every op after it) is skipped; unless [`MAX_GIVE_UPS_IN_A_ROW`]
+    /// units in a row were given up, in which case this one runs in full.
     pub fn arm(&self) {
-        self.tripped.set(false);
-        self.armed.set(self.is_available());
+        let given_up = if self.tripped.replace(false) { self.given_up_in_a_row.get() + 1 } else { 0 };
+        self.given_up_in_a_row.set(given_up);
+        self.armed.set(self.is_available() && given_up < MAX_GIVE_UPS_IN_A_ROW);
     }
 
     /// Stops watching (ops run in full again) and says whether ops were skipped since
@@ -136,6 +153,21 @@ mod tests {
         abandon.arm();
         assert!(!abandon.skip_op(), "arming starts afresh");
         assert!(!abandon.settle());
+    }
+
+    #[test]
+    fn after_units_given_up_in_a_row_the_next_runs_in_full() {
+        let abandon = Abandon::new(|| true);
+        for _ in 0..MAX_GIVE_UPS_IN_A_ROW {
+            abandon.arm();
+            assert!(abandon.skip_op());
+            assert!(abandon.settle(), "given up");
+        }
+        abandon.arm();
+        assert!(!abandon.skip_op(), "a message always waits, yet this unit runs in full");
+        assert!(!abandon.settle(), "and is kept");
+        abandon.arm();
+        assert!(abandon.skip_op(), "the count starts again after a unit kept");
     }
 
     #[test]
