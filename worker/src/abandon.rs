@@ -46,7 +46,7 @@ type Probe = Box<dyn Fn() -> bool>;
 /// page that posted faster than a unit takes would otherwise have every unit given up, and
 /// the run would never move. Such a unit answers its message only when it ends (a whole
 /// step: 0.1–1.5 s in wasm), which only a page posting that often can cause.
-const MAX_GIVE_UPS_IN_A_ROW: u32 = 3;
+pub const MAX_GIVE_UPS_IN_A_ROW: u32 = 3;
 
 /// The switch between the session (arms it around a unit of work) and [`Abandonable`]
 /// (checks it before each op). Single-threaded: ops are called from the worker's thread
