@@ -34,6 +34,26 @@ async function trainUntilSaved(page, savedStep) {
   return page.evaluate(() => window.tinygpt.state.lastSaved);
 }
 
+/**
+ * In the page: starts a worker that holds a sync access handle on every file of checkpoint
+ * generation `id`, and resolves once they are held (`window.__reader` is the worker).
+ */
+function holdGeneration(id) {
+  const source = `onmessage = async (e) => {
+    const root = await navigator.storage.getDirectory();
+    const dir = await (await root.getDirectoryHandle('tinygpt-checkpoints')).getDirectoryHandle(e.data);
+    const held = [];
+    for await (const [, file] of dir.entries()) held.push(await file.createSyncAccessHandle());
+    postMessage(held.length);
+  };`;
+  window.__reader = new Worker(URL.createObjectURL(new Blob([source], { type: 'text/javascript' })));
+  return new Promise((resolve, reject) => {
+    window.__reader.onmessage = (e) => (e.data > 0 ? resolve(e.data) : reject(new Error(`no files in ${id}`)));
+    window.__reader.onerror = (e) => reject(new Error(e.message));
+    window.__reader.postMessage(id);
+  });
+}
+
 test('a null message is answered with badMessage, not internal, and the worker keeps working', { timeout: 120_000 }, async () => {
   const browser = await openBrowser();
   try {
@@ -123,9 +143,15 @@ test('a second tab says another tab is training the run, and trains it only once
     // The second tab offers the first tab's run ("Resume last run") and is refused.
     const second = await openPage(browser.context);
     await second.waitForSelector('#resume-banner:not([hidden])', { timeout: 30_000 });
+    // Another context reading the offered generation at this very moment (the first tab listing
+    // its checkpoints does) holds an exclusive sync access handle on each of its files: loading
+    // must read past it (it once failed here with NoModificationAllowedError, now and then).
+    const offered = await second.evaluate(() => window.tinygpt.state.checkpoints[0].id);
+    await second.evaluate(holdGeneration, offered);
     await second.click('#resume-last');
     const notice = second.locator('.notice[data-code="runLocked"]');
     await notice.waitFor({ timeout: 30_000 });
+    await second.evaluate(() => window.__reader.terminate());
     assert.match(await notice.textContent(), /Another tab of this site is training this run/);
     assert.equal(await second.evaluate(() => window.tinygpt.state.runState), 'paused', 'the second tab does not train');
 

@@ -1,10 +1,13 @@
 //! The Origin Private File System as [`BlobStore`]: the store is a directory of OPFS, a
 //! group is a subdirectory.
 //!
-//! In a dedicated worker, blobs are written and read through sync access handles (the
-//! fast path, no copy through a stream); elsewhere through `createWritable()` and
-//! `getFile()`. [`BlobStore::put_atomic`] always uses `createWritable()`, whose data goes to
-//! a swap file that replaces the target only on `close()`: all or nothing.
+//! In a dedicated worker, blobs are written through sync access handles (the fast path, no
+//! copy through a stream); elsewhere through `createWritable()`. [`BlobStore::put_atomic`]
+//! always uses `createWritable()`, whose data goes to a swap file that replaces the target
+//! only on `close()`: all or nothing. Blobs are always read through `getFile()`, which takes
+//! no lock: a sync access handle is exclusive, so reading through one failed with
+//! `NoModificationAllowedError` whenever another tab read the same generation at that moment
+//! (two tabs of one run listing or loading its checkpoints).
 
 use js_sys::{AsyncIterator, Reflect, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
@@ -131,24 +134,9 @@ impl OpfsStore {
         await_promise(stream.close()).await.map(drop).map_err(err)
     }
 
+    /// Reads a snapshot of `file`; see the module doc for why never through a sync access handle.
     async fn read(&self, key: &str, file: &FileSystemFileHandle) -> Result<Vec<u8>> {
         let err = self.error(key, 0);
-        if self.sync_access {
-            let handle: FileSystemSyncAccessHandle =
-                await_promise(file.create_sync_access_handle()).await.map_err(&err)?.unchecked_into();
-            let read = || -> std::result::Result<Vec<u8>, JsValue> {
-                let size = handle.get_size()? as usize;
-                let mut buf = vec![0u8; size];
-                let at = FileSystemReadWriteOptions::new();
-                at.set_at(0.0);
-                let n = handle.read_with_u8_array_and_options(&mut buf, &at)? as usize;
-                buf.truncate(n);
-                Ok(buf)
-            };
-            let result = read();
-            handle.close();
-            return result.map_err(err);
-        }
         let blob: File = await_promise(file.get_file()).await.map_err(&err)?.unchecked_into();
         let buffer = await_promise(blob.array_buffer()).await.map_err(&err)?;
         Ok(Uint8Array::new(&buffer).to_vec())
