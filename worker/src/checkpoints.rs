@@ -208,11 +208,19 @@ pub fn ckpt_error(e: CkptError) -> WorkerError {
                 *needed_bytes as f64 / 1e6
             ),
         ),
-        CkptError::Unavailable { .. } | CkptError::Store { .. } | CkptError::Io { .. } => (
+        CkptError::Unavailable { .. } => (
             ErrorCode::StorageUnavailable,
             format!(
                 "Browser storage is not available ({e}). This happens in private windows. Training still works, \
                  but checkpoints cannot be saved."
+            ),
+        ),
+        // A failed read or write of a store that opened: not a private window, and nothing saved is lost.
+        CkptError::Store { .. } | CkptError::Io { .. } => (
+            ErrorCode::StorageUnavailable,
+            format!(
+                "Browser storage failed ({e}). Checkpoints saved before are kept; try again, and if it \
+                 keeps failing, reload the page."
             ),
         ),
         CkptError::NoCheckpoint { .. } | CkptError::GenerationNotFound { .. } => {
@@ -255,6 +263,19 @@ mod tests {
             private.message.contains("private windows") && private.message.contains("SecurityError"),
             "{}",
             private.message
+        );
+
+        let failed = ckpt_error(CkptError::Store {
+            file: "opfs:tinygpt-checkpoints/gen-000002/trainer_state.json".into(),
+            reason: "NoModificationAllowedError: busy".into(),
+        });
+        assert_eq!(failed.code, ErrorCode::StorageUnavailable);
+        assert!(
+            !failed.message.contains("private windows")
+                && failed.message.contains("trainer_state.json")
+                && failed.message.contains("saved before are kept"),
+            "{}",
+            failed.message
         );
 
         let corrupt = ckpt_error(CkptError::ChecksumMismatch {

@@ -4,7 +4,7 @@ const TITLES = {
   emptyDataset: 'That file is empty.',
   datasetTooShort: 'That text is too short for this model.',
   quotaExceeded: 'The browser ran out of storage space.',
-  storageUnavailable: 'Checkpoints cannot be saved in this browser window.',
+  storageUnavailable: 'Browser storage did not work.',
   datasetMismatch: 'This checkpoint was trained on a different text.',
   checkpointNotFound: 'That checkpoint is gone.',
   badCheckpoint: 'That checkpoint cannot be used.',
