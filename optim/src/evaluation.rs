@@ -7,7 +7,7 @@ use tinygpt_model::{Batch, Split};
 use tinygpt_tensor::{block_on, Backend, Indices, Rng};
 
 use crate::error::TrainError;
-use crate::trainer::Trainer;
+use crate::trainer::{Part, Trainer};
 
 /// Salt of the sampler seed for evaluation batches of the training split.
 pub const EVAL_SALT_TRAIN: u64 = 0xE7A1_0000_0000_0002;
@@ -57,19 +57,20 @@ impl Evaluation {
         trainer: &Trainer<B>,
         rows: usize,
     ) -> Result<Option<f32>, TrainError> {
-        self.next_part_unless(trainer, rows, || false).await
+        Ok(self.next_part_unless(trainer, rows, || false).await?.done())
     }
 
     /// [`Evaluation::next_part`] that may give the part up: after the part's forward pass,
     /// before its loss is read, it calls `give_up` once; when that answers true the part is
-    /// dropped (nothing read, nothing counted) and `None` returned, so the next call scores
-    /// the same rows again (see `Trainer::step_part_unless` for why).
+    /// dropped (nothing read, nothing counted) and [`Part::GivenUp`] returned, so the next
+    /// call scores the same rows again (see `Trainer::step_part_unless` for why).
+    /// [`Part::MoreRows`] means rows or batches are left.
     pub async fn next_part_unless<B: Backend>(
         &mut self,
         trainer: &Trainer<B>,
         rows: usize,
         give_up: impl FnOnce() -> bool,
-    ) -> Result<Option<f32>, TrainError> {
+    ) -> Result<Part<f32>, TrainError> {
         let config = trainer.config();
         let (batch, seq) = (config.batch_size, trainer.model().config().context_length);
         let data =
@@ -82,17 +83,20 @@ impl Evaluation {
         let targets = Indices::new(&backend, &data.targets[tokens]);
         let (loss, _) = trainer.loss(&tape, &inputs, &targets, rows, seq, None);
         if give_up() {
-            return Ok(None);
+            return Ok(Part::GivenUp);
         }
         self.batch_total += loss.value().read().await?[0] as f64 * rows as f64;
         self.rows_done += rows;
         if self.rows_done < batch {
-            return Ok(None);
+            return Ok(Part::MoreRows);
         }
         self.total += self.batch_total / batch as f64;
         (self.batch, self.rows_done, self.batch_total) = (None, 0, 0.0);
         self.done += 1;
-        Ok((self.done >= config.eval_batches).then(|| (self.total / config.eval_batches as f64) as f32))
+        if self.done < config.eval_batches {
+            return Ok(Part::MoreRows);
+        }
+        Ok(Part::Done((self.total / config.eval_batches as f64) as f32))
     }
 }
 

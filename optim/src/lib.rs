@@ -30,7 +30,7 @@ pub use schedule::learning_rate;
 pub use tinygpt_run::{
     InvalidTrainingConfig, LossPoint, ScheduleKind, TrainerProgress, TrainingConfig, BATCH_SALT,
 };
-pub use trainer::{ResumeState, StepDone, StepReport, Trainer};
+pub use trainer::{Part, ResumeState, StepDone, StepReport, Trainer};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -59,6 +59,29 @@ pub struct StepDone {
     pub eval_due: bool,
 }
 
+/// What one call that may give its part up did ([`Trainer::step_part_unless`],
+/// [`crate::Evaluation::next_part_unless`]): three answers a caller treats differently, so
+/// not folded into an `Option`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Part<T> {
+    /// The part was the last of its batch: here is what the batch gave.
+    Done(T),
+    /// The part was taken and counted; rows of the batch are left for the next call.
+    MoreRows,
+    /// `give_up` answered true: the part was dropped and the next call takes the same rows.
+    GivenUp,
+}
+
+impl<T> Part<T> {
+    /// The batch's result, if this part ended it.
+    pub fn done(self) -> Option<T> {
+        match self {
+            Part::Done(t) => Some(t),
+            Part::MoreRows | Part::GivenUp => None,
+        }
+    }
+}
+
 /// A step's mean training loss, still on the device: each row part's mean loss (`[1]`)
 /// and its row count.
 #[derive(Clone, Debug)]
@@ -472,12 +495,12 @@ impl<B: Backend> Trainer<B> {
     /// device until [`Trainer::read_losses`]; [`Trainer::step_part_async`] is this plus that
     /// read, so the two take the very same steps. A diverged loss is reported by the read.
     pub fn step_part_deferred(&mut self, rows: usize) -> Option<StepDone> {
-        self.step_part_unless(rows, || false)
+        self.step_part_unless(rows, || false).done()
     }
 
     /// [`Trainer::step_part_deferred`] that may give the part up: after the part's forward
     /// and backward, before anything of the trainer changes, it calls `give_up` once; when
-    /// that answers true the part's work is dropped and `None` returned, the step standing
+    /// that answers true the part's work is dropped and [`Part::GivenUp`] returned, the step standing
     /// as it was before the part (a step given up in its only part is taken again, from its
     /// start, by the next call: same batch, same dropout masks, so the run is unchanged).
     ///
@@ -486,7 +509,7 @@ impl<B: Backend> Trainer<B> {
     /// and `give_up` is where the worker says so. Past `give_up` nothing is given up: the
     /// gradient sums and AdamW always run to the end, so parameters and moments are never
     /// half-updated.
-    pub fn step_part_unless(&mut self, rows: usize, give_up: impl FnOnce() -> bool) -> Option<StepDone> {
+    pub fn step_part_unless(&mut self, rows: usize, give_up: impl FnOnce() -> bool) -> Part<StepDone> {
         let (batch, seq) = (self.config.batch_size, self.model.config().context_length);
         let backend = self.model.params().tensors()[0].backend().clone();
         let partial = match &mut self.partial {
@@ -519,7 +542,7 @@ impl<B: Backend> Trainer<B> {
         let part_grads: Vec<_> = fwd.params.iter().map(|p| grads.take(p)).collect();
         drop(tape);
         if give_up() {
-            return None;
+            return Part::GivenUp;
         }
         if partial.grads.is_empty() {
             partial.grads = part_grads;
@@ -533,7 +556,7 @@ impl<B: Backend> Trainer<B> {
         partial.losses.push((loss.value().clone(), rows));
         partial.rows_done += rows;
         if partial.rows_done < batch {
-            return None;
+            return Part::MoreRows;
         }
 
         let PartialStep { rng, grads, losses, .. } = self.partial.take().expect("the step in progress");
@@ -553,7 +576,7 @@ impl<B: Backend> Trainer<B> {
         // val_loss).
         self.unread.push(StepLoss { step, batch, parts: losses });
         let eval_due = step.is_multiple_of(self.config.eval_interval) || step == self.config.max_steps;
-        Some(StepDone { step, lr, tokens: batch * seq, eval_due })
+        Part::Done(StepDone { step, lr, tokens: batch * seq, eval_due })
     }
 
     /// Reads back the losses of the steps taken since the last read (oldest first), adds
@@ -707,7 +730,7 @@ mod tests {
         for _ in 0..3 {
             // A whole step given up, then taken.
             let before = state(&gives_up);
-            assert_eq!(gives_up.step_part_unless(12, || true), None);
+            assert_eq!(gives_up.step_part_unless(12, || true), Part::GivenUp);
             let after = state(&gives_up);
             assert_eq!(gives_up.rows_done(), 0);
             assert_eq!(after.progress, before.progress, "step count, tokens and sampler state");
@@ -722,7 +745,7 @@ mod tests {
         assert_eq!(parts.step_part(6).unwrap(), None);
         let expected = parts.step_part(6).unwrap().expect("the last rows end the step");
         assert_eq!(gives_up_parts.step_part(6).unwrap(), None);
-        assert_eq!(gives_up_parts.step_part_unless(6, || true), None);
+        assert_eq!(gives_up_parts.step_part_unless(6, || true), Part::GivenUp);
         assert_eq!(gives_up_parts.rows_done(), 6, "the first part stays");
         assert_eq!(gives_up_parts.step_part(6).unwrap().expect("the last rows end the step"), expected);
         let (p, g) = (state(&parts), state(&gives_up_parts));

@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 use tinygpt_ckpt::{AdapterCheckpoint, BaseRef};
 use tinygpt_model::memory::WASM32_ADDRESS_SPACE;
 use tinygpt_model::{check_training_memory, Dataset, Gpt, ModelConfig, SampleConfig, Split};
-use tinygpt_optim::{Evaluation, Overrides, Recipe, Trainer, TrainingConfig};
+use tinygpt_optim::{Evaluation, Overrides, Part, Recipe, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::abandon::{Abandon, Abandonable};
@@ -509,7 +509,7 @@ impl<B: Backend> Run<B> {
             if let Some((eval, train_loss)) = self.eval.as_mut() {
                 let scored = eval.next_part_unless(&self.trainer, self.rows_per_part, give_up).await;
                 interrupted |= give_up();
-                if let Some(val) = scored? {
+                if let Part::Done(val) = scored? {
                     let train_loss = *train_loss;
                     self.eval = None;
                     self.trainer.record_eval(train_loss, val);
@@ -525,7 +525,7 @@ impl<B: Backend> Run<B> {
                 }
             } else if !self.trainer.is_finished() {
                 let rows_before = self.trainer.rows_done();
-                let done = self.trainer.step_part_unless(self.rows_per_part, give_up);
+                let done = self.trainer.step_part_unless(self.rows_per_part, give_up).done();
                 interrupted |= give_up();
                 // The part is queued, not done (on a GPU): wait for it, so the unit's time is
                 // its real duration (the budget rule above needs it) and a device failure
