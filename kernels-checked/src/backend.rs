@@ -5,7 +5,7 @@ use std::future::Future;
 
 use tinygpt_tensor::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend, CachedAttentionDims,
-    CrossEntropySaved, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    CopyRange, CrossEntropySaved, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
 use crate::operand::Operand;
@@ -53,6 +53,20 @@ impl<B: Backend> Backend for Checked<B> {
             vec![In::range("src", src, src_offset, len)],
             |b| b.copy(src, src_offset, dst, dst_offset, len),
             |_| vec![In::range("dst", dst, dst_offset, len)],
+        )
+    }
+    /// One op over all the ranges, so `B`'s batched copy (one dispatch for several on a GPU)
+    /// stays in use under checking.
+    fn copy_many(&self, copies: &[CopyRange<'_, Self::Storage>]) {
+        let ranges = |which: fn(&CopyRange<'_, Self::Storage>) -> In<Self::Storage>| {
+            copies.iter().map(which).collect()
+        };
+        self.op(
+            "copy_many",
+            || format!("{} ranges, {} values", copies.len(), copies.iter().map(|c| c.len).sum::<usize>()),
+            ranges(|c| In::range("src", c.src, c.src_offset, c.len)),
+            |b| b.copy_many(copies),
+            |_| ranges(|c| In::range("dst", c.dst, c.dst_offset, c.len)),
         )
     }
     fn flush(&self) -> impl Future<Output = Result<(), TensorError>> {
@@ -428,4 +442,15 @@ fn attention_shape(d: &AttentionDims) -> String {
 
 fn mask_shape(mask: &DropoutMask) -> String {
     format!("dropout threshold {}, key {:?}, offset {}", mask.threshold, mask.key, mask.offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use tinygpt_tensor::conformance::forwarding::methods_left_to_defaults;
+
+    /// A default left in place would run its composition of ops instead of `B`'s own fast path.
+    #[test]
+    fn every_backend_method_is_implemented_here() {
+        assert_eq!(methods_left_to_defaults(include_str!("backend.rs")), Vec::<&str>::new());
+    }
 }
