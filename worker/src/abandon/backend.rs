@@ -293,3 +293,14 @@ impl<B: Backend> Backend for Abandonable<B> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tinygpt_tensor::conformance::forwarding::methods_left_to_defaults;
+
+    /// A default left in place would run its composition of ops instead of `B`'s own fast path.
+    #[test]
+    fn every_backend_method_is_implemented_here() {
+        assert_eq!(methods_left_to_defaults(include_str!("backend.rs")), Vec::<&str>::new());
+    }
+}
