@@ -500,9 +500,10 @@ impl<B: Backend> Trainer<B> {
 
     /// [`Trainer::step_part_deferred`] that may give the part up: after the part's forward
     /// and backward, before anything of the trainer changes, it calls `give_up` once; when
-    /// that answers true the part's work is dropped and [`Part::GivenUp`] returned, the step standing
-    /// as it was before the part (a step given up in its only part is taken again, from its
-    /// start, by the next call: same batch, same dropout masks, so the run is unchanged).
+    /// that answers true the part's work is dropped and [`Part::GivenUp`] returned, the step
+    /// standing as it was before the part (a step given up in its only part is taken again,
+    /// from its start, by the next call: same batch, same dropout masks, so the run is
+    /// unchanged).
     ///
     /// Why: the web worker takes whole steps on a backend that stops computing once a page
     /// message waits (`tinygpt_worker::abandon`); the values of such a part are meaningless,

@@ -15,21 +15,21 @@ pub fn backend_methods() -> Vec<&'static str> {
     let start = BACKEND_SOURCE.find("pub trait Backend").expect("backend.rs declares the trait");
     let body = &BACKEND_SOURCE[start..];
     let end = body.find("\n}").expect("the trait's closing brace");
-    method_names(&body[..end], "    fn ")
+    method_names(&body[..end])
 }
 
 /// The methods of [`crate::Backend`] that `impl_source` (the text of a wrapper's
 /// `impl Backend for …`, e.g. `include_str!("backend.rs")`) does not implement.
 pub fn methods_left_to_defaults(impl_source: &str) -> Vec<&'static str> {
-    let implemented = method_names(impl_source, "    fn ");
+    let implemented = method_names(impl_source);
     backend_methods().into_iter().filter(|m| !implemented.contains(m)).collect()
 }
 
-/// Names of the functions declared at one indent (`prefix`) in `source`.
-fn method_names<'a>(source: &'a str, prefix: &str) -> Vec<&'a str> {
+/// Names of the functions declared one indent deep (a trait's or an impl's methods) in `source`.
+fn method_names(source: &str) -> Vec<&str> {
     source
         .lines()
-        .filter_map(|line| line.strip_prefix(prefix))
+        .filter_map(|line| line.strip_prefix("    fn "))
         .map(|rest| rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or(""))
         .filter(|name| !name.is_empty())
         .collect()
