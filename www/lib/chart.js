@@ -13,6 +13,22 @@ export class LossChart {
     this.pending = false;
     this.plot = new uPlot(this.options(), [[], [], []], container);
     new ResizeObserver(() => this.resize()).observe(container);
+    this.warmUp();
+  }
+
+  /**
+   * Draws a hidden throwaway line once at page load. uPlot's first draw with data runs its
+   * axis and path code for the first time (10 to 25 ms of main-thread work, several times
+   * that on a busy machine); without this it lands on the first losses, while the worker's
+   * threads keep every core busy.
+   */
+  warmUp() {
+    this.container.style.visibility = 'hidden';
+    this.plot.setData([[0, 1], [1, 0], [0, 1]]);
+    requestAnimationFrame(() => {
+      this.container.style.visibility = '';
+      if (!this.pending) this.plot.setData([this.steps, this.train, this.val]);
+    });
   }
 
   options() {
