@@ -24,7 +24,7 @@
 //!   finished step advances, and dropout masks from (seed, step), so the run takes exactly
 //!   the steps it would have taken uninterrupted. After [`MAX_GIVE_UPS_IN_A_ROW`] units
 //!   given up in a row the next runs in full, so a page posting without pause cannot stall
-//!   the run.
+//!   the run; a pause or stop starts that count afresh ([`Abandon::forget_given_up`]).
 //!
 //! Ops that write into buffers the caller passes ([`tinygpt_tensor::Backend::copy`],
 //! [`tinygpt_tensor::Backend::adamw`]) and memory ops always run, so a skipped op can only
@@ -105,6 +105,16 @@ impl Abandon {
         self.armed.set(self.is_available() && given_up < MAX_GIVE_UPS_IN_A_ROW);
     }
 
+    /// Forgets the units given up so far, so the next one may be given up again: for a run
+    /// that pauses or stops. [`MAX_GIVE_UPS_IN_A_ROW`] guards against a page whose messages
+    /// never let a unit finish, which a pause is not (it ends the training the units are
+    /// for); counted, three pauses and resumes within one step (1.5–2.8 s of `medium` on the
+    /// scalar build) made the next stop wait for that whole step.
+    pub fn forget_given_up(&self) {
+        self.tripped.set(false);
+        self.given_up_in_a_row.set(0);
+    }
+
     /// Stops watching (ops run in full again) and says whether ops were skipped since
     /// [`Abandon::arm`], i.e. whether the unit must be given up. Idempotent.
     pub fn settle(&self) -> bool {
@@ -168,6 +178,17 @@ mod tests {
         assert!(!abandon.settle(), "and is kept");
         abandon.arm();
         assert!(abandon.skip_op(), "the count starts again after a unit kept");
+    }
+
+    #[test]
+    fn a_unit_after_forgetting_can_be_given_up_again() {
+        let abandon = Abandon::new(|| true);
+        for _ in 0..2 * MAX_GIVE_UPS_IN_A_ROW {
+            abandon.arm();
+            assert!(abandon.skip_op());
+            assert!(abandon.settle(), "given up");
+            abandon.forget_given_up();
+        }
     }
 
     #[test]

@@ -265,7 +265,18 @@ impl<B: Backend> Session<B> {
         if run.state == RunState::Training {
             run.state = RunState::Paused;
         }
-        Ok(vec![OutMessage::Status { state: run.state, step: run.trainer.progress().step }])
+        let out = vec![OutMessage::Status { state: run.state, step: run.trainer.progress().step }];
+        self.forget_given_up();
+        Ok(out)
+    }
+
+    /// A paused or stopped run starts afresh on units given up (see
+    /// [`Abandon::forget_given_up`]), so the first units after a resume answer the next
+    /// pause or stop at once however often the page paused before.
+    fn forget_given_up(&self) {
+        if let Some(abandon) = &self.abandon {
+            abandon.forget_given_up();
+        }
     }
 
     /// Continues a paused or stopped run.
@@ -304,6 +315,7 @@ impl<B: Backend> Session<B> {
         let run = self.run.as_mut().ok_or_else(|| WorkerError::no_run("stop"))?;
         run.state = RunState::Stopped;
         let step = run.trainer.progress().step;
+        self.forget_given_up();
         Ok(vec![
             OutMessage::Status { state: RunState::Stopped, step },
             OutMessage::Done { reason: DoneReason::Stopped, step },

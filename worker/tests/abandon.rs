@@ -147,3 +147,31 @@ fn without_a_counter_steps_are_taken_in_row_parts() {
     s.start(request(), shakespeare(), 0.0).unwrap();
     assert_eq!(s.run().unwrap().rows_per_part(), 22, "tiny at batch 64: 22 + 22 + 20 rows (parts.rs)");
 }
+
+#[test]
+fn pausing_again_and_again_within_a_step_gives_up_every_unit() {
+    // A user pausing and resuming faster than a step ends (a scalar `medium` step is 1.5–2.8
+    // s in a tab) is not a page that keeps the run from moving: every pause, and the stop
+    // after them, must cut the unit short. Counted as units given up in a row, the fourth
+    // ran in full and its pause waited for the whole step.
+    let clock = SystemClock::default();
+    let page = Rc::new(Page::default());
+    let mut s = session(&page);
+    s.start(request(), shakespeare(), 0.0).unwrap();
+    for pause in 0..2 * tinygpt_worker::abandon::MAX_GIVE_UPS_IN_A_ROW {
+        page.post_after(30);
+        assert!(s.tick(0.0, &clock).unwrap().busy);
+        assert!(page.waiting.get());
+        let run = s.run().unwrap();
+        assert_eq!((run.step(), run.trainer.rows_done()), (0, 0), "pause {pause}: the step was given up");
+        page.handled();
+        s.pause().unwrap();
+        s.resume(0.0).unwrap();
+    }
+    page.post_after(30);
+    s.tick(0.0, &clock).unwrap();
+    assert_eq!(s.run().unwrap().step(), 0, "the stop's unit was given up too");
+    page.handled();
+    s.stop().unwrap();
+    assert_eq!(s.run().unwrap().state, RunState::Stopped);
+}
