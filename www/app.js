@@ -406,16 +406,19 @@ async function datasetFor(item) {
 // ---- actions ---------------------------------------------------------------------------
 
 function train() {
-  const d = state.dataset;
+  const { dataset, transfer } = datasets.forWorker(state.dataset);
   $('sample-output').textContent = '';
-  client.send({
-    type: 'train',
-    preset: settings.preset.name,
-    // The preset's model with the dropout of the advanced settings (the batch stays the preset's).
-    modelConfig: settings.modelConfig(),
-    trainingConfig: settings.trainingConfig(),
-    dataset: { name: d.name, bytes: d.bytes.slice() },
-  });
+  client.send(
+    {
+      type: 'train',
+      preset: settings.preset.name,
+      // The preset's model with the dropout of the advanced settings (the batch stays the preset's).
+      modelConfig: settings.modelConfig(),
+      trainingConfig: settings.trainingConfig(),
+      dataset,
+    },
+    transfer,
+  );
 }
 
 async function resumeCheckpoint(item) {
@@ -429,7 +432,8 @@ async function resumeCheckpoint(item) {
   }
   showDataset(d);
   state.pendingResume = true;
-  client.send({ type: 'load', id: item.id, dataset: { name: d.name, bytes: d.bytes.slice() } });
+  const { dataset, transfer } = datasets.forWorker(d);
+  client.send({ type: 'load', id: item.id, dataset }, transfer);
 }
 
 /** Loads the best checkpoint (paused, in place of the current run) and generates from it. */
@@ -443,7 +447,8 @@ async function sampleBest() {
   }
   showDataset(d);
   state.pendingSample = true;
-  client.send({ type: 'load', id: best.id, dataset: { name: d.name, bytes: d.bytes.slice() } });
+  const { dataset, transfer } = datasets.forWorker(d);
+  client.send({ type: 'load', id: best.id, dataset }, transfer);
 }
 
 function download(m) {

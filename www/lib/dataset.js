@@ -21,6 +21,16 @@ export async function fromFile(file) {
   return { name: file.name, bytes, id: await datasetId(bytes), builtIn: false };
 }
 
+/**
+ * A copy of the dataset for a message to the worker, and the transfer list that moves the
+ * copy's buffer there: the page keeps its own bytes, and the megabyte-sized copy is not
+ * cloned a second time on the main thread by `postMessage`.
+ */
+export function forWorker(dataset) {
+  const bytes = dataset.bytes.slice();
+  return { dataset: { name: dataset.name, bytes }, transfer: [bytes.buffer] };
+}
+
 const DB = 'tinygpt-datasets';
 const STORE = 'texts';
 

@@ -3,6 +3,8 @@
 // by side. Everything runs in the worker (worker/PROTOCOL.md, "LoRA"); this only sends
 // messages and renders what comes back.
 
+import { forWorker } from './dataset.js';
+
 const $ = (id) => document.getElementById(id);
 
 export class LoraPanel {
@@ -103,7 +105,7 @@ export class LoraPanel {
   }
 
   train() {
-    const d = this.page.dataset;
+    const { dataset, transfer } = forWorker(this.page.dataset);
     const number = (id) => ($(id).value === '' ? undefined : Number($(id).value));
     const trainingConfig = { max_steps: number('lora-steps'), learning_rate: number('lora-lr') };
     if (number('lora-batch') !== undefined) trainingConfig.batch_size = number('lora-batch');
@@ -118,13 +120,16 @@ export class LoraPanel {
           }
         : { preset };
     $('sample-output').textContent = '';
-    this.client().send({
-      type: 'trainAdapter',
-      name: $('lora-name').value.trim(),
-      ...shape,
-      trainingConfig,
-      dataset: { name: d.name, bytes: d.bytes.slice() },
-    });
+    this.client().send(
+      {
+        type: 'trainAdapter',
+        name: $('lora-name').value.trim(),
+        ...shape,
+        trainingConfig,
+        dataset,
+      },
+      transfer,
+    );
   }
 
   /** Samples the base alone, then base + adapter, with the same settings and seed. */
@@ -195,8 +200,8 @@ export class LoraPanel {
           this.client().send({ type: 'loadAdapter', name: a.name }),
         );
         button('Continue training', 'Make it the run (the Dataset card must hold the text it trained on)', () => {
-          const d = this.page.dataset;
-          this.client().send({ type: 'loadAdapter', name: a.name, dataset: { name: d.name, bytes: d.bytes.slice() } });
+          const { dataset, transfer } = forWorker(this.page.dataset);
+          this.client().send({ type: 'loadAdapter', name: a.name, dataset }, transfer);
         });
         row.append(actions);
         return row;
