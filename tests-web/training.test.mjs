@@ -178,6 +178,36 @@ for (const [preset, backend] of [['small', 'wasm-simd-threads'], ['medium', 'was
   });
 }
 
+// Pausing and resuming faster than a step ends (a user clicking about) must not use up the
+// allowance for pages whose messages keep every step from finishing (worker/src/abandon.rs,
+// MAX_GIVE_UPS_IN_A_ROW): every pause, and the stop after them, still answers at once. A
+// `small` step of the scalar build outlasts the six pauses and resumes together.
+test('pausing and resuming again and again within a step: every pause and the stop answer within 200 ms (scalar build)', { timeout: 120_000 }, async () => {
+  const browser = await openBrowser();
+  try {
+    const page = await openPage(browser.context, '?storage=memory&preset=small&backend=wasm');
+    assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'wasm');
+    await setField(page, 'max_steps', 1000);
+    await setField(page, 'checkpoint_interval', 1000);
+    await page.click('#train');
+    await waitStep(page, 2);
+    const pauses = [];
+    for (let i = 0; i < 6; i++) {
+      pauses.push(await timeAnswer(page, 'pause', 'status', "m.state === 'paused'"));
+      await timeAnswer(page, 'resume', 'status', "m.state === 'training'");
+      await page.waitForTimeout(20);
+    }
+    const stopMs = await timeAnswer(page, 'stop', 'done', "m.reason === 'stopped'");
+    console.log(`small wasm, pausing within a step: pause ${pauses.map((ms) => ms.toFixed(0)).join(', ')} ms; stop ${stopMs.toFixed(0)} ms`);
+    for (const ms of pauses) assert.ok(ms < 200, `pause took ${ms.toFixed(0)} ms`);
+    assert.ok(stopMs < 200, `stop took ${stopMs.toFixed(0)} ms`);
+    assert.deepEqual(page.consoleErrors, []);
+    assert.deepEqual(page.pageErrors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
 // A client that shares no pending-message counter (a page that is not cross-origin isolated
 // has no SharedArrayBuffer) gets the fallback: row parts of each step (worker/src/parts.rs),
 // so commands still get in between parts.
