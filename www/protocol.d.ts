@@ -30,7 +30,9 @@ export type InMessage =
  * cross-origin isolated page). The page adds 1 to element 0 before posting every message
  * (`init` included) and the worker subtracts 1 as it begins handling each; while it is above
  * zero the CPU engine gives the training step in progress up and answers, so with it steps
- * are taken whole (worker/PROTOCOL.md, "Timing"; www/lib/worker-client.js does this).
+ * are taken whole (worker/PROTOCOL.md, "Timing"; www/lib/worker-client.js does this). An
+ * optional element 1 counts the waiting `pause` and `stop` messages the same way: those cut
+ * short even the step taken in full after three given up in a row.
  */
 export interface InitMessage {
   type: 'init';

@@ -11,9 +11,9 @@
 // A wasm call blocks this event loop, so a message cannot say "I am waiting" here while a
 // step runs. The page can: `init.pendingMessages` is an Int32Array over a SharedArrayBuffer
 // that the page adds 1 to before posting each message, and this file subtracts 1 from as
-// it begins handling each. The wasm side reads it between ops and gives a whole CPU step
-// up while it is above zero (worker/src/abandon.rs), so with it the CPU builds take whole
-// steps and still answer within a few ms.
+// it begins handling each (element 1 counts `pause` and `stop` alone). The wasm side reads
+// it between ops and gives a whole CPU step up while it is above zero (worker/src/abandon.rs),
+// so with it the CPU builds take whole steps and still answer within a few ms.
 
 import { simdSupported } from './simd.js';
 
@@ -196,7 +196,10 @@ self.onmessage = (event) => {
   // A tick waiting for the GPU stops waiting, so this message is next (worker/src/interrupt.rs).
   if (app) app.interrupt();
   enqueue(async () => {
-    if (counter) Atomics.sub(counter, 0, 1);
+    if (counter) {
+      Atomics.sub(counter, 0, 1);
+      if (counter.length > 1 && (type === 'pause' || type === 'stop')) Atomics.sub(counter, 1, 1);
+    }
     if (type === 'init') {
       if (!app) app = await load(message.backend || 'auto');
     } else if (!app) {

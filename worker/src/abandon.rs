@@ -53,7 +53,11 @@ pub const MAX_GIVE_UPS_IN_A_ROW: u32 = 3;
 /// (rayon's threads only run inside a kernel).
 pub struct Abandon {
     probe: Option<Probe>,
+    /// Whether a `pause` or `stop` waits (the counter's element 1), if the page counts them.
+    command_probe: Option<Probe>,
     armed: Cell<bool>,
+    /// This unit runs in full unless a `pause` or `stop` waits (see [`MAX_GIVE_UPS_IN_A_ROW`]).
+    commands_only: Cell<bool>,
     /// A message was seen since [`Abandon::arm`]: ops are being skipped.
     tripped: Cell<bool>,
     /// Units given up since the last one that ran in full (see [`MAX_GIVE_UPS_IN_A_ROW`]).
@@ -66,6 +70,7 @@ impl fmt::Debug for Abandon {
             .field("available", &self.is_available())
             .field("armed", &self.armed.get())
             .field("tripped", &self.tripped.get())
+            .field("commands_only", &self.commands_only.get())
             .finish()
     }
 }
@@ -76,11 +81,20 @@ impl Abandon {
         Abandon { probe: Some(Box::new(message_waiting)), ..Abandon::never() }
     }
 
+    /// Also asks `command_waiting` (a `pause` or `stop` waits): such a message cuts short
+    /// even the unit taken in full after [`MAX_GIVE_UPS_IN_A_ROW`] given up, which only
+    /// other messages can cause, so pause and stop never wait for a whole step.
+    pub fn with_commands(self, command_waiting: impl Fn() -> bool + 'static) -> Self {
+        Abandon { command_probe: Some(Box::new(command_waiting)), ..self }
+    }
+
     /// No counter (no `SharedArrayBuffer`, or a client that shares none): never abandons.
     pub fn never() -> Self {
         Abandon {
             probe: None,
+            command_probe: None,
             armed: Cell::new(false),
+            commands_only: Cell::new(false),
             tripped: Cell::new(false),
             given_up_in_a_row: Cell::new(0),
         }
@@ -98,11 +112,13 @@ impl Abandon {
 
     /// Starts watching for messages: from now until [`Abandon::settle`], an op called while
     /// a message waits (and every op after it) is skipped; unless [`MAX_GIVE_UPS_IN_A_ROW`]
-    /// units in a row were given up, in which case this one runs in full.
+    /// units in a row were given up, in which case only a `pause` or `stop` cuts this one
+    /// short (where the page counts them, [`Abandon::with_commands`]).
     pub fn arm(&self) {
         let given_up = if self.tripped.replace(false) { self.given_up_in_a_row.get() + 1 } else { 0 };
         self.given_up_in_a_row.set(given_up);
-        self.armed.set(self.is_available() && given_up < MAX_GIVE_UPS_IN_A_ROW);
+        self.armed.set(self.is_available());
+        self.commands_only.set(given_up >= MAX_GIVE_UPS_IN_A_ROW);
     }
 
     /// Forgets the units given up so far, so the next one may be given up again: for a run
@@ -122,12 +138,20 @@ impl Abandon {
         self.tripped.get()
     }
 
+    /// Whether a `pause` or `stop` is waiting now (never, where the page does not count them).
+    fn command_waiting(&self) -> bool {
+        self.command_probe.as_ref().is_some_and(|waiting| waiting())
+    }
+
     /// Whether the op about to run should be skipped (see the module docs).
     fn skip_op(&self) -> bool {
         if !self.armed.get() {
             return false;
         }
-        if !self.tripped.get() && self.message_waiting() {
+        if !self.tripped.get()
+            && self.message_waiting()
+            && (!self.commands_only.get() || self.command_waiting())
+        {
             self.tripped.set(true);
         }
         self.tripped.get()
@@ -178,6 +202,25 @@ mod tests {
         assert!(!abandon.settle(), "and is kept");
         abandon.arm();
         assert!(abandon.skip_op(), "the count starts again after a unit kept");
+    }
+
+    #[test]
+    fn a_pause_or_stop_cuts_short_even_the_unit_taken_in_full() {
+        let command = Rc::new(Cell::new(false));
+        let abandon = Abandon::new(|| true).with_commands({
+            let command = Rc::clone(&command);
+            move || command.get()
+        });
+        for _ in 0..MAX_GIVE_UPS_IN_A_ROW {
+            abandon.arm();
+            assert!(abandon.skip_op());
+            assert!(abandon.settle());
+        }
+        abandon.arm();
+        assert!(!abandon.skip_op(), "other messages wait for this unit");
+        command.set(true);
+        assert!(abandon.skip_op(), "a pause does not");
+        assert!(abandon.settle(), "given up");
     }
 
     #[test]

@@ -175,3 +175,36 @@ fn pausing_again_and_again_within_a_step_gives_up_every_unit() {
     s.stop().unwrap();
     assert_eq!(s.run().unwrap().state, RunState::Stopped);
 }
+
+#[test]
+fn after_three_units_given_up_only_a_pause_or_stop_cuts_the_next_short() {
+    // Messages other than pause and stop (a sample, a save) that keep arriving mid-step
+    // would stall the run, so after three units given up the next runs in full for them;
+    // a pause or stop still cuts it short where the page counts those apart.
+    let clock = SystemClock::default();
+    let page = Rc::new(Page::default());
+    let command = Rc::new(Cell::new(false));
+    let abandon = {
+        let (page, command) = (Rc::clone(&page), Rc::clone(&command));
+        Abandon::new(move || page.look()).with_commands(move || command.get())
+    };
+    let mut s: Cpu = Session::abandonable(CpuBackend::new(1), EngineKind::Wasm, Rc::new(abandon));
+    s.start(request(), shakespeare(), 0.0).unwrap();
+    let interrupted_tick = |s: &mut Cpu, is_command: bool| {
+        page.post_after(30);
+        command.set(is_command);
+        s.tick(0.0, &clock).unwrap();
+        assert!(page.waiting.get());
+        page.handled();
+        command.set(false);
+        s.run().unwrap().step()
+    };
+    for _ in 0..tinygpt_worker::abandon::MAX_GIVE_UPS_IN_A_ROW {
+        assert_eq!(interrupted_tick(&mut s, false), 0, "given up");
+    }
+    assert_eq!(interrupted_tick(&mut s, false), 1, "the fourth runs in full for another message");
+    for _ in 0..tinygpt_worker::abandon::MAX_GIVE_UPS_IN_A_ROW {
+        assert_eq!(interrupted_tick(&mut s, false), 1, "given up");
+    }
+    assert_eq!(interrupted_tick(&mut s, true), 1, "a pause cuts even that one short");
+}

@@ -21,7 +21,9 @@ export class WorkerClient {
     // The worker gives a whole training step up while this counter is above zero (a message
     // waits: worker/src/abandon.rs). Shared memory needs a cross-origin isolated page;
     // without it the worker takes steps in row parts instead.
-    this.pending = typeof SharedArrayBuffer === 'function' && crossOriginIsolated ? new Int32Array(new SharedArrayBuffer(4)) : null;
+    // Element 1 counts the waiting `pause` and `stop` messages alone: those cut a step short
+    // even when the worker takes one in full after several given up in a row.
+    this.pending = typeof SharedArrayBuffer === 'function' && crossOriginIsolated ? new Int32Array(new SharedArrayBuffer(8)) : null;
     this.send({ type: 'init', backend, storage, checked, ...(this.pending ? { pendingMessages: this.pending } : {}) });
   }
 
@@ -38,11 +40,19 @@ export class WorkerClient {
   /** @param {import('../protocol').InMessage} message */
   send(message, transfer = []) {
     // Counted before it is posted, so the worker sees it waiting even before it arrives.
-    if (this.pending) Atomics.add(this.pending, 0, 1);
+    if (this.pending) {
+      Atomics.add(this.pending, 0, 1);
+      if (isCommand(message)) Atomics.add(this.pending, 1, 1);
+    }
     this.worker.postMessage(message, transfer);
   }
 
   terminate() {
     this.worker.terminate();
   }
+}
+
+/** `pause` and `stop`: the messages counted in element 1 of the pending counter as well. */
+function isCommand(message) {
+  return message?.type === 'pause' || message?.type === 'stop';
 }
