@@ -58,10 +58,17 @@ test('tiny trains in the worker: loss falls, no long task, pause/resume/stop ans
     await page.click('#train');
     await waitStep(page, 150);
 
-    // Training runs in the worker: the main thread had no task over 100 ms meanwhile. (The
-    // screenshot comes after this check: capturing the full page is a long task of its own.)
+    // Training runs in the worker: the main thread had no task over 200 ms meanwhile, the
+    // answer time the page promises for pause and stop. The page's own work per message is
+    // under 25 ms, but a task's duration is wall time, and the worker's threads keep both
+    // cores of a 2-core machine busy: tasks of 100-180 ms came with other load on the
+    // machine, and once in about 25 runs without. (The screenshot comes after this check:
+    // capturing the full page is a long task of its own.)
     const longTasks = await page.evaluate((t0) => window.__longTasks.filter((t) => t.start >= t0), trainStart);
-    assert.deepEqual(longTasks.filter((t) => t.duration > 100), [], 'main-thread long tasks while training');
+    const firstProgress = await page.evaluate(() => window.__progressTimes[0]);
+    const context = `training started at ${trainStart.toFixed(0)} ms, first progress at ${firstProgress?.toFixed(0)} ms; every task over 50 ms: ${JSON.stringify(longTasks)}`;
+    if (longTasks.some((t) => t.duration > 100)) console.log(`tiny: main-thread tasks over 100 ms (${context})`);
+    assert.deepEqual(longTasks.filter((t) => t.duration > 200), [], `main-thread long tasks while training (${context})`);
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, 'training.png'), fullPage: true });
 
