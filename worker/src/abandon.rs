@@ -56,8 +56,6 @@ pub struct Abandon {
     /// Whether a `pause` or `stop` waits (the counter's element 1), if the page counts them.
     command_probe: Option<Probe>,
     armed: Cell<bool>,
-    /// This unit runs in full unless a `pause` or `stop` waits (see [`MAX_GIVE_UPS_IN_A_ROW`]).
-    commands_only: Cell<bool>,
     /// A message was seen since [`Abandon::arm`]: ops are being skipped.
     tripped: Cell<bool>,
     /// Units given up since the last one that ran in full (see [`MAX_GIVE_UPS_IN_A_ROW`]).
@@ -70,7 +68,6 @@ impl fmt::Debug for Abandon {
             .field("available", &self.is_available())
             .field("armed", &self.armed.get())
             .field("tripped", &self.tripped.get())
-            .field("commands_only", &self.commands_only.get())
             .finish()
     }
 }
@@ -94,7 +91,6 @@ impl Abandon {
             probe: None,
             command_probe: None,
             armed: Cell::new(false),
-            commands_only: Cell::new(false),
             tripped: Cell::new(false),
             given_up_in_a_row: Cell::new(0),
         }
@@ -118,7 +114,6 @@ impl Abandon {
         let given_up = if self.tripped.replace(false) { self.given_up_in_a_row.get() + 1 } else { 0 };
         self.given_up_in_a_row.set(given_up);
         self.armed.set(self.is_available());
-        self.commands_only.set(given_up >= MAX_GIVE_UPS_IN_A_ROW);
     }
 
     /// Forgets the units given up so far, so the next one may be given up again: for a run
@@ -143,14 +138,18 @@ impl Abandon {
         self.command_probe.as_ref().is_some_and(|waiting| waiting())
     }
 
+    /// Whether this unit runs in full unless a `pause` or `stop` waits (see
+    /// [`MAX_GIVE_UPS_IN_A_ROW`]).
+    fn commands_only(&self) -> bool {
+        self.given_up_in_a_row.get() >= MAX_GIVE_UPS_IN_A_ROW
+    }
+
     /// Whether the op about to run should be skipped (see the module docs).
     fn skip_op(&self) -> bool {
         if !self.armed.get() {
             return false;
         }
-        if !self.tripped.get()
-            && self.message_waiting()
-            && (!self.commands_only.get() || self.command_waiting())
+        if !self.tripped.get() && self.message_waiting() && (!self.commands_only() || self.command_waiting())
         {
             self.tripped.set(true);
         }

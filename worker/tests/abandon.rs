@@ -66,7 +66,11 @@ impl Page {
 
 fn session(page: &Rc<Page>) -> Cpu {
     let page = Rc::clone(page);
-    Session::abandonable(CpuBackend::new(1), EngineKind::Wasm, Rc::new(Abandon::new(move || page.look())))
+    session_with(Abandon::new(move || page.look()))
+}
+
+fn session_with(abandon: Abandon) -> Cpu {
+    Session::abandonable(CpuBackend::new(1), EngineKind::Wasm, Rc::new(abandon))
 }
 
 fn weights(s: &Cpu) -> Vec<u32> {
@@ -184,11 +188,10 @@ fn after_three_units_given_up_only_a_pause_or_stop_cuts_the_next_short() {
     let clock = SystemClock::default();
     let page = Rc::new(Page::default());
     let command = Rc::new(Cell::new(false));
-    let abandon = {
+    let mut s = {
         let (page, command) = (Rc::clone(&page), Rc::clone(&command));
-        Abandon::new(move || page.look()).with_commands(move || command.get())
+        session_with(Abandon::new(move || page.look()).with_commands(move || command.get()))
     };
-    let mut s: Cpu = Session::abandonable(CpuBackend::new(1), EngineKind::Wasm, Rc::new(abandon));
     s.start(request(), shakespeare(), 0.0).unwrap();
     let interrupted_tick = |s: &mut Cpu, is_command: bool| {
         page.post_after(30);

@@ -145,14 +145,16 @@ impl WorkerApp {
         let abandon = Rc::new(match pending.dyn_into::<js_sys::Int32Array>() {
             // `Atomics.load`: the page's main thread writes it while this call runs.
             Ok(counter) => {
+                let waiting = |element: u32| {
+                    let counter = counter.clone();
+                    move || js_sys::Atomics::load(&counter, element).is_ok_and(|n| n > 0)
+                };
+                let abandon = Abandon::new(waiting(0));
                 // Element 1, where the page has it, counts the waiting `pause` and `stop` alone.
-                let commands = (counter.length() > 1).then(|| counter.clone());
-                let abandon = Abandon::new(move || js_sys::Atomics::load(&counter, 0).is_ok_and(|n| n > 0));
-                match commands {
-                    Some(c) => {
-                        abandon.with_commands(move || js_sys::Atomics::load(&c, 1).is_ok_and(|n| n > 0))
-                    }
-                    None => abandon,
+                if counter.length() > 1 {
+                    abandon.with_commands(waiting(1))
+                } else {
+                    abandon
                 }
             }
             Err(_) => Abandon::never(),
