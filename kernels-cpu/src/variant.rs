@@ -58,12 +58,20 @@ pub enum KernelVariant {
     Avx512,
     /// wasm32 built with `+simd128`: 128-bit vectors, 4×8 matmul tiles.
     Simd128,
+    /// wasm32 built with `+simd128,+relaxed-simd`: `simd128` whose vector multiply-add is
+    /// relaxed SIMD's `f32x4.relaxed_madd` (fused where the machine has FMA).
+    Simd128Relaxed,
 }
 
 impl KernelVariant {
     /// Every variant, reference first.
-    pub const ALL: [KernelVariant; 4] =
-        [KernelVariant::Reference, KernelVariant::Avx2Fma, KernelVariant::Avx512, KernelVariant::Simd128];
+    pub const ALL: [KernelVariant; 5] = [
+        KernelVariant::Reference,
+        KernelVariant::Avx2Fma,
+        KernelVariant::Avx512,
+        KernelVariant::Simd128,
+        KernelVariant::Simd128Relaxed,
+    ];
 
     /// The name used in benchmark lines and on the page.
     pub fn name(self) -> &'static str {
@@ -72,6 +80,7 @@ impl KernelVariant {
             KernelVariant::Avx2Fma => "avx2-fma",
             KernelVariant::Avx512 => "avx512",
             KernelVariant::Simd128 => "simd128",
+            KernelVariant::Simd128Relaxed => "simd128-relaxed",
         }
     }
 
@@ -85,14 +94,17 @@ impl KernelVariant {
             KernelVariant::Avx512 => is_x86_feature_detected!("avx512f"),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             KernelVariant::Simd128 => true,
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd"))]
+            KernelVariant::Simd128Relaxed => true,
             #[allow(unreachable_patterns)]
             _ => false,
         }
     }
 
-    /// The fastest supported variant: AVX-512, then AVX2+FMA, then simd128, else the reference.
+    /// The fastest supported variant: AVX-512, then AVX2+FMA, then simd128 (relaxed first),
+    /// else the reference.
     pub fn best_available() -> KernelVariant {
-        [KernelVariant::Avx512, KernelVariant::Avx2Fma, KernelVariant::Simd128]
+        [KernelVariant::Avx512, KernelVariant::Avx2Fma, KernelVariant::Simd128Relaxed, KernelVariant::Simd128]
             .into_iter()
             .find(|v| v.is_supported())
             .unwrap_or(KernelVariant::Reference)

@@ -35,5 +35,7 @@ macro_rules! variant_conformance {
 variant_conformance!(reference, tinygpt_kernels_cpu::KernelVariant::Reference);
 variant_conformance!(avx2_fma, tinygpt_kernels_cpu::KernelVariant::Avx2Fma);
 variant_conformance!(avx512, tinygpt_kernels_cpu::KernelVariant::Avx512);
-// Runs in a wasm32 build with +simd128 (under Node: see tests/wasi/run.mjs); skipped natively.
+// Run in a wasm32 build with +simd128 (under Node: see tests/wasi/run.mjs), the relaxed
+// one only in a build with +relaxed-simd too; skipped natively.
 variant_conformance!(simd128, tinygpt_kernels_cpu::KernelVariant::Simd128);
+variant_conformance!(simd128_relaxed, tinygpt_kernels_cpu::KernelVariant::Simd128Relaxed);

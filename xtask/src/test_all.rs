@@ -128,19 +128,24 @@ fn webgpu_conformance_tests(cargo: &str) -> Result<(), String> {
         .env("WASM_BINDGEN_TEST_TIMEOUT", "900"))
 }
 
-/// The conformance kit on kernels-cpu's wasm simd128 variant: a wasm32-wasip1 build with
-/// +simd128 run under Node's WASI (kernels-cpu/tests/wasi/run.mjs). One thread only (wasip1
-/// has none) and without the misuse check (it catches a panic; wasm panics abort).
+/// The conformance kit on kernels-cpu's wasm variants: wasm32-wasip1 builds with +simd128,
+/// then with +simd128,+relaxed-simd (that build runs both `simd128` and `simd128-relaxed`),
+/// under Node's WASI (kernels-cpu/tests/wasi/run.mjs). One thread only (wasip1 has none)
+/// and without the misuse check (it catches a panic; wasm panics abort).
 fn simd128_conformance_tests(cargo: &str) -> Result<(), String> {
     setup::rust_target("wasm32-wasip1")?;
     let runner = workspace_root().join("kernels-cpu/tests/wasi/run.mjs");
-    run(Command::new(cargo)
-        .current_dir(workspace_root())
-        .args(["test", "-p", "tinygpt-kernels-cpu", "--test", "conformance"])
-        .args(["--target", "wasm32-wasip1", "--target-dir"])
-        .arg(workspace_root().join("target/wasi-simd"))
-        .args(["--", "one_thread", "--skip", "copy_misuse_panics"])
-        .env("RUSTFLAGS", "-C target-feature=+simd128")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env("CARGO_TARGET_WASM32_WASIP1_RUNNER", format!("node {}", runner.display())))
+    for (target_dir, features) in [("wasi-simd", "+simd128"), ("wasi-relaxed-simd", "+simd128,+relaxed-simd")]
+    {
+        run(Command::new(cargo)
+            .current_dir(workspace_root())
+            .args(["test", "-p", "tinygpt-kernels-cpu", "--test", "conformance"])
+            .args(["--target", "wasm32-wasip1", "--target-dir"])
+            .arg(workspace_root().join("target").join(target_dir))
+            .args(["--", "one_thread", "--skip", "copy_misuse_panics"])
+            .env("RUSTFLAGS", format!("-C target-feature={features}"))
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env("CARGO_TARGET_WASM32_WASIP1_RUNNER", format!("node {}", runner.display())))?;
+    }
+    Ok(())
 }

@@ -110,6 +110,8 @@ pub(crate) fn kernels_for(variant: KernelVariant) -> Option<&'static FastKernels
         KernelVariant::Avx512 => Some(&x86::AVX512),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         KernelVariant::Simd128 => Some(&wasm::SIMD128),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128", target_feature = "relaxed-simd"))]
+        KernelVariant::Simd128Relaxed => Some(&wasm::SIMD128_RELAXED),
         _ => None,
     }
 }
