@@ -1,6 +1,10 @@
-// The SIMD build trains like the scalar one: same seed, 20 steps of `tiny`, every loss
-// equal within 1e-5 relative; the SIMD + threads build gives the SIMD build's losses bit
-// for bit (kernels split work by size, never by thread count).
+// The SIMD builds train like the scalar one: same seed, 20 steps of `tiny`, every loss
+// equal within 1e-5 relative; the SIMD + threads build gives the SIMD build's losses bit for
+// bit (kernels split work by size, never by thread count). The relaxed SIMD + threads build
+// fuses its multiply-adds where the machine has FMA, so its weights differ from the SIMD
+// build's in the last bits: its losses must agree within the same tolerance. (Over these
+// few steps the reported losses, f32 means of f64 sums near ln 256, have come out equal for
+// every build; the kernels' own differences are checked by the conformance kit, per variant.)
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,6 +12,17 @@ import { openBrowser, openPage, setField } from './harness.mjs';
 
 const STEPS = 20;
 const RELATIVE_TOLERANCE = 1e-5;
+
+async function relativeDifferences(a, b, what, tolerance) {
+  let worst = 0;
+  const pairs = [...a.train.map((x, i) => [x, b.train[i], `train step ${i + 1}`]), ...a.val.map((x, i) => [x, b.val[i], `val ${i + 1}`])];
+  for (const [x, y, where] of pairs) {
+    const rel = Math.abs(x - y) / Math.max(Math.abs(x), 1e-12);
+    worst = Math.max(worst, rel);
+    assert.ok(rel <= tolerance, `${where}: ${what} ${x}, ${y} (relative ${rel.toExponential(2)})`);
+  }
+  console.log(`parity (${what}): ${pairs.length} losses, worst relative difference ${worst.toExponential(2)}`);
+}
 
 async function losses(context, backend, { preset = 'tiny', steps = STEPS } = {}) {
   const page = await openPage(context, `?backend=${backend}&storage=memory&preset=${preset}`);
@@ -26,31 +41,26 @@ async function losses(context, backend, { preset = 'tiny', steps = STEPS } = {})
   return result;
 }
 
-test(`SIMD and scalar builds give the same ${STEPS} losses (within ${RELATIVE_TOLERANCE} relative)`, { timeout: 300_000 }, async () => {
+test(`SIMD, relaxed SIMD and scalar builds give the same ${STEPS} losses (within ${RELATIVE_TOLERANCE} relative)`, { timeout: 300_000 }, async () => {
   const browser = await openBrowser();
   try {
     const scalar = await losses(browser.context, 'wasm');
     const simd = await losses(browser.context, 'wasm-simd');
     const threads = await losses(browser.context, 'wasm-simd-threads');
+    const relaxed = await losses(browser.context, 'wasm-relaxed-simd-threads');
     assert.deepEqual(threads, simd, 'the threads build gives the SIMD build\'s losses exactly');
     assert.deepEqual(scalar.steps, Array.from({ length: STEPS }, (_, i) => i + 1));
-    assert.deepEqual(simd.steps, scalar.steps);
     assert.equal(scalar.val.length, 2);
-    const pairs = [...scalar.train.map((x, i) => [x, simd.train[i], `train step ${i + 1}`]),
-      ...scalar.val.map((x, i) => [x, simd.val[i], `val ${i + 1}`])];
-    let worst = 0;
-    for (const [a, b, what] of pairs) {
-      const rel = Math.abs(a - b) / Math.max(Math.abs(a), 1e-12);
-      worst = Math.max(worst, rel);
-      assert.ok(rel <= RELATIVE_TOLERANCE, `${what}: scalar ${a}, simd ${b} (relative ${rel.toExponential(2)})`);
+    for (const [name, other] of [['simd', simd], ['relaxed simd', relaxed]]) {
+      assert.deepEqual(other.steps, scalar.steps);
+      relativeDifferences(scalar, other, `scalar against ${name}`, RELATIVE_TOLERANCE);
     }
-    console.log(`parity: ${pairs.length} losses, worst relative difference ${worst.toExponential(2)}`);
   } finally {
     await browser.close();
   }
 });
 
-test('SIMD + threads and SIMD builds give the same losses bit for bit on whole steps of small', { timeout: 300_000 }, async () => {
+test('SIMD + threads and SIMD builds give the same losses bit for bit on whole steps of small; relaxed SIMD + threads within 1e-5', { timeout: 300_000 }, async () => {
   // Both builds take whole steps here (the page shares its message counter: worker/src/parts.rs).
   const browser = await openBrowser();
   try {
@@ -59,6 +69,8 @@ test('SIMD + threads and SIMD builds give the same losses bit for bit on whole s
     assert.equal(simd.train.length, 4);
     assert.equal(simd.val.length, 2);
     assert.deepEqual(threads, simd);
+    const relaxed = await losses(browser.context, 'wasm-relaxed-simd-threads', { preset: 'small', steps: 4 });
+    relativeDifferences(simd, relaxed, 'simd against relaxed simd', RELATIVE_TOLERANCE);
   } finally {
     await browser.close();
   }

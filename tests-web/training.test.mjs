@@ -18,13 +18,19 @@ test('the page loads without console errors and is crossOriginIsolated', { timeo
     const origin = new URL(page.url()).origin;
     const foreign = requests.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith('data:') && !u.startsWith('blob:'));
     assert.deepEqual(foreign, [], 'requests to another origin');
-    for (const path of ['/vendor/uplot/uPlot.esm.js', '/pkg/simd-threads/tinygpt_worker_bg.wasm', '/data/tinyshakespeare.txt']) {
+    for (const path of ['/vendor/uplot/uPlot.esm.js', '/pkg/relaxed-simd-threads/tinygpt_worker_bg.wasm', '/data/tinyshakespeare.txt']) {
       assert.ok(requests.includes(`${origin}${path}`), `${path} was loaded`);
     }
     assert.equal(await page.evaluate(() => typeof SharedArrayBuffer), 'function');
     const caps = await page.evaluate(() => window.tinygpt.state.capabilities);
     assert.equal(caps.simd, true);
-    assert.equal(caps.backend, 'wasm-simd-threads', 'auto picks the SIMD + threads build on a cross-origin isolated page');
+    assert.equal(caps.relaxedSimd, true, 'Chromium validates relaxed SIMD');
+    assert.match(await page.textContent('#cap-relaxed-simd'), /^yes/);
+    assert.equal(
+      caps.backend,
+      'wasm-relaxed-simd-threads',
+      'auto picks the relaxed SIMD + threads build on a cross-origin isolated page of a browser with relaxed SIMD',
+    );
     const cores = await page.evaluate(() => navigator.hardwareConcurrency);
     assert.equal(caps.threads, cores, 'one kernel thread per hardware thread');
     assert.match(await page.textContent('#cap-threads'), new RegExp(`^threads: ${cores} `));
@@ -133,10 +139,16 @@ test('tiny trains in the worker: loss falls, no long task, pause/resume/stop ans
 
 // On this cross-origin isolated page the worker takes whole steps and whole validation
 // batches (worker/src/parts.rs), and a message arriving mid-step makes it give the step up
-// and answer (the page's shared counter: worker/src/abandon.rs). The threads build (auto's
-// choice here) and the SIMD build cut the same way, the SIMD build taking each step about
-// twice as long on 2 cores; a whole step of `medium` is several times the 200 ms allowed.
-for (const [preset, backend] of [['small', 'wasm-simd-threads'], ['medium', 'wasm-simd-threads'], ['medium', 'wasm-simd']]) {
+// and answer (the page's shared counter: worker/src/abandon.rs). The threads builds (the
+// relaxed one is auto's choice here) and the SIMD build cut the same way, the SIMD build
+// taking each step about twice as long on 2 cores; a whole step of `medium` is several
+// times the 200 ms allowed.
+for (const [preset, backend] of [
+  ['small', 'wasm-relaxed-simd-threads'],
+  ['medium', 'wasm-relaxed-simd-threads'],
+  ['medium', 'wasm-simd-threads'],
+  ['medium', 'wasm-simd'],
+]) {
   test(`${preset} trains in whole steps on ${backend}: pause and stop answer within 200 ms, progress at least once a second`, { timeout: 180_000 }, async () => {
     const browser = await openBrowser();
     try {

@@ -266,13 +266,14 @@ test('without WebGPU the worker falls back to WASM and the panel gives the reaso
       const page = await openPage(browser.context, query);
       const caps = await page.evaluate(() => window.tinygpt.state.capabilities);
       assert.equal(caps.webgpu, undefined, 'no adapter without --enable-unsafe-webgpu');
-      // The page is cross-origin isolated, so the best WASM build is SIMD + threads.
-      assert.equal(caps.backend, 'wasm-simd-threads', query);
+      // The page is cross-origin isolated and Chromium has relaxed SIMD, so the best WASM
+      // build is relaxed SIMD + threads.
+      assert.equal(caps.backend, 'wasm-relaxed-simd-threads', query);
       assert.match(caps.backendNote, /WebGPU/);
-      assert.match(caps.backendNote, /: training on wasm-simd-threads\.$/);
+      assert.match(caps.backendNote, /: training on wasm-relaxed-simd-threads\.$/);
       assert.ok(!caps.backendNote.includes('\n'), 'one line');
       assert.match(await page.textContent('#cap-webgpu'), /^no — /);
-      assert.equal(await page.textContent('#cap-backend'), `wasm-simd-threads — ${caps.backendNote}`);
+      assert.equal(await page.textContent('#cap-backend'), `wasm-relaxed-simd-threads — ${caps.backendNote}`);
       assert.deepEqual(page.pageErrors, []);
     }
   } finally {

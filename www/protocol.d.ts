@@ -162,7 +162,7 @@ export interface DatasetInput {
 }
 
 export type BaseSource = 'builtin' | 'checkpoint' | 'upload';
-export type BackendChoice = 'auto' | 'webgpu' | 'wasm' | 'wasm-simd' | 'wasm-simd-threads';
+export type BackendChoice = 'auto' | 'webgpu' | 'wasm' | 'wasm-simd' | 'wasm-simd-threads' | 'wasm-relaxed-simd-threads';
 export type StorageChoice = 'auto' | 'opfs' | 'idb' | 'memory';
 
 // ---- worker → page ---------------------------------------------------------------------
@@ -316,13 +316,15 @@ export interface Capabilities {
   /** Every op is checked (developer mode, `init`'s `checked`). */
   checked?: boolean;
   simd: boolean;
+  /** The browser validates relaxed SIMD (so wasm-relaxed-simd-threads can run). */
+  relaxedSimd: boolean;
   crossOriginIsolated: boolean;
   storage: StorageKind;
   storageNote?: string;
   quotaBytes?: number;
   usageBytes?: number;
   hardwareThreads: number;
-  /** Threads the CPU kernels run on in the wasm-simd-threads build; absent otherwise. */
+  /** Threads the CPU kernels run on in the threads builds; absent otherwise. */
   threads?: number;
   /** Why training does not run on WebGPU, in one line, when it does not. */
   backendNote?: string;
@@ -397,7 +399,7 @@ export interface CheckpointInfo {
   best: boolean;
 }
 
-export type BackendKind = 'wasm' | 'wasm-simd' | 'wasm-simd-threads' | 'webgpu';
+export type BackendKind = 'wasm' | 'wasm-simd' | 'wasm-simd-threads' | 'wasm-relaxed-simd-threads' | 'webgpu';
 export type StorageKind = 'opfs' | 'indexeddb' | 'memory' | 'none';
 export type RunState = 'training' | 'paused' | 'finished' | 'stopped';
 export type DoneReason = 'finished' | 'stopped' | 'earlyStopped';

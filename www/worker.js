@@ -15,7 +15,7 @@
 // it between ops and gives a whole CPU step up while it is above zero (worker/src/abandon.rs),
 // so with it the CPU builds take whole steps and still answer within a few ms.
 
-import { simdSupported } from './simd.js';
+import { relaxedSimdSupported, simdSupported } from './simd.js';
 
 const SLICE_MS = 50;
 
@@ -129,19 +129,27 @@ async function probeWebgpu() {
 }
 
 /**
- * The build `backend` asks for: `simd-threads` (auto's first choice: SIMD kernels on a
- * pool of workers sharing memory, which needs a cross-origin isolated page for
- * SharedArrayBuffer), `simd`, or `scalar`. Every build carries the WebGPU backend.
+ * The build `backend` asks for: `relaxed-simd-threads` (auto's first choice: SIMD kernels
+ * with relaxed SIMD's multiply-add on a pool of workers sharing memory, which needs a
+ * cross-origin isolated page for SharedArrayBuffer and a browser that validates relaxed
+ * SIMD), `simd-threads` (the same without relaxed SIMD), `simd`, or `scalar`. Every build
+ * carries the WebGPU backend.
  */
-function chooseBuild(backend, simd) {
+function chooseBuild(backend, simd, relaxed) {
   const isolated = self.crossOriginIsolated === true;
-  if (backend === 'wasm-simd-threads' && !isolated) {
-    throw new Error('The threads build needs a cross-origin isolated page (COOP/COEP headers); choose "wasm-simd".');
+  const threaded = backend === 'wasm-simd-threads' || backend === 'wasm-relaxed-simd-threads';
+  if (threaded && !isolated) {
+    throw new Error('The threads builds need a cross-origin isolated page (COOP/COEP headers); choose "wasm-simd".');
   }
-  if ((backend === 'wasm-simd' || backend === 'wasm-simd-threads') && !simd) {
+  if ((backend === 'wasm-simd' || threaded) && !simd) {
     throw new Error('This browser does not support WebAssembly SIMD; choose the "wasm" backend.');
   }
-  if (backend === 'wasm-simd-threads' || (['auto', 'webgpu'].includes(backend) && simd && isolated)) return 'simd-threads';
+  if (backend === 'wasm-relaxed-simd-threads' && !relaxed) {
+    throw new Error('This browser does not support WebAssembly relaxed SIMD; choose "wasm-simd-threads".');
+  }
+  const automatic = ['auto', 'webgpu'].includes(backend);
+  if (backend === 'wasm-relaxed-simd-threads' || (automatic && simd && relaxed && isolated)) return 'relaxed-simd-threads';
+  if (backend === 'wasm-simd-threads' || (automatic && simd && isolated)) return 'simd-threads';
   if (backend === 'wasm-simd' || (backend !== 'wasm' && simd)) return 'simd';
   return 'scalar';
 }
@@ -149,15 +157,17 @@ function chooseBuild(backend, simd) {
 /** Loads the build `backend` asks for (see `chooseBuild`) and starts its threads. */
 async function load(backend) {
   const simd = simdSupported();
-  const build = chooseBuild(backend, simd);
+  const relaxedSimd = simd && relaxedSimdSupported();
+  const build = chooseBuild(backend, simd, relaxedSimd);
   const url = new URL(`./pkg/${build}/tinygpt_worker.js`, import.meta.url);
   const pkg = await import(url.href);
   await pkg.default();
   // rayon's global pool, one thread per core (the kernels split work by size, so the
   // count changes speed, never results).
-  if (build === 'simd-threads') await pkg.initThreadPool(navigator.hardwareConcurrency || 1);
+  if (build.endsWith('-threads')) await pkg.initThreadPool(navigator.hardwareConcurrency || 1);
   const env = {
     simd,
+    relaxedSimd,
     crossOriginIsolated: self.crossOriginIsolated === true,
     hardwareThreads: navigator.hardwareConcurrency || 1,
     ...(await probeWebgpu()),

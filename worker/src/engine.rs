@@ -221,13 +221,15 @@ impl Engine {
     }
 }
 
-/// The CPU kernels for `kind`: in the `wasm-simd-threads` build SIMD on this thread plus
+/// The CPU kernels for `kind`: in the threads builds SIMD on this thread plus
 /// threads of rayon's global pool (wasm-bindgen-rayon's `initThreadPool` has started it)
 /// that stay awake between ops (`CpuBackend::awake_on_global_pool`; rayon's own workers
 /// slept between a step's ops and woke too late to help); one thread otherwise.
 fn cpu_backend(kind: EngineKind) -> CpuBackend {
     match kind {
-        EngineKind::WasmSimdThreads => CpuBackend::awake_on_global_pool(),
+        EngineKind::WasmSimdThreads | EngineKind::WasmRelaxedSimdThreads => {
+            CpuBackend::awake_on_global_pool()
+        }
         _ => CpuBackend::new(1),
     }
 }

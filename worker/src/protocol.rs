@@ -151,10 +151,10 @@ pub struct DatasetInput {
 
 /// Which backend the page asks for. `auto`: WebGPU when an adapter exists and the
 /// worker's self-test passes on it (`worker/src/self_test.rs`), else the SIMD + threads
-/// build when the page is cross-origin isolated, else the SIMD build when the browser
-/// validates it, else scalar wasm. `webgpu` is the same as `auto` except that the page
-/// asked for the GPU explicitly (it still falls back, saying why). `wasm`, `wasm-simd` and
-/// `wasm-simd-threads` never touch the GPU.
+/// build when the page is cross-origin isolated (its relaxed-SIMD twin when the browser
+/// validates relaxed SIMD), else the SIMD build when the browser validates SIMD, else
+/// scalar wasm. `webgpu` is the same as `auto` except that the page asked for the GPU
+/// explicitly (it still falls back, saying why). The `wasm…` choices never touch the GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendChoice {
@@ -164,6 +164,7 @@ pub enum BackendChoice {
     Wasm,
     WasmSimd,
     WasmSimdThreads,
+    WasmRelaxedSimdThreads,
 }
 
 /// Where checkpoints go; `auto` is OPFS, falling back to IndexedDB. (`StorageChoice` in
@@ -188,6 +189,10 @@ pub enum EngineKind {
     /// The SIMD kernels on a pool of Web Workers sharing the module's memory
     /// (wasm-bindgen-rayon); same results as `wasm-simd`, bit for bit.
     WasmSimdThreads,
+    /// `wasm-simd-threads` built with relaxed SIMD: its multiply-add is
+    /// `f32x4.relaxed_madd` (fused where the machine has FMA), so results agree with the
+    /// other builds within the kernel variants' tolerance, not bit for bit.
+    WasmRelaxedSimdThreads,
     Webgpu,
 }
 
@@ -292,6 +297,9 @@ pub struct Capabilities {
     pub checked: bool,
     /// Whether the browser validates wasm SIMD (so `wasm-simd` can be picked).
     pub simd: bool,
+    /// Whether the browser validates relaxed SIMD (so `wasm-relaxed-simd-threads` can be
+    /// picked on a cross-origin isolated page).
+    pub relaxed_simd: bool,
     pub cross_origin_isolated: bool,
     pub storage: StoreKind,
     /// Why the preferred storage could not be used, when it could not.
@@ -304,7 +312,7 @@ pub struct Capabilities {
     pub usage_bytes: Option<f64>,
     /// `navigator.hardwareConcurrency`.
     pub hardware_threads: usize,
-    /// Threads the CPU kernels run on in the `wasm-simd-threads` build (absent in the
+    /// Threads the CPU kernels run on in the threads builds (absent in the
     /// single-threaded builds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,

@@ -271,6 +271,7 @@ fn out_samples() -> Vec<OutMessage> {
                 backend: EngineKind::WasmSimd,
                 checked: true,
                 simd: true,
+                relaxed_simd: true,
                 cross_origin_isolated: true,
                 storage: StoreKind::Opfs,
                 storage_note: Some("note".into()),
@@ -447,7 +448,13 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
             | E::Internal => {}
         }
     }
-    let backends = [EngineKind::Wasm, EngineKind::WasmSimd, EngineKind::WasmSimdThreads, EngineKind::Webgpu];
+    let backends = [
+        EngineKind::Wasm,
+        EngineKind::WasmSimd,
+        EngineKind::WasmSimdThreads,
+        EngineKind::WasmRelaxedSimdThreads,
+        EngineKind::Webgpu,
+    ];
     let storages = [StoreKind::Opfs, StoreKind::Indexeddb, StoreKind::Memory, StoreKind::None];
     let states = [RunState::Training, RunState::Paused, RunState::Finished, RunState::Stopped];
     let reasons = [DoneReason::Finished, DoneReason::Stopped, DoneReason::EarlyStopped];
@@ -457,6 +464,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
         BackendChoice::Wasm,
         BackendChoice::WasmSimd,
         BackendChoice::WasmSimdThreads,
+        BackendChoice::WasmRelaxedSimdThreads,
     ];
     let storage_choices = [StoreChoice::Auto, StoreChoice::Opfs, StoreChoice::Idb, StoreChoice::Memory];
     let sources = [BaseSource::Builtin, BaseSource::Checkpoint, BaseSource::Upload];
@@ -468,7 +476,11 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
     let schedules = [tinygpt_optim::ScheduleKind::Constant, tinygpt_optim::ScheduleKind::Cosine];
     for b in backends {
         match b {
-            EngineKind::Wasm | EngineKind::WasmSimd | EngineKind::WasmSimdThreads | EngineKind::Webgpu => {}
+            EngineKind::Wasm
+            | EngineKind::WasmSimd
+            | EngineKind::WasmSimdThreads
+            | EngineKind::WasmRelaxedSimdThreads
+            | EngineKind::Webgpu => {}
         }
     }
     for s in storages {
@@ -487,7 +499,8 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
             | BackendChoice::Webgpu
             | BackendChoice::Wasm
             | BackendChoice::WasmSimd
-            | BackendChoice::WasmSimdThreads => {}
+            | BackendChoice::WasmSimdThreads
+            | BackendChoice::WasmRelaxedSimdThreads => {}
         }
     }
     for c in storage_choices {

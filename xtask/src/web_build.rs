@@ -1,4 +1,4 @@
-//! `cargo xtask build-web`: the page and both wasm builds of the worker, in `dist/`.
+//! `cargo xtask build-web`: the page and the four wasm builds of the worker, in `dist/`.
 //!
 //! Layout of `dist/` (everything the page needs; it requests nothing from another origin):
 //! ```text
@@ -6,6 +6,7 @@
 //! pkg/scalar/tinygpt_worker{.js,_bg.wasm}   wasm-bindgen --target web, no SIMD
 //! pkg/simd/tinygpt_worker{.js,_bg.wasm}     the same with -C target-feature=+simd128
 //! pkg/simd-threads/...                      SIMD + threads (wasm-bindgen-rayon, shared memory)
+//! pkg/relaxed-simd-threads/...              the same with +relaxed-simd (relaxed_madd)
 //! vendor/uplot/uPlot.esm.js, uPlot.min.css  from node_modules (npm ci)
 //! data/tinyshakespeare.txt                  the default dataset
 //! assets/base-medium-shakespeare.safetensors  the bundled LoRA base (from cli/assets)
@@ -13,9 +14,10 @@
 //! ```
 //! Each variant builds into its own target dir (`target/wasm-<variant>`), because they
 //! differ in RUSTFLAGS and would otherwise rebuild each other from scratch every time.
-//! The threads build needs the pinned nightly [`THREADS_TOOLCHAIN`] (std rebuilt with
-//! atomics: `-Z build-std`), installed by `setup::web_build_tools`; the page loads it only
-//! when the page is cross-origin isolated (TOOLCHAIN.md, "WASM threads").
+//! The threads builds need the pinned nightly [`THREADS_TOOLCHAIN`] (std rebuilt with
+//! atomics: `-Z build-std`), installed by `setup::web_build_tools`; the page loads one only
+//! when the page is cross-origin isolated (TOOLCHAIN.md, "WASM threads"), and the relaxed
+//! one only when the browser validates relaxed SIMD (www/simd.js).
 //! No wasm-opt: Debian's (binaryen 108) breaks wasm-bindgen 0.2.130 output (TOOLCHAIN.md).
 //! Missing build tools (wasm target, wasm-bindgen-cli at Cargo.lock's version, npm
 //! packages) are installed first, see `setup::web_build_tools`.
@@ -46,23 +48,35 @@ pub const THREADS_TOOLCHAIN: &str = "nightly-2025-11-15";
 
 /// Shared memory (at most 4 GiB, the wasm32 address space), imported so the worker threads
 /// share it, and the thread-local-storage exports wasm-bindgen's thread start-up calls.
-const THREADS_RUSTFLAGS: &str = "-C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals \
+macro_rules! threads_rustflags {
+    ($features:literal) => {
+        concat!(
+            "-C target-feature=+simd128,",
+            $features,
+            "+atomics,+bulk-memory,+mutable-globals \
     -C link-arg=--shared-memory -C link-arg=--max-memory=4294967296 -C link-arg=--import-memory \
     -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size \
-    -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base";
+    -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base"
+        )
+    };
+}
 
 const PLAIN: Variant = Variant { name: "", rustflags: "", toolchain: None, features: "", cargo_args: &[] };
 
-pub const VARIANTS: [Variant; 3] = [
+const THREADS: Variant = Variant {
+    name: "simd-threads",
+    rustflags: threads_rustflags!(""),
+    toolchain: Some(THREADS_TOOLCHAIN),
+    features: "threads",
+    cargo_args: &["-Z", "build-std=panic_abort,std"],
+};
+
+pub const VARIANTS: [Variant; 4] = [
     Variant { name: "scalar", ..PLAIN },
     Variant { name: "simd", rustflags: "-C target-feature=+simd128", ..PLAIN },
-    Variant {
-        name: "simd-threads",
-        rustflags: THREADS_RUSTFLAGS,
-        toolchain: Some(THREADS_TOOLCHAIN),
-        features: "threads",
-        cargo_args: &["-Z", "build-std=panic_abort,std"],
-    },
+    THREADS,
+    // Relaxed SIMD's `f32x4.relaxed_madd` in the kernels (kernels-cpu's `simd128-relaxed`).
+    Variant { name: "relaxed-simd-threads", rustflags: threads_rustflags!("+relaxed-simd,"), ..THREADS },
 ];
 
 /// web-sys hides its WebGPU and some storage bindings behind this cfg; RUSTFLAGS replaces

@@ -37,7 +37,10 @@ pub async fn choose(
         return (Engine::checked_cpu(wasm, abandon), Some(note));
     }
     let why_not = match choice {
-        BackendChoice::Wasm | BackendChoice::WasmSimd | BackendChoice::WasmSimdThreads => {
+        BackendChoice::Wasm
+        | BackendChoice::WasmSimd
+        | BackendChoice::WasmSimdThreads
+        | BackendChoice::WasmRelaxedSimdThreads => {
             format!("{} was chosen", name(wasm))
         }
         BackendChoice::Auto | BackendChoice::Webgpu => match open_webgpu(&probe).await {
@@ -69,6 +72,7 @@ pub fn name(kind: EngineKind) -> &'static str {
     match kind {
         EngineKind::WasmSimd => "wasm-simd",
         EngineKind::WasmSimdThreads => "wasm-simd-threads",
+        EngineKind::WasmRelaxedSimdThreads => "wasm-relaxed-simd-threads",
         EngineKind::Wasm => "wasm",
         EngineKind::Webgpu => "webgpu",
     }

@@ -45,6 +45,7 @@ use crate::session::{resolve_configs, AdapterRequest, SampleRequest, TrainReques
 #[serde(rename_all = "camelCase", default)]
 struct Environment {
     simd: bool,
+    relaxed_simd: bool,
     cross_origin_isolated: bool,
     hardware_threads: usize,
     /// The adapter `navigator.gpu.requestAdapter()` gave, if any (probed by worker.js).
@@ -54,8 +55,10 @@ struct Environment {
 }
 
 /// This build's CPU kernels: SIMD when compiled with `+simd128`, on threads in the
-/// `threads` build.
-const WASM_BACKEND: EngineKind = if cfg!(feature = "threads") {
+/// `threads` builds, with relaxed SIMD's multiply-add when compiled with `+relaxed-simd`.
+const WASM_BACKEND: EngineKind = if cfg!(all(feature = "threads", target_feature = "relaxed-simd")) {
+    EngineKind::WasmRelaxedSimdThreads
+} else if cfg!(feature = "threads") {
     EngineKind::WasmSimdThreads
 } else if cfg!(target_feature = "simd128") {
     EngineKind::WasmSimd
@@ -126,7 +129,7 @@ pub struct WorkerApp {
 
 #[wasm_bindgen]
 impl WorkerApp {
-    /// `post(message)` delivers a worker → page message; `env` is `{simd,
+    /// `post(message)` delivers a worker → page message; `env` is `{simd, relaxedSimd,
     /// crossOriginIsolated, hardwareThreads}`; `locks` is `{hold(name, wait) → Promise<bool>,
     /// release(name)}` over `navigator.locks` (undefined: no locking); `pending` is the
     /// page's message counter from `init.pendingMessages` (an `Int32Array` over a
@@ -544,6 +547,7 @@ impl Inner {
             backend,
             checked,
             simd: self.env.simd,
+            relaxed_simd: self.env.relaxed_simd,
             cross_origin_isolated: self.env.cross_origin_isolated,
             storage: kind,
             storage_note: note,
