@@ -47,10 +47,15 @@ pub(crate) fn gflops(kernels: &FastKernels, threads: usize) -> f64 {
     let per_iter = started.elapsed().as_secs_f64() / (1 << 20) as f64;
     let iters = ((0.2 / per_iter.max(1e-12)) as usize).clamp(1 << 20, 1 << 30);
     let started = Instant::now();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| std::hint::black_box(run(iters)));
-        }
-    });
+    if threads == 1 {
+        // On this thread: wasm32-wasip1 (matmul_bench under Node) cannot start one.
+        std::hint::black_box(run(iters));
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| std::hint::black_box(run(iters)));
+            }
+        });
+    }
     threads as f64 * iters as f64 * flops_per_iter / started.elapsed().as_secs_f64() / 1e9
 }
