@@ -25,7 +25,7 @@ export function renderCapabilities(caps, persisted) {
     $('cap-webgpu').className = 'no';
   }
   yesNo($('cap-simd'), caps.simd);
-  yesNo($('cap-relaxed-simd'), caps.relaxedSimd, 'yes (fused multiply-add in the kernels)');
+  yesNo($('cap-relaxed-simd'), caps.relaxedSimd);
   yesNo($('cap-isolated'), caps.crossOriginIsolated);
   const storage = { opfs: 'OPFS', indexeddb: 'IndexedDB', memory: 'memory (this tab only)', none: 'unavailable' }[caps.storage];
   $('cap-storage').textContent = caps.storageNote ? `${storage} — ${caps.storageNote}` : storage;
