@@ -1,7 +1,7 @@
-// `cargo xtask bench-web`: training speed of the scalar, SIMD, SIMD + threads and relaxed
-// SIMD + threads builds in headless Chromium, `small` and `medium` presets. One JSON line per
-// run (with the machine's hardware threads), then the SIMD/scalar, threads/SIMD and
-// relaxed/plain-threads ratios per preset. Timing is the page's wall clock between progress messages after warm-up, so
+// `cargo xtask bench-web`: training speed of the scalar, SIMD and SIMD + threads builds and
+// the two relaxed-SIMD twins in headless Chromium, `small` and `medium` presets. One JSON
+// line per run (with the machine's hardware threads), then the SIMD/scalar, threads/SIMD and
+// relaxed/plain ratios per preset. Timing is the page's wall clock between progress messages after warm-up, so
 // it is the speed a user sees (slicing and messaging included). After the timed steps it
 // times three pauses and a stop (`pause_ms_max`, `stop_ms`: click to the worker's answer).
 //
@@ -19,7 +19,13 @@ import { WEBGPU_FLAGS, openBrowser, openPage, setField } from './harness.mjs';
 
 const list = (name, fallback) => (process.env[name] ? process.env[name].split(',') : fallback);
 const PRESETS = list('TINYGPT_BENCH_PRESETS', ['small', 'medium']);
-const BACKENDS = list('TINYGPT_BENCH_BACKENDS', ['wasm', 'wasm-simd', 'wasm-simd-threads', 'wasm-relaxed-simd-threads']);
+const BACKENDS = list('TINYGPT_BENCH_BACKENDS', [
+  'wasm',
+  'wasm-simd',
+  'wasm-relaxed-simd',
+  'wasm-simd-threads',
+  'wasm-relaxed-simd-threads',
+]);
 const WARMUP = 2;
 const STEPS = Number(process.env.TINYGPT_BENCH_STEPS || 12);
 const LORA = list('TINYGPT_BENCH_LORA', []);
@@ -136,13 +142,20 @@ try {
   }
   for (const preset of PRESETS) {
     const find = (backend) => results.find((r) => r.preset === preset && r.backend === backend);
-    const [scalar, simd, threads, relaxed] = ['wasm', 'wasm-simd', 'wasm-simd-threads', 'wasm-relaxed-simd-threads'].map(find);
+    const [scalar, simd, relaxed, threads, relaxedThreads] = [
+      'wasm',
+      'wasm-simd',
+      'wasm-relaxed-simd',
+      'wasm-simd-threads',
+      'wasm-relaxed-simd-threads',
+    ].map(find);
     const ratio = (a, b) => (a && b ? +(a.tok_per_s / b.tok_per_s).toFixed(3) : undefined);
     const line = {
       preset,
       simd_over_scalar: ratio(simd, scalar),
       threads_over_simd: ratio(threads, simd),
-      relaxed_over_threads: ratio(relaxed, threads),
+      relaxed_over_simd: ratio(relaxed, simd),
+      relaxed_over_threads: ratio(relaxedThreads, threads),
     };
     if (Object.values(line).some((v) => typeof v === 'number')) console.log(JSON.stringify(line));
   }

@@ -1,8 +1,9 @@
 // The SIMD builds train like the scalar one: same seed, 20 steps of `tiny`, every loss
 // equal within 1e-5 relative; the SIMD + threads build gives the SIMD build's losses bit for
-// bit (kernels split work by size, never by thread count). The relaxed SIMD + threads build
-// fuses its multiply-adds where the machine has FMA, so its weights differ from the SIMD
-// build's in the last bits: its losses must agree within the same tolerance. (Over these
+// bit (kernels split work by size, never by thread count), and so does the relaxed SIMD +
+// threads build the relaxed SIMD build's. The relaxed builds fuse their multiply-adds where
+// the machine has FMA, so their weights differ from the SIMD builds' in the last bits: their
+// losses must agree within the same tolerance. (Over these
 // few steps the reported losses, f32 means of f64 sums near ln 256, have come out equal for
 // every build; the kernels' own differences are checked by the conformance kit, per variant.)
 
@@ -47,8 +48,10 @@ test(`SIMD, relaxed SIMD and scalar builds give the same ${STEPS} losses (within
     const scalar = await losses(browser.context, 'wasm');
     const simd = await losses(browser.context, 'wasm-simd');
     const threads = await losses(browser.context, 'wasm-simd-threads');
-    const relaxed = await losses(browser.context, 'wasm-relaxed-simd-threads');
+    const relaxed = await losses(browser.context, 'wasm-relaxed-simd');
+    const relaxedThreads = await losses(browser.context, 'wasm-relaxed-simd-threads');
     assert.deepEqual(threads, simd, 'the threads build gives the SIMD build\'s losses exactly');
+    assert.deepEqual(relaxedThreads, relaxed, 'the relaxed threads build gives the relaxed SIMD build\'s losses exactly');
     assert.deepEqual(scalar.steps, Array.from({ length: STEPS }, (_, i) => i + 1));
     assert.equal(scalar.val.length, 2);
     for (const [name, other] of [['simd', simd], ['relaxed simd', relaxed]]) {
@@ -60,7 +63,7 @@ test(`SIMD, relaxed SIMD and scalar builds give the same ${STEPS} losses (within
   }
 });
 
-test('SIMD + threads and SIMD builds give the same losses bit for bit on whole steps of small; relaxed SIMD + threads within 1e-5', { timeout: 300_000 }, async () => {
+test('SIMD + threads and SIMD builds give the same losses bit for bit on whole steps of small, and so do their relaxed twins, within 1e-5 of them', { timeout: 300_000 }, async () => {
   // Both builds take whole steps here (the page shares its message counter: worker/src/parts.rs).
   const browser = await openBrowser();
   try {
@@ -69,7 +72,9 @@ test('SIMD + threads and SIMD builds give the same losses bit for bit on whole s
     assert.equal(simd.train.length, 4);
     assert.equal(simd.val.length, 2);
     assert.deepEqual(threads, simd);
-    const relaxed = await losses(browser.context, 'wasm-relaxed-simd-threads', { preset: 'small', steps: 4 });
+    const relaxed = await losses(browser.context, 'wasm-relaxed-simd', { preset: 'small', steps: 4 });
+    const relaxedThreads = await losses(browser.context, 'wasm-relaxed-simd-threads', { preset: 'small', steps: 4 });
+    assert.deepEqual(relaxedThreads, relaxed);
     relativeDifferences(simd, relaxed, 'simd against relaxed simd', RELATIVE_TOLERANCE);
   } finally {
     await browser.close();

@@ -147,6 +147,7 @@ for (const [preset, backend] of [
   ['small', 'wasm-relaxed-simd-threads'],
   ['medium', 'wasm-relaxed-simd-threads'],
   ['medium', 'wasm-simd-threads'],
+  ['medium', 'wasm-relaxed-simd'],
   ['medium', 'wasm-simd'],
 ]) {
   test(`${preset} trains in whole steps on ${backend}: pause and stop answer within 200 ms, progress at least once a second`, { timeout: 180_000 }, async () => {

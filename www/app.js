@@ -1,7 +1,7 @@
 // The page: wires the controls to the worker (lib/worker-client.js) and renders what it
 // reports. Nothing heavy runs here: training, sampling and checkpoints live in the worker.
 //
-// Query flags: ?backend=auto|webgpu|wasm|wasm-simd|wasm-simd-threads|wasm-relaxed-simd-threads picks the backend, ?storage=auto|opfs|idb|memory
+// Query flags: ?backend=auto|webgpu|wasm|wasm-simd|wasm-relaxed-simd|wasm-simd-threads|wasm-relaxed-simd-threads picks the backend, ?storage=auto|opfs|idb|memory
 // the checkpoint store (idb forces IndexedDB), ?preset=NAME the initial preset.
 
 import { WorkerClient } from './lib/worker-client.js';

@@ -162,7 +162,14 @@ export interface DatasetInput {
 }
 
 export type BaseSource = 'builtin' | 'checkpoint' | 'upload';
-export type BackendChoice = 'auto' | 'webgpu' | 'wasm' | 'wasm-simd' | 'wasm-simd-threads' | 'wasm-relaxed-simd-threads';
+export type BackendChoice =
+  | 'auto'
+  | 'webgpu'
+  | 'wasm'
+  | 'wasm-simd'
+  | 'wasm-relaxed-simd'
+  | 'wasm-simd-threads'
+  | 'wasm-relaxed-simd-threads';
 export type StorageChoice = 'auto' | 'opfs' | 'idb' | 'memory';
 
 // ---- worker → page ---------------------------------------------------------------------
@@ -316,7 +323,7 @@ export interface Capabilities {
   /** Every op is checked (developer mode, `init`'s `checked`). */
   checked?: boolean;
   simd: boolean;
-  /** The browser validates relaxed SIMD (so wasm-relaxed-simd-threads can run). */
+  /** The browser validates relaxed SIMD (so the relaxed builds can run). */
   relaxedSimd: boolean;
   crossOriginIsolated: boolean;
   storage: StorageKind;
@@ -399,7 +406,7 @@ export interface CheckpointInfo {
   best: boolean;
 }
 
-export type BackendKind = 'wasm' | 'wasm-simd' | 'wasm-simd-threads' | 'wasm-relaxed-simd-threads' | 'webgpu';
+export type BackendKind = 'wasm' | 'wasm-simd' | 'wasm-relaxed-simd' | 'wasm-simd-threads' | 'wasm-relaxed-simd-threads' | 'webgpu';
 export type StorageKind = 'opfs' | 'indexeddb' | 'memory' | 'none';
 export type RunState = 'training' | 'paused' | 'finished' | 'stopped';
 export type DoneReason = 'finished' | 'stopped' | 'earlyStopped';

@@ -129,29 +129,35 @@ async function probeWebgpu() {
 }
 
 /**
- * The build `backend` asks for: `relaxed-simd-threads` (auto's first choice: SIMD kernels
- * with relaxed SIMD's multiply-add on a pool of workers sharing memory, which needs a
- * cross-origin isolated page for SharedArrayBuffer and a browser that validates relaxed
- * SIMD), `simd-threads` (the same without relaxed SIMD), `simd`, or `scalar`. Every build
- * carries the WebGPU backend.
+ * The build `backend` asks for. `auto` and `webgpu` take the best one here: the SIMD +
+ * threads build when the page is cross-origin isolated (its workers share memory through
+ * SharedArrayBuffer), else the SIMD build, else `scalar`; each SIMD build has a relaxed twin
+ * (`relaxed-…`: the kernels' multiply-add is relaxed SIMD's, fused) taken first where the
+ * browser validates relaxed SIMD. Every build carries the WebGPU backend.
  */
 function chooseBuild(backend, simd, relaxed) {
   const isolated = self.crossOriginIsolated === true;
   const threaded = backend === 'wasm-simd-threads' || backend === 'wasm-relaxed-simd-threads';
+  const relaxedAsked = backend === 'wasm-relaxed-simd' || backend === 'wasm-relaxed-simd-threads';
   if (threaded && !isolated) {
     throw new Error('The threads builds need a cross-origin isolated page (COOP/COEP headers); choose "wasm-simd".');
   }
-  if ((backend === 'wasm-simd' || threaded) && !simd) {
+  if ((backend === 'wasm-simd' || threaded || relaxedAsked) && !simd) {
     throw new Error('This browser does not support WebAssembly SIMD; choose the "wasm" backend.');
   }
-  if (backend === 'wasm-relaxed-simd-threads' && !relaxed) {
-    throw new Error('This browser does not support WebAssembly relaxed SIMD; choose "wasm-simd-threads".');
+  if (relaxedAsked && !relaxed) {
+    throw new Error(`This browser does not support WebAssembly relaxed SIMD; choose "${backend.replace('relaxed-', '')}".`);
   }
-  const automatic = ['auto', 'webgpu'].includes(backend);
-  if (backend === 'wasm-relaxed-simd-threads' || (automatic && simd && relaxed && isolated)) return 'relaxed-simd-threads';
-  if (backend === 'wasm-simd-threads' || (automatic && simd && isolated)) return 'simd-threads';
-  if (backend === 'wasm-simd' || (backend !== 'wasm' && simd)) return 'simd';
-  return 'scalar';
+  const named = {
+    wasm: 'scalar',
+    'wasm-simd': 'simd',
+    'wasm-relaxed-simd': 'relaxed-simd',
+    'wasm-simd-threads': 'simd-threads',
+    'wasm-relaxed-simd-threads': 'relaxed-simd-threads',
+  }[backend];
+  if (named) return named;
+  if (!simd) return 'scalar';
+  return `${relaxed ? 'relaxed-' : ''}${isolated ? 'simd-threads' : 'simd'}`;
 }
 
 /** Loads the build `backend` asks for (see `chooseBuild`) and starts its threads. */

@@ -151,9 +151,9 @@ pub struct DatasetInput {
 
 /// Which backend the page asks for. `auto`: WebGPU when an adapter exists and the
 /// worker's self-test passes on it (`worker/src/self_test.rs`), else the SIMD + threads
-/// build when the page is cross-origin isolated (its relaxed-SIMD twin when the browser
-/// validates relaxed SIMD), else the SIMD build when the browser validates SIMD, else
-/// scalar wasm. `webgpu` is the same as `auto` except that the page asked for the GPU
+/// build when the page is cross-origin isolated, else the SIMD build when the browser
+/// validates SIMD (either one's relaxed-SIMD twin when the browser validates relaxed SIMD),
+/// else scalar wasm. `webgpu` is the same as `auto` except that the page asked for the GPU
 /// explicitly (it still falls back, saying why). The `wasm…` choices never touch the GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -163,6 +163,7 @@ pub enum BackendChoice {
     Webgpu,
     Wasm,
     WasmSimd,
+    WasmRelaxedSimd,
     WasmSimdThreads,
     WasmRelaxedSimdThreads,
 }
@@ -186,12 +187,14 @@ pub enum StoreChoice {
 pub enum EngineKind {
     Wasm,
     WasmSimd,
+    /// `wasm-simd` built with relaxed SIMD: its multiply-add is `f32x4.relaxed_madd`
+    /// (fused where the machine has FMA), so results agree with the other builds within
+    /// the kernel variants' tolerance, not bit for bit.
+    WasmRelaxedSimd,
     /// The SIMD kernels on a pool of Web Workers sharing the module's memory
     /// (wasm-bindgen-rayon); same results as `wasm-simd`, bit for bit.
     WasmSimdThreads,
-    /// `wasm-simd-threads` built with relaxed SIMD: its multiply-add is
-    /// `f32x4.relaxed_madd` (fused where the machine has FMA), so results agree with the
-    /// other builds within the kernel variants' tolerance, not bit for bit.
+    /// `wasm-relaxed-simd` on threads; same results as `wasm-relaxed-simd`, bit for bit.
     WasmRelaxedSimdThreads,
     Webgpu,
 }
@@ -297,8 +300,7 @@ pub struct Capabilities {
     pub checked: bool,
     /// Whether the browser validates wasm SIMD (so `wasm-simd` can be picked).
     pub simd: bool,
-    /// Whether the browser validates relaxed SIMD (so `wasm-relaxed-simd-threads` can be
-    /// picked on a cross-origin isolated page).
+    /// Whether the browser validates relaxed SIMD (so the relaxed builds can be picked).
     pub relaxed_simd: bool,
     pub cross_origin_isolated: bool,
     pub storage: StoreKind,

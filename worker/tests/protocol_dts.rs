@@ -451,6 +451,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
     let backends = [
         EngineKind::Wasm,
         EngineKind::WasmSimd,
+        EngineKind::WasmRelaxedSimd,
         EngineKind::WasmSimdThreads,
         EngineKind::WasmRelaxedSimdThreads,
         EngineKind::Webgpu,
@@ -463,6 +464,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
         BackendChoice::Webgpu,
         BackendChoice::Wasm,
         BackendChoice::WasmSimd,
+        BackendChoice::WasmRelaxedSimd,
         BackendChoice::WasmSimdThreads,
         BackendChoice::WasmRelaxedSimdThreads,
     ];
@@ -478,6 +480,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
         match b {
             EngineKind::Wasm
             | EngineKind::WasmSimd
+            | EngineKind::WasmRelaxedSimd
             | EngineKind::WasmSimdThreads
             | EngineKind::WasmRelaxedSimdThreads
             | EngineKind::Webgpu => {}
@@ -499,6 +502,7 @@ fn enum_values() -> Vec<(&'static str, Vec<Value>)> {
             | BackendChoice::Webgpu
             | BackendChoice::Wasm
             | BackendChoice::WasmSimd
+            | BackendChoice::WasmRelaxedSimd
             | BackendChoice::WasmSimdThreads
             | BackendChoice::WasmRelaxedSimdThreads => {}
         }

@@ -1,10 +1,11 @@
-//! `cargo xtask build-web`: the page and the four wasm builds of the worker, in `dist/`.
+//! `cargo xtask build-web`: the page and the five wasm builds of the worker, in `dist/`.
 //!
 //! Layout of `dist/` (everything the page needs; it requests nothing from another origin):
 //! ```text
 //! index.html, *.js, style.css, ...   copied from www/
 //! pkg/scalar/tinygpt_worker{.js,_bg.wasm}   wasm-bindgen --target web, no SIMD
 //! pkg/simd/tinygpt_worker{.js,_bg.wasm}     the same with -C target-feature=+simd128
+//! pkg/relaxed-simd/...                      the same with +simd128,+relaxed-simd (relaxed_madd)
 //! pkg/simd-threads/...                      SIMD + threads (wasm-bindgen-rayon, shared memory)
 //! pkg/relaxed-simd-threads/...              the same with +relaxed-simd (relaxed_madd)
 //! vendor/uplot/uPlot.esm.js, uPlot.min.css  from node_modules (npm ci)
@@ -16,8 +17,8 @@
 //! differ in RUSTFLAGS and would otherwise rebuild each other from scratch every time.
 //! The threads builds need the pinned nightly [`THREADS_TOOLCHAIN`] (std rebuilt with
 //! atomics: `-Z build-std`), installed by `setup::web_build_tools`; the page loads one only
-//! when the page is cross-origin isolated (TOOLCHAIN.md, "WASM threads"), and the relaxed
-//! one only when the browser validates relaxed SIMD (www/simd.js).
+//! when the page is cross-origin isolated (TOOLCHAIN.md, "WASM threads"); the relaxed
+//! builds only when the browser validates relaxed SIMD (www/simd.js).
 //! No wasm-opt: Debian's (binaryen 108) breaks wasm-bindgen 0.2.130 output (TOOLCHAIN.md).
 //! Missing build tools (wasm target, wasm-bindgen-cli at Cargo.lock's version, npm
 //! packages) are installed first, see `setup::web_build_tools`.
@@ -71,11 +72,13 @@ const THREADS: Variant = Variant {
     cargo_args: &["-Z", "build-std=panic_abort,std"],
 };
 
-pub const VARIANTS: [Variant; 4] = [
+// The relaxed builds: relaxed SIMD's `f32x4.relaxed_madd` in the kernels (kernels-cpu's
+// `simd128-relaxed` variant).
+pub const VARIANTS: [Variant; 5] = [
     Variant { name: "scalar", ..PLAIN },
     Variant { name: "simd", rustflags: "-C target-feature=+simd128", ..PLAIN },
+    Variant { name: "relaxed-simd", rustflags: "-C target-feature=+simd128,+relaxed-simd", ..PLAIN },
     THREADS,
-    // Relaxed SIMD's `f32x4.relaxed_madd` in the kernels (kernels-cpu's `simd128-relaxed`).
     Variant { name: "relaxed-simd-threads", rustflags: threads_rustflags!("+relaxed-simd,"), ..THREADS },
 ];
 

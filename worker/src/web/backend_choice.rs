@@ -39,6 +39,7 @@ pub async fn choose(
     let why_not = match choice {
         BackendChoice::Wasm
         | BackendChoice::WasmSimd
+        | BackendChoice::WasmRelaxedSimd
         | BackendChoice::WasmSimdThreads
         | BackendChoice::WasmRelaxedSimdThreads => {
             format!("{} was chosen", name(wasm))
@@ -71,6 +72,7 @@ async fn open_webgpu(probe: &Probe<'_>) -> Result<Engine, String> {
 pub fn name(kind: EngineKind) -> &'static str {
     match kind {
         EngineKind::WasmSimd => "wasm-simd",
+        EngineKind::WasmRelaxedSimd => "wasm-relaxed-simd",
         EngineKind::WasmSimdThreads => "wasm-simd-threads",
         EngineKind::WasmRelaxedSimdThreads => "wasm-relaxed-simd-threads",
         EngineKind::Wasm => "wasm",

@@ -60,6 +60,8 @@ const WASM_BACKEND: EngineKind = if cfg!(all(feature = "threads", target_feature
     EngineKind::WasmRelaxedSimdThreads
 } else if cfg!(feature = "threads") {
     EngineKind::WasmSimdThreads
+} else if cfg!(target_feature = "relaxed-simd") {
+    EngineKind::WasmRelaxedSimd
 } else if cfg!(target_feature = "simd128") {
     EngineKind::WasmSimd
 } else {
