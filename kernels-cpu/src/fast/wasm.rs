@@ -2,7 +2,7 @@
 //! relaxed SIMD. WebAssembly has no run-time feature probe: this file is compiled only into
 //! a build made with `-C target-feature=+simd128` (the page's SIMD builds), where every
 //! function may use the instructions; the relaxed variant exists only in a build made with
-//! `+relaxed-simd` too (the page loads that build after `relaxed_simd.js`'s probe). The two
+//! `+relaxed-simd` too (the page loads such a build after www/simd.js's probe). The two
 //! differ in one instruction, the vector multiply-add, so every entry point is generic over
 //! the [`Simd`] type and each variant's table instantiates them.
 
