@@ -136,9 +136,14 @@ function lastCheckpoint() {
   return { checkpoint: lasting ? checkpoint || null : null, lasting };
 }
 
-/** The best WebAssembly build here: the one to continue on when the GPU fails. */
+/**
+ * The best WebAssembly build here, as `auto` would pick it without a GPU: the one to
+ * continue on when the GPU fails.
+ */
 function wasmBackend() {
-  return state.capabilities?.simd === false ? 'wasm' : 'wasm-simd';
+  const caps = state.capabilities;
+  if (caps?.simd === false) return 'wasm';
+  return `wasm-${caps?.relaxedSimd ? 'relaxed-' : ''}simd${caps?.crossOriginIsolated ? '-threads' : ''}`;
 }
 
 /**
