@@ -1,5 +1,5 @@
 // `cargo xtask bench-web`: training speed of the scalar, SIMD and SIMD + threads builds and
-// the two relaxed-SIMD twins in headless Chromium, `small` and `medium` presets. One JSON
+// the two relaxed-SIMD twins in headless Chromium, `small`, `medium` and `large` presets. One JSON
 // line per run (with the machine's hardware threads), then the SIMD/scalar, threads/SIMD and
 // relaxed/plain ratios per preset. Timing is the page's wall clock between progress messages after warm-up, so
 // it is the speed a user sees (slicing and messaging included). After the timed steps it
@@ -18,7 +18,7 @@
 import { WEBGPU_FLAGS, openBrowser, openPage, setField } from './harness.mjs';
 
 const list = (name, fallback) => (process.env[name] ? process.env[name].split(',') : fallback);
-const PRESETS = list('TINYGPT_BENCH_PRESETS', ['small', 'medium']);
+const PRESETS = list('TINYGPT_BENCH_PRESETS', ['small', 'medium', 'large']);
 const BACKENDS = list('TINYGPT_BENCH_BACKENDS', [
   'wasm',
   'wasm-simd',
