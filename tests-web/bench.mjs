@@ -19,13 +19,8 @@ import { WEBGPU_FLAGS, openBrowser, openPage, setField } from './harness.mjs';
 
 const list = (name, fallback) => (process.env[name] ? process.env[name].split(',') : fallback);
 const PRESETS = list('TINYGPT_BENCH_PRESETS', ['small', 'medium', 'large']);
-const BACKENDS = list('TINYGPT_BENCH_BACKENDS', [
-  'wasm',
-  'wasm-simd',
-  'wasm-relaxed-simd',
-  'wasm-simd-threads',
-  'wasm-relaxed-simd-threads',
-]);
+const BUILDS = ['wasm', 'wasm-simd', 'wasm-relaxed-simd', 'wasm-simd-threads', 'wasm-relaxed-simd-threads'];
+const BACKENDS = list('TINYGPT_BENCH_BACKENDS', BUILDS);
 const WARMUP = 2;
 const STEPS = Number(process.env.TINYGPT_BENCH_STEPS || 12);
 const LORA = list('TINYGPT_BENCH_LORA', []);
@@ -142,13 +137,7 @@ try {
   }
   for (const preset of PRESETS) {
     const find = (backend) => results.find((r) => r.preset === preset && r.backend === backend);
-    const [scalar, simd, relaxed, threads, relaxedThreads] = [
-      'wasm',
-      'wasm-simd',
-      'wasm-relaxed-simd',
-      'wasm-simd-threads',
-      'wasm-relaxed-simd-threads',
-    ].map(find);
+    const [scalar, simd, relaxed, threads, relaxedThreads] = BUILDS.map(find);
     const ratio = (a, b) => (a && b ? +(a.tok_per_s / b.tok_per_s).toFixed(3) : undefined);
     const line = {
       preset,

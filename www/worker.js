@@ -128,6 +128,15 @@ async function probeWebgpu() {
   };
 }
 
+/** The build (`pkg/<build>`) each named WASM backend loads. */
+const BUILDS = {
+  wasm: 'scalar',
+  'wasm-simd': 'simd',
+  'wasm-relaxed-simd': 'relaxed-simd',
+  'wasm-simd-threads': 'simd-threads',
+  'wasm-relaxed-simd-threads': 'relaxed-simd-threads',
+};
+
 /**
  * The build `backend` asks for. `auto` and `webgpu` take the best one here: the SIMD +
  * threads build when the page is cross-origin isolated (its workers share memory through
@@ -137,24 +146,16 @@ async function probeWebgpu() {
  */
 function chooseBuild(backend, simd, relaxed) {
   const isolated = self.crossOriginIsolated === true;
-  const threaded = backend === 'wasm-simd-threads' || backend === 'wasm-relaxed-simd-threads';
-  const relaxedAsked = backend === 'wasm-relaxed-simd' || backend === 'wasm-relaxed-simd-threads';
-  if (threaded && !isolated) {
+  const named = BUILDS[backend];
+  if (named?.endsWith('-threads') && !isolated) {
     throw new Error('The threads builds need a cross-origin isolated page (COOP/COEP headers); choose "wasm-simd".');
   }
-  if ((backend === 'wasm-simd' || threaded || relaxedAsked) && !simd) {
+  if (named && named !== 'scalar' && !simd) {
     throw new Error('This browser does not support WebAssembly SIMD; choose the "wasm" backend.');
   }
-  if (relaxedAsked && !relaxed) {
+  if (named?.startsWith('relaxed-') && !relaxed) {
     throw new Error(`This browser does not support WebAssembly relaxed SIMD; choose "${backend.replace('relaxed-', '')}".`);
   }
-  const named = {
-    wasm: 'scalar',
-    'wasm-simd': 'simd',
-    'wasm-relaxed-simd': 'relaxed-simd',
-    'wasm-simd-threads': 'simd-threads',
-    'wasm-relaxed-simd-threads': 'relaxed-simd-threads',
-  }[backend];
   if (named) return named;
   if (!simd) return 'scalar';
   return `${relaxed ? 'relaxed-' : ''}${isolated ? 'simd-threads' : 'simd'}`;
