@@ -81,21 +81,30 @@ fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) 
                     if ta { b_val.matmul(&dc, None, tb, true) } else { dc.matmul(b_val, None, false, !tb) };
                 out.push((*a, da.reshape(a_val.shape().clone())));
             }
-            weight_grads(&mut out, &a2, &dc, (*b, wants(*b)), bias.filter(|&bias| wants(bias)), ta, tb);
-        }
-        Op::GeluLinear { x, activated, weight, bias } => {
-            // y[rows, n] = act[rows, h] · Wᵀ + bias, act = gelu(x): the linear's gradients
-            // with act as its input, and dx = (dY · W) ⊙ gelu'(x) from one call.
-            let dc = dout.reshape([dout.shape().rows(), dout.shape().last()]);
-            let act = activated.reshape([activated.shape().rows(), activated.shape().last()]);
-            if wants(*x) {
-                let x_val = value(*x);
-                let x2 = x_val.reshape([x_val.shape().rows(), x_val.shape().last()]);
-                let dx = dc.matmul_gelu_backward(value(*weight), &x2, false, false);
-                out.push((*x, dx.reshape(x_val.shape().clone())));
-            }
             let bias = bias.filter(|&bias| wants(bias));
-            weight_grads(&mut out, &act, &dc, (*weight, wants(*weight)), bias, false, true);
+            match (wants(*b), bias) {
+                // A linear's weight (B stored transposed): dB = dCᵀ · op(A), and the bias
+                // gradient (dC's column sums) from the same call.
+                (true, Some(bias)) if tb => {
+                    let (db, dbias) = dc.matmul_sum_rows(&a2, ta);
+                    out.push((*b, db));
+                    out.push((bias, dbias));
+                }
+                (wants_b, bias) => {
+                    if wants_b {
+                        // dB = op(A)ᵀ · dC, or its transpose when B is stored transposed.
+                        let db = if tb {
+                            dc.matmul(&a2, None, true, ta)
+                        } else {
+                            a2.matmul(&dc, None, !ta, false)
+                        };
+                        out.push((*b, db));
+                    }
+                    if let Some(bias) = bias {
+                        out.push((bias, dc.sum_rows()));
+                    }
+                }
+            }
         }
         Op::Embedding { table, ids } => {
             if wants(*table) {
@@ -147,37 +156,4 @@ fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) 
         }
     }
     out
-}
-
-/// The gradients of `C = op(A) · op(B) + bias` that reach B (`b`: its id and whether it
-/// wants one) and the bias, given `a2` (A as rows) and `dc` (dC as rows).
-fn weight_grads<B: Backend>(
-    out: &mut Vec<(usize, Tensor<B>)>,
-    a2: &Tensor<B>,
-    dc: &Tensor<B>,
-    b: (usize, bool),
-    bias: Option<usize>,
-    ta: bool,
-    tb: bool,
-) {
-    let (b, wants_b) = b;
-    match (wants_b, bias) {
-        // A linear's weight (B stored transposed): dB = dCᵀ · op(A), and the bias
-        // gradient (dC's column sums) from the same call.
-        (true, Some(bias)) if tb => {
-            let (db, dbias) = dc.matmul_sum_rows(a2, ta);
-            out.push((b, db));
-            out.push((bias, dbias));
-        }
-        (wants_b, bias) => {
-            if wants_b {
-                // dB = op(A)ᵀ · dC, or its transpose when B is stored transposed.
-                let db = if tb { dc.matmul(a2, None, true, ta) } else { a2.matmul(dc, None, !ta, false) };
-                out.push((b, db));
-            }
-            if let Some(bias) = bias {
-                out.push((bias, dc.sum_rows()));
-            }
-        }
-    }
 }

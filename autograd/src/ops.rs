@@ -35,46 +35,15 @@ impl<B: Backend> Tape<B> {
     ) -> Var<B> {
         let value = a.value.matmul(&b.value, bias.map(|v| &v.value), trans_a, trans_b);
         let op = Op::Matmul { a: a.id, b: b.id, bias: bias.map(|v| v.id), trans_a, trans_b };
-        self.record_biased(op, value, &[a, b], bias)
+        match bias {
+            Some(bias) => self.record(op, value, &[a, b, bias]),
+            None => self.record(op, value, &[a, b]),
+        }
     }
 
     /// A linear layer with PyTorch's weight layout: `x · weightᵀ + bias`, `weight` `[out, in]`.
     pub fn linear(&self, x: &Var<B>, weight: &Var<B>, bias: Option<&Var<B>>) -> Var<B> {
         self.matmul(x, weight, bias, false, true)
-    }
-
-    /// A two-layer MLP, `linear(gelu(linear(x, fc_in)), fc_out)`, each layer a `(weight,
-    /// bias)` in [`Tape::linear`]'s layout. The same sums as the three ops, but the GELU
-    /// rides on the products ([`Tensor::matmul_gelu`] forward, [`Tensor::matmul_gelu_backward`]
-    /// back), so a backend that fuses them skips a pass over the `[rows, hidden]`
-    /// activations each way.
-    pub fn mlp(
-        &self,
-        x: &Var<B>,
-        fc_in: (&Var<B>, Option<&Var<B>>),
-        fc_out: (&Var<B>, Option<&Var<B>>),
-    ) -> Var<B> {
-        let ((w_in, b_in), (w_out, b_out)) = (fc_in, fc_out);
-        let (pre, activated) = x.value.matmul_gelu(&w_in.value, b_in.map(|v| &v.value), false, true);
-        let op = Op::Matmul { a: x.id, b: w_in.id, bias: b_in.map(|v| v.id), trans_a: false, trans_b: true };
-        let pre = self.record_biased(op, pre, &[x, w_in], b_in);
-        let value = activated.matmul(&w_out.value, b_out.map(|v| &v.value), false, true);
-        let op = Op::GeluLinear { x: pre.id, activated, weight: w_out.id, bias: b_out.map(|v| v.id) };
-        self.record_biased(op, value, &[&pre, w_out], b_out)
-    }
-
-    /// [`Tape::record`] with an optional bias among the inputs.
-    fn record_biased(
-        &self,
-        op: Op<B>,
-        value: Tensor<B>,
-        inputs: &[&Var<B>; 2],
-        bias: Option<&Var<B>>,
-    ) -> Var<B> {
-        match bias {
-            Some(bias) => self.record(op, value, &[inputs[0], inputs[1], bias]),
-            None => self.record(op, value, inputs),
-        }
     }
 
     /// Rows of `table` picked by `ids`.

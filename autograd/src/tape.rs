@@ -62,15 +62,6 @@ pub(crate) enum Op<B: Backend> {
     Gelu {
         x: usize,
     },
-    /// `gelu(x) · weightᵀ + bias` with `gelu(x)` kept as `activated` (computed by the
-    /// forward's fused `matmul_gelu`, so not a var of its own): the second half of
-    /// [`Tape::mlp`], whose backward goes straight to `x` through `matmul_gelu_backward`.
-    GeluLinear {
-        x: usize,
-        activated: Tensor<B>,
-        weight: usize,
-        bias: Option<usize>,
-    },
     /// `saved`: what the backend keeps for the backward pass (see `AttentionSaved`).
     Attention {
         q: usize,

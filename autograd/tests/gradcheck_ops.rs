@@ -48,41 +48,6 @@ fn matmul_every_transpose_combination_with_bias_and_leading_dims() {
     assert_passes("linear 3-d", GradCheck::default().run(&inputs, |t, v| t.linear(&v[0], &v[1], None)));
 }
 
-/// The MLP's fused forward and backward (`Tape::mlp`), on 3-d input, with and without
-/// biases; and its output equal, bit for bit on this backend, to the three ops it fuses.
-#[test]
-fn mlp_against_finite_differences_and_the_unfused_ops() {
-    let b = backend();
-    let (c, h) = (3, 5);
-    let inputs = [
-        randn(&b, &[2, 3, c], 20, 1.0),
-        randn(&b, &[h, c], 21, 1.0),
-        randn(&b, &[h], 22, 1.0),
-        randn(&b, &[c, h], 23, 1.0),
-        randn(&b, &[c], 24, 1.0),
-    ];
-    let biased =
-        GradCheck::default().run(&inputs, |t, v| t.mlp(&v[0], (&v[1], Some(&v[2])), (&v[3], Some(&v[4]))));
-    assert_passes("mlp", biased);
-    let unbiased = [inputs[0].clone(), inputs[1].clone(), inputs[3].clone()];
-    let plain = GradCheck::default().run(&unbiased, |t, v| t.mlp(&v[0], (&v[1], None), (&v[2], None)));
-    assert_passes("mlp without biases", plain);
-
-    let tape = Tape::new();
-    let v: Vec<_> = inputs.iter().map(|x| tape.leaf(x, true)).collect();
-    let fused = tape.mlp(&v[0], (&v[1], Some(&v[2])), (&v[3], Some(&v[4])));
-    let unfused = tape.linear(&tape.gelu(&tape.linear(&v[0], &v[1], Some(&v[2]))), &v[3], Some(&v[4]));
-    assert_eq!(fused.value().to_vec().unwrap(), unfused.value().to_vec().unwrap());
-    let (gf, gu) = (tape.backward(&fused), tape.backward(&unfused));
-    for (i, x) in v.iter().enumerate() {
-        assert_eq!(
-            gf.get(x).unwrap().to_vec().unwrap(),
-            gu.get(x).unwrap().to_vec().unwrap(),
-            "gradient of input {i}"
-        );
-    }
-}
-
 #[test]
 fn embedding_with_repeated_ids() {
     let b = backend();

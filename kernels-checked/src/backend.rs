@@ -148,35 +148,6 @@ impl<B: Backend> Backend for Checked<B> {
         };
         self.op("matmul_sum_rows", shape, ins, |be| be.matmul_sum_rows(a, b, dims), outs)
     }
-    fn matmul_gelu(
-        &self,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        bias: Option<&Self::Storage>,
-        dims: MatmulDims,
-    ) -> (Self::Storage, Self::Storage) {
-        let MatmulDims { m, k, n, .. } = dims;
-        let mut ins = vec![In::finite("a", a, m * k), In::finite("b", b, k * n)];
-        ins.extend(bias.map(|bias| In::finite("bias", bias, n)));
-        let shape = || matmul_shape(&dims);
-        let outs = |(pre, post): &(Self::Storage, Self::Storage)| {
-            vec![In::finite("pre", pre, m * n), In::finite("post", post, m * n)]
-        };
-        self.op("matmul_gelu", shape, ins, |be| be.matmul_gelu(a, b, bias, dims), outs)
-    }
-    fn matmul_gelu_backward(
-        &self,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        x: &Self::Storage,
-        dims: MatmulDims,
-    ) -> Self::Storage {
-        let MatmulDims { m, k, n, .. } = dims;
-        let ins = vec![In::finite("a", a, m * k), In::finite("b", b, k * n), In::finite("x", x, m * n)];
-        let shape = || matmul_shape(&dims);
-        let run = |be: &B| be.matmul_gelu_backward(a, b, x, dims);
-        self.op("matmul_gelu_backward", shape, ins, run, |y| vec![In::finite("dx", y, m * n)])
-    }
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
         let ins = vec![In::whole("table", table)];
         let shape = || format!("n {n}, dim {dim}");

@@ -12,48 +12,23 @@ use crate::{MatmulPath, WgpuBackend};
 use Access::{Read as R, ReadWrite as W};
 
 const MATMUL: &str = include_str!("shaders/matmul.wgsl");
-const GELU: &str = include_str!("shaders/gelu.wgsl");
 const TRANSPOSE: &str = include_str!("shaders/transpose.wgsl");
 
-/// matmul.wgsl's entry points.
-#[derive(Clone, Copy)]
-enum Entry {
-    /// `matmul`, register-tiled (also the partial sums of a split product).
-    Tiled,
-    /// `matmul_direct`, for software adapters.
-    Direct,
-    /// `matmul_split_sum`: a split product's slices added up.
-    SplitSum,
-}
-
-/// The kernel for `entry` with the extra buffers a variant binds: bias (4), row sums (5)
-/// and the epilogue's buffer (6).
-fn matmul_kernel(entry: Entry, bias: bool, row_sums: bool, epilogue: EpilogueKind) -> Kernel {
-    use EpilogueKind::{Gelu, GeluSlope, Store};
-    let (name, bindings): (_, &'static [(u32, Access)]) = match (entry, bias, row_sums, epilogue) {
-        (Entry::SplitSum, false, false, Store) => ("matmul_split_sum", &[(1, R), (3, W)]),
-        (Entry::SplitSum, true, false, Store) => ("matmul_split_sum", &[(1, R), (3, W), (4, R)]),
-        (Entry::SplitSum, false, true, Store) => ("matmul_split_sum", &[(1, R), (3, W), (5, W)]),
-        (Entry::SplitSum, false, false, Gelu) => ("matmul_split_sum", &[(1, R), (3, W), (6, W)]),
-        (Entry::SplitSum, true, false, Gelu) => ("matmul_split_sum", &[(1, R), (3, W), (4, R), (6, W)]),
-        (Entry::SplitSum, false, false, GeluSlope) => ("matmul_split_sum", &[(1, R), (3, W), (6, R)]),
-        (Entry::Tiled | Entry::Direct, _, _, _) => {
-            let name = if matches!(entry, Entry::Tiled) { "matmul" } else { "matmul_direct" };
-            let bindings: &'static [(u32, Access)] = match (bias, row_sums, epilogue) {
-                (false, false, Store) => &[(1, R), (2, R), (3, W)],
-                (true, false, Store) => &[(1, R), (2, R), (3, W), (4, R)],
-                (false, true, Store) if matches!(entry, Entry::Tiled) => &[(1, R), (2, R), (3, W), (5, W)],
-                (false, false, Gelu) => &[(1, R), (2, R), (3, W), (6, W)],
-                (true, false, Gelu) => &[(1, R), (2, R), (3, W), (4, R), (6, W)],
-                (false, false, GeluSlope) => &[(1, R), (2, R), (3, W), (6, R)],
-                _ => unreachable!("matmul: no variant with bias {bias}, row sums {row_sums}, {epilogue:?}"),
-            };
-            (name, bindings)
-        }
-        _ => unreachable!("matmul_split_sum: no variant with bias {bias}, row sums {row_sums}, {epilogue:?}"),
-    };
-    Kernel { parts: &[GELU, MATMUL], entry: name, bindings }
-}
+const K_MATMUL_DIRECT: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_direct", bindings: &[(1, R), (2, R), (3, W)] };
+const K_MATMUL_DIRECT_BIAS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_direct", bindings: &[(1, R), (2, R), (3, W), (4, R)] };
+const K_MATMUL: Kernel = Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W)] };
+const K_MATMUL_BIAS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W), (4, R)] };
+const K_MATMUL_ROW_SUMS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul", bindings: &[(1, R), (2, R), (3, W), (5, W)] };
+const K_MATMUL_SPLIT_SUM_ROW_SUMS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_split_sum", bindings: &[(1, R), (3, W), (5, W)] };
+const K_MATMUL_SPLIT_SUM: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_split_sum", bindings: &[(1, R), (3, W)] };
+const K_MATMUL_SPLIT_SUM_BIAS: Kernel =
+    Kernel { parts: &[MATMUL], entry: "matmul_split_sum", bindings: &[(1, R), (3, W), (4, R)] };
 
 const K_TRANSPOSE: Kernel = Kernel { parts: &[TRANSPOSE], entry: "transpose", bindings: &[(1, R), (2, W)] };
 
@@ -219,42 +194,6 @@ impl Gemm {
     }
 }
 
-/// What a product does with each output on its way out (matmul.wgsl's `put_c`).
-#[derive(Clone, Copy)]
-pub(crate) enum Epilogue<'a> {
-    /// Stores it.
-    Store,
-    /// Stores it, and its GELU into this buffer (laid out as C).
-    Gelu(&'a GpuBuffer<f32>),
-    /// Stores it times `gelu'(x)`, `x` this buffer (laid out as C).
-    GeluSlope(&'a GpuBuffer<f32>),
-}
-
-/// [`Epilogue`] without its buffer: what the generated `put_c` does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum EpilogueKind {
-    Store,
-    Gelu,
-    GeluSlope,
-}
-
-impl Epilogue<'_> {
-    fn kind(&self) -> EpilogueKind {
-        match self {
-            Epilogue::Store => EpilogueKind::Store,
-            Epilogue::Gelu(_) => EpilogueKind::Gelu,
-            Epilogue::GeluSlope(_) => EpilogueKind::GeluSlope,
-        }
-    }
-
-    fn buffer(&self) -> Option<&GpuBuffer<f32>> {
-        match self {
-            Epilogue::Store => None,
-            Epilogue::Gelu(buffer) | Epilogue::GeluSlope(buffer) => Some(buffer),
-        }
-    }
-}
-
 /// The operand bindings and readers matmul.wgsl expects from its defines: plain f32
 /// arrays, or (VEC4) arrays of vec4 read a value or a vec4 at a time.
 const OPERANDS_F32: &str = "@group(0) @binding(1) var<storage, read> a: array<f32>;\n\
@@ -282,7 +221,6 @@ struct Variant {
     vec4: bool,
     /// op(A)'s rows summed too (ROW_SUMS in matmul.wgsl).
     row_sums: bool,
-    epilogue: EpilogueKind,
 }
 
 /// Whether `g` may fetch its stages as vec4s with `tile` (VEC4 in matmul.wgsl): no bound
@@ -299,7 +237,7 @@ fn checked(tile: Tile, g: &Gemm) -> bool {
 
 /// The generated constants in front of matmul.wgsl for one variant.
 fn matmul_defines(v: Variant, g: &Gemm) -> String {
-    let Variant { tile, bias, split, double_buffer, vec4, row_sums, epilogue } = v;
+    let Variant { tile, bias, split, double_buffer, vec4, row_sums } = v;
     let checked = checked(tile, g);
     let row_sum_fns = match (row_sums, split) {
         (false, _) => "fn store_row_sum(slice: u32, i: u32, v: f32) {}\n\
@@ -317,40 +255,19 @@ fn matmul_defines(v: Variant, g: &Gemm) -> String {
     } else {
         "fn bias_at(j: u32) -> f32 { return 0.0; }"
     };
-    let put_c = match epilogue {
-        EpilogueKind::Store => "fn put_c(i: u32, v: f32) { c[i] = v; }",
-        EpilogueKind::Gelu => {
-            "@group(0) @binding(6) var<storage, read_write> post: array<f32>;\n\
-             fn put_c(i: u32, v: f32) { c[i] = v; post[i] = gelu_v(v); }"
-        }
-        EpilogueKind::GeluSlope => {
-            "@group(0) @binding(6) var<storage, read> gelu_x: array<f32>;\n\
-             fn put_c(i: u32, v: f32) { c[i] = v * gelu_slope_v(gelu_x[i]); }"
-        }
-    };
     let operands = if vec4 { OPERANDS_VEC4 } else { OPERANDS_F32 };
     format!(
         "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
          const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
          const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n\
          const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n\
-         const ROW_SUMS: bool = {row_sums};\nalias V = f32;\n{bias_fn}\n{row_sum_fns}\n{put_c}\n{operands}",
+         const ROW_SUMS: bool = {row_sums};\n{bias_fn}\n{row_sum_fns}\n{operands}",
         tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, g.trans_a, g.trans_b, g.causal as u32,
     )
 }
 
 fn u(v: usize) -> u32 {
     u32::try_from(v).expect("a size beyond u32 reached a GPU kernel")
-}
-
-/// What a product reads and writes besides A, B and C.
-#[derive(Clone, Copy)]
-struct Extras<'a> {
-    /// Added to every row (unbatched products only).
-    bias: Option<&'a GpuBuffer<f32>>,
-    /// op(A)'s rows summed over k, [m] (ROW_SUMS; unbatched, A stored transposed, tiled).
-    row_sums: Option<&'a GpuBuffer<f32>>,
-    epilogue: Epilogue<'a>,
 }
 
 impl WgpuBackend {
@@ -364,7 +281,7 @@ impl WgpuBackend {
         out: &GpuBuffer<f32>,
         g: &Gemm,
     ) {
-        self.gemm_with(a, b, out, g, Extras { bias, row_sums: None, epilogue: Epilogue::Store })
+        self.gemm_with(a, b, bias, None, out, g)
     }
 
     /// Records `g` (unbatched, A stored transposed; the tiled path) writing `out`, and
@@ -378,37 +295,18 @@ impl WgpuBackend {
         g: &Gemm,
     ) {
         assert!(g.trans_a && g.batch == 1, "matmul: row sums only of an unbatched A stored transposed");
-        self.gemm_with(a, b, out, g, Extras { bias: None, row_sums: Some(sums), epilogue: Epilogue::Store })
-    }
-
-    /// Records `g` (unbatched) writing `out` (plus `bias`) through `epilogue` (see
-    /// [`Epilogue`]).
-    pub(crate) fn gemm_epilogue(
-        &self,
-        a: &GpuBuffer<f32>,
-        b: &GpuBuffer<f32>,
-        bias: Option<&GpuBuffer<f32>>,
-        out: &GpuBuffer<f32>,
-        epilogue: Epilogue<'_>,
-        g: &Gemm,
-    ) {
-        assert!(g.batch == 1, "matmul: an epilogue only on unbatched products");
-        assert!(
-            bias.is_none() || epilogue.kind() != EpilogueKind::GeluSlope,
-            "matmul: no bias before GELU's slope"
-        );
-        self.gemm_with(a, b, out, g, Extras { bias, row_sums: None, epilogue })
+        self.gemm_with(a, b, None, Some(sums), out, g)
     }
 
     fn gemm_with(
         &self,
         a: &GpuBuffer<f32>,
         b: &GpuBuffer<f32>,
+        bias: Option<&GpuBuffer<f32>>,
+        row_sums: Option<&GpuBuffer<f32>>,
         out: &GpuBuffer<f32>,
         g: &Gemm,
-        extras: Extras<'_>,
     ) {
-        let Extras { bias, row_sums, epilogue } = extras;
         let (m, n, k) = (g.m, g.n, g.k);
         if m * n * g.batch == 0 {
             return;
@@ -420,7 +318,7 @@ impl WgpuBackend {
             let grid = [u(k.div_ceil(32)), u(n.div_ceil(32)), 1];
             self.run(&K_TRANSPOSE, "", &params, &[b.bind(), b_plain.bind()], grid);
             let plain = Gemm { trans_b: false, b: Operand { ld: n, outer: 0, inner: 0 }, ..*g };
-            return self.gemm_with(a, &b_plain, out, &plain, extras);
+            return self.gemm_with(a, &b_plain, bias, row_sums, out, &plain);
         }
         assert!(bias.is_none() || g.batch == 1, "matmul: a bias only on unbatched products");
         let max_grid = self.gpu.adapter.max_compute_workgroups_per_dimension as usize;
@@ -431,15 +329,15 @@ impl WgpuBackend {
         );
         // k = 0 needs no special case: the kernel's k loop runs no stage and writes the bias.
         let splittable = g.batch == 1 && g.causal == Causal::None;
-        let (tile, split, entry) = match (self.matmul_path, self.matmul_split_k) {
-            (MatmulPath::Direct, _) => (TILE_DIRECT, 1, Entry::Direct),
+        let (tile, split, kernels) = match (self.matmul_path, self.matmul_split_k) {
+            (MatmulPath::Direct, _) => (TILE_DIRECT, 1, [&K_MATMUL_DIRECT, &K_MATMUL_DIRECT_BIAS]),
             (MatmulPath::Tiled, forced) => {
                 let (tile, split) = match forced {
                     Some(forced) => (pick_tile(tuning, g), if splittable { forced.max(1) } else { 1 }),
                     None => plan_tiled(tuning, g, splittable),
                 };
                 let tile = Tile { bk: tuning.matmul_bk.unwrap_or(tile.bk), ..tile };
-                (tile, split, Entry::Tiled)
+                (tile, split, [&K_MATMUL, &K_MATMUL_BIAS])
             }
         };
         let tiles = [n.div_ceil(tile.bn), m.div_ceil(tile.bm)];
@@ -469,38 +367,48 @@ impl WgpuBackend {
         let grid = [u(tiles[0]), u(tiles[1]), u(split * g.batch)];
         let vec4 = tuning.matmul_vec4 && self.matmul_path == MatmulPath::Tiled && vec4_fits(tile, g);
         assert!(row_sums.is_none() || self.matmul_path == MatmulPath::Tiled, "matmul_direct has no row sums");
-        let variant = Variant {
-            tile,
-            bias: bias.is_some(),
-            split,
-            double_buffer,
-            vec4,
-            row_sums: row_sums.is_some(),
-            epilogue: epilogue.kind(),
-        };
-        // The extra buffers in binding order: bias (4), row sums (5), the epilogue's (6).
-        let extra_binds = || bias.into_iter().chain(row_sums).chain(epilogue.buffer()).map(|buf| buf.bind());
+        let variant =
+            Variant { tile, bias: bias.is_some(), split, double_buffer, vec4, row_sums: row_sums.is_some() };
         if split == 1 {
             let defines = matmul_defines(variant, g);
-            let kernel = matmul_kernel(entry, variant.bias, variant.row_sums, variant.epilogue);
-            let bufs: Vec<_> = [a.bind(), b.bind(), out.bind()].into_iter().chain(extra_binds()).collect();
-            self.run(&kernel, &defines, &params, &bufs, grid);
+            match (bias, row_sums) {
+                (Some(bias), _) => {
+                    let bufs = [a.bind(), b.bind(), out.bind(), bias.bind()];
+                    self.run(kernels[1], &defines, &params, &bufs, grid)
+                }
+                (None, Some(sums)) => {
+                    let bufs = [a.bind(), b.bind(), out.bind(), sums.bind()];
+                    self.run(&K_MATMUL_ROW_SUMS, &defines, &params, &bufs, grid)
+                }
+                (None, None) => {
+                    self.run(kernels[0], &defines, &params, &[a.bind(), b.bind(), out.bind()], grid)
+                }
+            }
             return;
         }
         // Each slice's sums into its own [m, n] of `partial` (and its row sums after them),
-        // then their sum (with the bias, the row sums' total and the epilogue).
+        // then their sum (and the bias).
         let sums_len = if row_sums.is_some() { split * m } else { 0 };
         let partial = self.alloc::<f32>(split * m * n + sums_len);
-        let plain = Variant { bias: false, epilogue: EpilogueKind::Store, ..variant };
-        let kernel = matmul_kernel(Entry::Tiled, false, false, EpilogueKind::Store);
-        self.run(&kernel, &matmul_defines(plain, g), &params, &[a.bind(), b.bind(), partial.bind()], grid);
+        let defines = matmul_defines(Variant { bias: false, ..variant }, g);
+        self.run(&K_MATMUL, &defines, &params, &[a.bind(), b.bind(), partial.bind()], grid);
         let outputs = m * n + if row_sums.is_some() { m } else { 0 };
         let grid = self.recorder().grid_1d(outputs.div_ceil(SPLIT_SUM_WG));
         // (The partials arrive as `a`, read a value at a time.)
         let defines = matmul_defines(Variant { vec4: false, ..variant }, g);
-        let kernel = matmul_kernel(Entry::SplitSum, variant.bias, variant.row_sums, variant.epilogue);
-        let bufs: Vec<_> = [partial.bind(), out.bind()].into_iter().chain(extra_binds()).collect();
-        self.run(&kernel, &defines, &params, &bufs, grid);
+        match (bias, row_sums) {
+            (Some(bias), _) => {
+                let bufs = [partial.bind(), out.bind(), bias.bind()];
+                self.run(&K_MATMUL_SPLIT_SUM_BIAS, &defines, &params, &bufs, grid)
+            }
+            (None, Some(sums)) => {
+                let bufs = [partial.bind(), out.bind(), sums.bind()];
+                self.run(&K_MATMUL_SPLIT_SUM_ROW_SUMS, &defines, &params, &bufs, grid)
+            }
+            (None, None) => {
+                self.run(&K_MATMUL_SPLIT_SUM, &defines, &params, &[partial.bind(), out.bind()], grid)
+            }
+        }
     }
 }
 

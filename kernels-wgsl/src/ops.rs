@@ -8,7 +8,7 @@ use tinygpt_tensor::{
     CachedAttentionDims, CopyRange, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
 };
 
-use crate::matmul::{Causal, Epilogue, Gemm, Operand};
+use crate::matmul::{Causal, Gemm, Operand};
 use crate::pipelines::{Access, Kernel, BLOCK_REDUCE, DROPOUT_MASK};
 use crate::pool::{Bind, GpuBuffer};
 use crate::{MatmulPath, WgpuBackend};
@@ -16,7 +16,6 @@ use crate::{MatmulPath, WgpuBackend};
 use Access::{Read as R, ReadWrite as W};
 
 const ELEMENTWISE: &str = include_str!("shaders/elementwise.wgsl");
-const GELU: &str = include_str!("shaders/gelu.wgsl");
 const REDUCE: &str = include_str!("shaders/reduce.wgsl");
 const SUM_ROWS: &str = include_str!("shaders/sum_rows.wgsl");
 const EMBEDDING: &str = include_str!("shaders/embedding.wgsl");
@@ -35,16 +34,15 @@ const STORE_NOTHING: &str = "fn store_dropped(i: u32, v: f32) {}";
 
 const K_COPY: Kernel = Kernel { parts: &[COPY], entry: "copy", bindings: &[(1, R), (2, W)] };
 const K_FILL: Kernel = Kernel { parts: &[COPY], entry: "fill", bindings: &[(2, W)] };
-const K_ADD: Kernel =
-    Kernel { parts: &[GELU, ELEMENTWISE], entry: "add", bindings: &[(1, R), (2, R), (3, W)] };
-const K_SCALE: Kernel = Kernel { parts: &[GELU, ELEMENTWISE], entry: "scale", bindings: &[(1, R), (3, W)] };
+const K_ADD: Kernel = Kernel { parts: &[ELEMENTWISE], entry: "add", bindings: &[(1, R), (2, R), (3, W)] };
+const K_SCALE: Kernel = Kernel { parts: &[ELEMENTWISE], entry: "scale", bindings: &[(1, R), (3, W)] };
 const K_DROPOUT: Kernel =
     Kernel { parts: &[DROPOUT_MASK, DROPOUT], entry: "dropout", bindings: &[(1, R), (3, W)] };
 const K_DROPOUT_ADD: Kernel =
     Kernel { parts: &[DROPOUT_MASK, DROPOUT], entry: "dropout_add", bindings: &[(1, R), (2, R), (3, W)] };
-const K_GELU: Kernel = Kernel { parts: &[GELU, ELEMENTWISE], entry: "gelu", bindings: &[(1, R), (3, W)] };
+const K_GELU: Kernel = Kernel { parts: &[ELEMENTWISE], entry: "gelu", bindings: &[(1, R), (3, W)] };
 const K_GELU_BACKWARD: Kernel =
-    Kernel { parts: &[GELU, ELEMENTWISE], entry: "gelu_backward", bindings: &[(1, R), (2, R), (3, W)] };
+    Kernel { parts: &[ELEMENTWISE], entry: "gelu_backward", bindings: &[(1, R), (2, R), (3, W)] };
 const K_SUM_CHUNKS: Kernel =
     Kernel { parts: &[BLOCK_REDUCE, REDUCE], entry: "sum_chunks", bindings: &[(1, R), (2, W)] };
 const K_SUM_ROWS: Kernel = Kernel { parts: &[SUM_ROWS], entry: "sum_rows", bindings: &[(1, R), (2, W)] };
@@ -342,48 +340,6 @@ impl Backend for WgpuBackend {
         let (out, sums) = (self.alloc(m * n), self.alloc(m));
         self.gemm_row_sums(a, b, &out, &sums, &Gemm::plain(dims));
         (out, sums)
-    }
-
-    fn matmul_gelu(
-        &self,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        bias: Option<&Self::Storage>,
-        dims: MatmulDims,
-    ) -> (Self::Storage, Self::Storage) {
-        let MatmulDims { m, k, n, .. } = dims;
-        expect_len("matmul_gelu", "A", a, m * k);
-        expect_len("matmul_gelu", "B", b, k * n);
-        if let Some(bias) = bias {
-            expect_len("matmul_gelu", "bias", bias, n);
-        }
-        if !self.gpu.tuning.gelu_epilogue {
-            let pre = self.matmul(a, b, bias, dims);
-            let post = self.gelu(&pre, m * n);
-            return (pre, post);
-        }
-        let (pre, post) = (self.alloc(m * n), self.alloc(m * n));
-        self.gemm_epilogue(a, b, bias, &pre, Epilogue::Gelu(&post), &Gemm::plain(dims));
-        (pre, post)
-    }
-
-    fn matmul_gelu_backward(
-        &self,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        x: &Self::Storage,
-        dims: MatmulDims,
-    ) -> Self::Storage {
-        let MatmulDims { m, k, n, .. } = dims;
-        expect_len("matmul_gelu_backward", "A", a, m * k);
-        expect_len("matmul_gelu_backward", "B", b, k * n);
-        expect_len("matmul_gelu_backward", "x", x, m * n);
-        if !self.gpu.tuning.gelu_epilogue {
-            return self.gelu_backward(x, &self.matmul(a, b, None, dims), m * n);
-        }
-        let out = self.alloc(m * n);
-        self.gemm_epilogue(a, b, None, &out, Epilogue::GeluSlope(x), &Gemm::plain(dims));
-        out
     }
 
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {

@@ -99,9 +99,6 @@ pub(crate) struct Tuning {
     /// them as 64 invocations of 8 × 8 outputs instead of 256 of 4 × 4 (`matmul.rs`'s
     /// `pick_tile`).
     pub batched_dense: bool,
-    /// Whether `matmul_gelu` and `matmul_gelu_backward` apply GELU (or its slope) in the
-    /// product's epilogue (matmul.wgsl's `put_c`) rather than in a pass of their own.
-    pub gelu_epilogue: bool,
 }
 
 impl Default for Tuning {
@@ -120,7 +117,6 @@ impl Default for Tuning {
             split_tile: Some(TILE_64X128),
             nt_as_nn: true,
             batched_dense: true,
-            gelu_epilogue: true,
         }
     }
 }
@@ -159,9 +155,6 @@ impl Tuning {
         let mut dense = usize::from(t.batched_dense);
         read("TINYGPT_WGPU_BATCHED_DENSE", &mut dense);
         t.batched_dense = dense != 0;
-        let mut gelu_epilogue = usize::from(t.gelu_epilogue);
-        read("TINYGPT_WGPU_GELU_EPILOGUE", &mut gelu_epilogue);
-        t.gelu_epilogue = gelu_epilogue != 0;
         #[cfg(not(target_arch = "wasm32"))]
         {
             let spec = |name: &str| std::env::var(name).ok().map(|v| TileSpec::parse(&v));

@@ -149,33 +149,6 @@ fn matmul_tile_rules_at_the_recipes_shapes() {
     }
 }
 
-/// The MLP's fused products (`matmul_gelu`, `matmul_gelu_backward`) on the tiled path at
-/// shapes like the shakespeare-char recipe's, where the rules pick the large and narrow
-/// tiles and `nt` transposes B first (aligned, and not): against the CPU's unfused ops.
-#[test]
-fn matmul_gelu_at_the_recipes_shapes() {
-    let Some(p) = Pair::new() else { return };
-    let mut rng = Rng::new(14);
-    let gpu = p.gpu.with_matmul_path(MatmulPath::Tiled);
-    // (m, k, n, trans_b): fc_in's forward (x · Wᵀ) and the gradient at its GELU (dY · W).
-    for (m, k, n, trans_b) in [(16384, 24, 384, true), (16390, 20, 260, true), (16384, 24, 384, false)] {
-        let dims = MatmulDims { m, k, n, trans_a: false, trans_b };
-        let (a, b, bias, x) =
-            (normal(&mut rng, m * k), normal(&mut rng, k * n), normal(&mut rng, n), normal(&mut rng, m * n));
-        let (ga, gb, gbias) = (p.gpu.upload(&a), p.gpu.upload(&b), p.gpu.upload(&bias));
-        let (ca, cb, cbias) = (p.cpu.upload(&a), p.cpu.upload(&b), p.cpu.upload(&bias));
-        let (pre, post) = gpu.matmul_gelu(&ga, &gb, Some(&gbias), dims);
-        let c_pre = p.cpu.matmul(&ca, &cb, Some(&cbias), dims);
-        let c_post = p.cpu.gelu(&c_pre, m * n);
-        assert_close(&format!("matmul_gelu {dims:?} pre"), &p.gpu_read(&pre), &p.cpu_read(&c_pre));
-        assert_close(&format!("matmul_gelu {dims:?} post"), &p.gpu_read(&post), &p.cpu_read(&c_post));
-        let dx = gpu.matmul_gelu_backward(&ga, &gb, &p.gpu.upload(&x), dims);
-        let c_dout = p.cpu.matmul(&ca, &cb, None, dims);
-        let c_dx = p.cpu.gelu_backward(&p.cpu.upload(&x), &c_dout, m * n);
-        assert_close(&format!("matmul_gelu_backward {dims:?}"), &p.gpu_read(&dx), &p.cpu_read(&c_dx));
-    }
-}
-
 #[test]
 fn long_sums_and_wide_rows() {
     let Some(p) = Pair::new() else { return };

@@ -197,7 +197,8 @@ impl<B: Backend> Gpt<B> {
             };
             // MLP: x += fc_out(gelu(fc_in(ln2(x)))), [B, T, F] in between.
             let h = layer.layer_norm(&x, &block.ln2);
-            let o = layer.mlp(&h);
+            let f = tape.gelu(&layer.linear(&h, LinearKind::FcIn));
+            let o = layer.linear(&f, LinearKind::FcOut);
             x = match mask(Site::MlpOut(i), width) {
                 Some(m) => tape.dropout_add(&x, &o, m),
                 None => tape.add(&x, &o),
@@ -251,21 +252,6 @@ struct BlockVars<'a, B: Backend> {
 impl<B: Backend> BlockVars<'_, B> {
     fn layer_norm(&self, x: &Var<B>, norm: &LayerNorm<usize>) -> Var<B> {
         self.tape.layer_norm(x, &self.params[norm.weight], &self.params[norm.bias], LN_EPS)
-    }
-
-    /// `fc_out(gelu(fc_in(h)))`: through the tape's fused MLP when there is no adapter, so
-    /// a backend may apply the GELU in its products' epilogues; each linear with its
-    /// adapter term otherwise (the term is added before the GELU).
-    fn mlp(&self, h: &Var<B>) -> Var<B> {
-        if self.delta.is_some() {
-            let f = self.tape.gelu(&self.linear(h, LinearKind::FcIn));
-            return self.linear(&f, LinearKind::FcOut);
-        }
-        let layer = |kind| {
-            let Linear { weight, bias } = self.block.linear(kind);
-            (&self.params[*weight], Some(&self.params[*bias]))
-        };
-        self.tape.mlp(h, layer(LinearKind::FcIn), layer(LinearKind::FcOut))
     }
 
     /// `x · Wᵀ + b`, plus the adapter's term where there is one.

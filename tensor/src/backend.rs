@@ -137,37 +137,6 @@ pub trait Backend: Clone + Debug + 'static {
         (self.matmul(a, b, None, dims), self.sum_rows(a, dims.k, dims.m))
     }
 
-    /// `op(A) · op(B) (+ bias)` and its GELU, `(pre, gelu(pre))` `[m, n]` each: a linear
-    /// followed by GELU (the MLP's first half), where a backend writes both from the
-    /// product's epilogue instead of a second pass over `pre` (the default: `matmul`, then
-    /// `gelu`).
-    fn matmul_gelu(
-        &self,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        bias: Option<&Self::Storage>,
-        dims: MatmulDims,
-    ) -> (Self::Storage, Self::Storage) {
-        let pre = self.matmul(a, b, bias, dims);
-        let post = self.gelu(&pre, dims.m * dims.n);
-        (pre, post)
-    }
-
-    /// `gelu_backward(x, op(A) · op(B))` `[m, n]` for `x` `[m, n]`: the gradient reaching a
-    /// GELU's input through the linear after it (`dY · W`), where a backend scales the
-    /// product by `gelu'(x)` in its epilogue instead of a second pass (the default:
-    /// `matmul`, then `gelu_backward`).
-    fn matmul_gelu_backward(
-        &self,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        x: &Self::Storage,
-        dims: MatmulDims,
-    ) -> Self::Storage {
-        let dout = self.matmul(a, b, None, dims);
-        self.gelu_backward(x, &dout, dims.m * dims.n)
-    }
-
     /// Rows of `table` `[table_rows, dim]` picked by `ids` `[n]` → `[n, dim]`.
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage;
     /// Scatter-add of `dout` `[n, dim]` into a zero `[table_rows, dim]` at rows `ids`.

@@ -161,56 +161,25 @@ impl<B: Backend> Tensor<B> {
     /// `op(self) · op(rhs) (+ bias)` on the last two dimensions; `self` may have leading
     /// dimensions when `trans_a` is false (they fold into rows). See [`MatmulDims`].
     pub fn matmul(&self, rhs: &Self, bias: Option<&Self>, trans_a: bool, trans_b: bool) -> Self {
-        let (dims, shape) = self.matmul_dims("matmul", rhs, bias, trans_a, trans_b);
-        let out = self.backend.matmul(&self.storage, &rhs.storage, bias.map(|b| &b.storage), dims);
-        self.wrap(out, shape)
-    }
-
-    /// [`Tensor::matmul`] and the GELU of its result, `(pre, gelu(pre))`, in one call
-    /// ([`Backend::matmul_gelu`]): a linear followed by GELU.
-    pub fn matmul_gelu(&self, rhs: &Self, bias: Option<&Self>, trans_a: bool, trans_b: bool) -> (Self, Self) {
-        let (dims, shape) = self.matmul_dims("matmul_gelu", rhs, bias, trans_a, trans_b);
-        let (pre, post) =
-            self.backend.matmul_gelu(&self.storage, &rhs.storage, bias.map(|b| &b.storage), dims);
-        (self.wrap(pre, shape.clone()), self.wrap(post, shape))
-    }
-
-    /// `(op(self) · op(rhs)).gelu_backward(x)` in one call ([`Backend::matmul_gelu_backward`]):
-    /// the gradient at a GELU's input `x` from the gradient `self` of the linear after it.
-    pub fn matmul_gelu_backward(&self, rhs: &Self, x: &Self, trans_a: bool, trans_b: bool) -> Self {
-        let (dims, shape) = self.matmul_dims("matmul_gelu_backward", rhs, None, trans_a, trans_b);
-        check("matmul_gelu_backward", x.dims() == shape.as_slice(), || {
-            format!("x {} for a product of {shape:?}", x.shape)
-        });
-        let out = self.backend.matmul_gelu_backward(&self.storage, &rhs.storage, &x.storage, dims);
-        self.wrap(out, shape)
-    }
-
-    /// The [`MatmulDims`] of `op(self) · op(rhs)` and the result's shape, after checking
-    /// that the operands (and the bias) fit together.
-    fn matmul_dims(
-        &self,
-        op: &str,
-        rhs: &Self,
-        bias: Option<&Self>,
-        trans_a: bool,
-        trans_b: bool,
-    ) -> (MatmulDims, Vec<usize>) {
         let (m, k) = if trans_a {
-            check(op, self.shape.rank() == 2, || format!("trans_a needs rank 2, got {}", self.shape));
+            check("matmul", self.shape.rank() == 2, || format!("trans_a needs rank 2, got {}", self.shape));
             (self.dims()[1], self.dims()[0])
         } else {
             (self.shape.rows(), self.shape.last())
         };
-        check(op, rhs.shape.rank() == 2, || format!("rhs must be rank 2, got {}", rhs.shape));
+        check("matmul", rhs.shape.rank() == 2, || format!("rhs must be rank 2, got {}", rhs.shape));
         let (k2, n) = if trans_b { (rhs.dims()[1], rhs.dims()[0]) } else { (rhs.dims()[0], rhs.dims()[1]) };
-        check(op, k == k2, || format!("{} (trans {trans_a}) · {} (trans {trans_b})", self.shape, rhs.shape));
+        check("matmul", k == k2, || {
+            format!("{} (trans {trans_a}) · {} (trans {trans_b})", self.shape, rhs.shape)
+        });
         if let Some(b) = bias {
-            check(op, b.dims() == [n], || format!("bias {} for {n} columns", b.shape));
+            check("matmul", b.dims() == [n], || format!("bias {} for {n} columns", b.shape));
         }
+        let dims = MatmulDims { m, k, n, trans_a, trans_b };
+        let out = self.backend.matmul(&self.storage, &rhs.storage, bias.map(|b| &b.storage), dims);
         let mut shape = if trans_a { vec![m] } else { self.dims()[..self.shape.rank() - 1].to_vec() };
         shape.push(n);
-        (MatmulDims { m, k, n, trans_a, trans_b }, shape)
+        self.wrap(out, shape)
     }
 
     /// `selfᵀ · op(rhs)` for `self` `[k, m]`, and `self.sum_rows()` `[m]`, in one call

@@ -7,7 +7,8 @@
 // scale:         a [len], alpha -> out [len]
 // gelu:          a = x [len] -> out [len]
 // gelu_backward: a = x, b = dout [len] -> out = dx [len]
-// (the GELU formulas are gelu.wgsl's, which the host puts before this file)
+//
+// gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/π) (x + 0.044715 x³)
 
 struct Params {
     len: u32,
@@ -20,6 +21,14 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<V>;
 
 const WG: u32 = 256u;
+const SQRT_2_OVER_PI: f32 = 0.7978846;
+const CUBIC: f32 = 0.044715;
+
+// common.wgsl's `tanh_stable`, lane by lane.
+fn tanh_v(u: V) -> V {
+    let e = exp(-2.0 * abs(u));
+    return sign(u) * (1.0 - e) / (1.0 + e);
+}
 
 @compute @workgroup_size(256)
 fn add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -44,7 +53,9 @@ fn gelu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let i = flat_group(wid, nwg) * WG + lid;
     if (i < p.len) {
-        out[i] = gelu_v(a[i]);
+        let x = a[i];
+        let u = SQRT_2_OVER_PI * (x + CUBIC * x * x * x);
+        out[i] = 0.5 * x * (1.0 + tanh_v(u));
     }
 }
 
@@ -53,6 +64,9 @@ fn gelu_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
                  @builtin(local_invocation_index) lid: u32) {
     let i = flat_group(wid, nwg) * WG + lid;
     if (i < p.len) {
-        out[i] = b[i] * gelu_slope_v(a[i]);
+        let x = a[i];
+        let t = tanh_v(SQRT_2_OVER_PI * (x + CUBIC * x * x * x));
+        let du = SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * x * x);
+        out[i] = b[i] * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du);
     }
 }

@@ -22,15 +22,9 @@
 //   (bounds checks; off only when m, n, k are multiples of BM, BN, BK), SPLIT_K (slices
 //   of k, one per grid z), CAUSAL (below), DOUBLE_BUFFER (below), VEC4 (below),
 //   ROW_SUMS (above) with `store_row_sum`, `store_row_sum_final` (binding 5 or nothing),
-//   `bias_at(j)` (reads binding 4, or returns 0), `put_c(i, v)` (below) and the operands'
-//   bindings a (1) and b (2) with their readers `a_at(i)`, `b_at(i)` (the value at i) and
-//   `a4_at(v)`, `b4_at(v)` (values 4v..4v+3): arrays of f32, or of vec4 with VEC4.
-//
-// Epilogue: every final output v (bias added) leaves through `put_c(i, v)`, i its index
-// in C: `c[i] = v`; or also `post[i] = gelu(v)` (binding 6: a linear and the GELU after
-// it); or `c[i] = v · gelu'(x[i])` instead (binding 6: the gradient at that GELU's input).
-// gelu.wgsl's formulas, with V = f32. Unbatched products only; split ones apply it in
-// matmul_split_sum (their partial sums are stored plainly).
+//   `bias_at(j)` (reads binding 4, or returns 0) and the operands' bindings a (1) and b
+//   (2) with their readers `a_at(i)`, `b_at(i)` (the value at i) and `a4_at(v)`,
+//   `b4_at(v)` (values 4v..4v+3): arrays of f32, or of vec4 with VEC4.
 //
 // CAUSAL skips work that a causal mask makes zero (square per-batch products, m = n or
 // m = k = sequence length): 0 none; 1 op(A)[i, kk] = 0 for kk > i (probabilities times
@@ -140,7 +134,7 @@ fn load_b(kk: u32, j: u32) -> f32 {
 
 fn store_c(i: u32, j: u32, value: f32) {
     if (!CHECKED || (i < p.m && j < p.n)) {
-        put_c(c_base + i * p.ldc + j, value);
+        c[c_base + i * p.ldc + j] = value;
     }
 }
 
@@ -419,7 +413,7 @@ fn matmul_split_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     for (var z = 1u; z < SPLIT_K; z++) {
         sum += a_at(z * len + i);
     }
-    put_c(i, sum + bias_at(i % p.n));
+    c[i] = sum + bias_at(i % p.n);
 }
 
 // The same product without workgroup memory or barriers, for software adapters (lavapipe,

@@ -113,8 +113,6 @@ macro_rules! __conformance_tests {
             sum_squares,
             matmul,
             matmul_sum_rows,
-            matmul_gelu,
-            matmul_gelu_backward,
             matmul_backward,
             embedding,
             embedding_backward,

@@ -134,25 +134,6 @@ impl<B: Backend> Backend for Abandonable<B> {
         let skipped = |s: &B| (s.zeros(dims.m * dims.n), s.zeros(dims.m));
         self.run(skipped, |be| be.matmul_sum_rows(a, b, dims))
     }
-    fn matmul_gelu(
-        &self,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        bias: Option<&Self::Storage>,
-        dims: MatmulDims,
-    ) -> (Self::Storage, Self::Storage) {
-        let skipped = |s: &B| (s.zeros(dims.m * dims.n), s.zeros(dims.m * dims.n));
-        self.run(skipped, |be| be.matmul_gelu(a, b, bias, dims))
-    }
-    fn matmul_gelu_backward(
-        &self,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        x: &Self::Storage,
-        dims: MatmulDims,
-    ) -> Self::Storage {
-        self.run(|s| s.zeros(dims.m * dims.n), |be| be.matmul_gelu_backward(a, b, x, dims))
-    }
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
         self.run(|s| s.zeros(n * dim), |b| b.embedding(table, ids, n, dim))
     }

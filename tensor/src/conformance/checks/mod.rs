@@ -12,7 +12,6 @@ mod flush;
 mod gelu;
 mod layernorm;
 mod matmul;
-mod matmul_gelu;
 mod memory;
 
 pub use adamw::adamw;
@@ -28,5 +27,4 @@ pub use flush::flush;
 pub use gelu::{gelu, gelu_backward};
 pub use layernorm::{layer_norm, layer_norm_backward};
 pub use matmul::{matmul, matmul_backward, matmul_sum_rows};
-pub use matmul_gelu::{matmul_gelu, matmul_gelu_backward};
 pub use memory::{indices_round_trip, upload_read_round_trip, zeros};
