@@ -15,11 +15,13 @@
 // (`preset` is `lora-<preset>`; `adapter_over_full` compares with `medium` full training of
 // the same backend in this run, when PRESETS includes it).
 
+import { BUILDS as BUILD_OF_BACKEND } from '../www/lib/builds.js';
 import { WEBGPU_FLAGS, openBrowser, openPage, setField } from './harness.mjs';
 
 const list = (name, fallback) => (process.env[name] ? process.env[name].split(',') : fallback);
 const PRESETS = list('TINYGPT_BENCH_PRESETS', ['small', 'medium', 'large']);
-const BUILDS = ['wasm', 'wasm-simd', 'wasm-relaxed-simd', 'wasm-simd-threads', 'wasm-relaxed-simd-threads'];
+// The WASM backends in the page's order: scalar, SIMD, relaxed SIMD, and their threads builds.
+const BUILDS = Object.keys(BUILD_OF_BACKEND);
 const BACKENDS = list('TINYGPT_BENCH_BACKENDS', BUILDS);
 const WARMUP = 2;
 const STEPS = Number(process.env.TINYGPT_BENCH_STEPS || 12);

@@ -5,6 +5,7 @@
 // the checkpoint store (idb forces IndexedDB), ?preset=NAME the initial preset.
 
 import { WorkerClient } from './lib/worker-client.js';
+import { backendOf, bestBuild } from './lib/builds.js';
 import { LossChart } from './lib/chart.js';
 import { Notices } from './lib/notices.js';
 import { Settings } from './lib/settings.js';
@@ -142,8 +143,8 @@ function lastCheckpoint() {
  */
 function wasmBackend() {
   const caps = state.capabilities;
-  if (caps?.simd === false) return 'wasm';
-  return `wasm-${caps?.relaxedSimd ? 'relaxed-' : ''}simd${caps?.crossOriginIsolated ? '-threads' : ''}`;
+  const best = bestBuild({ simd: caps?.simd !== false, relaxed: !!caps?.relaxedSimd, isolated: !!caps?.crossOriginIsolated });
+  return backendOf(best);
 }
 
 /**

@@ -15,6 +15,7 @@
 // it between ops and gives a whole CPU step up while it is above zero (worker/src/abandon.rs),
 // so with it the CPU builds take whole steps and still answer within a few ms.
 
+import { BUILDS, bestBuild } from './lib/builds.js';
 import { relaxedSimdSupported, simdSupported } from './simd.js';
 
 const SLICE_MS = 50;
@@ -128,21 +129,9 @@ async function probeWebgpu() {
   };
 }
 
-/** The build (`pkg/<build>`) each named WASM backend loads. */
-const BUILDS = {
-  wasm: 'scalar',
-  'wasm-simd': 'simd',
-  'wasm-relaxed-simd': 'relaxed-simd',
-  'wasm-simd-threads': 'simd-threads',
-  'wasm-relaxed-simd-threads': 'relaxed-simd-threads',
-};
-
 /**
- * The build `backend` asks for. `auto` and `webgpu` take the best one here: the SIMD +
- * threads build when the page is cross-origin isolated (its workers share memory through
- * SharedArrayBuffer), else the SIMD build, else `scalar`; each SIMD build has a relaxed twin
- * (`relaxed-…`: the kernels' multiply-add is relaxed SIMD's, fused) taken first where the
- * browser validates relaxed SIMD. Every build carries the WebGPU backend.
+ * The build `backend` asks for (`BUILDS`); `auto` and `webgpu` take the best one here
+ * (`bestBuild`). Every build carries the WebGPU backend.
  */
 function chooseBuild(backend, simd, relaxed) {
   const isolated = self.crossOriginIsolated === true;
@@ -156,9 +145,7 @@ function chooseBuild(backend, simd, relaxed) {
   if (named?.startsWith('relaxed-') && !relaxed) {
     throw new Error(`This browser does not support WebAssembly relaxed SIMD; choose "${backend.replace('relaxed-', '')}".`);
   }
-  if (named) return named;
-  if (!simd) return 'scalar';
-  return `${relaxed ? 'relaxed-' : ''}${isolated ? 'simd-threads' : 'simd'}`;
+  return named ?? bestBuild({ simd, relaxed, isolated });
 }
 
 /** Loads the build `backend` asks for (see `chooseBuild`) and starts its threads. */
