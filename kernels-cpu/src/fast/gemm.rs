@@ -295,26 +295,8 @@ fn pack_b_panels(dst: &mut [f32], b: Strided<'_>, ks: Range<usize>, cols: Range<
 fn pack_b_panels_of<const NR: usize>(dst: &mut [f32], b: Strided<'_>, ks: Range<usize>, cols: Range<usize>) {
     let (kc, nr) = (ks.len(), NR);
     if b.col_stride == 1 {
-        // Row-major B (a weight gradient's activations): each row's part read once, in
-        // order, and dealt out to the panels, `nr` values apiece. (Panel by panel, every
-        // panel walked all `kc` rows again, a stride of a whole row apart, and the rows'
-        // cache lines were gone from L1 by the next panel.)
-        for (i, p) in ks.clone().enumerate() {
-            let row = &b.data[p * b.row_stride..];
-            if p + PREFETCH_ROWS < ks.end {
-                prefetch(&b.data[(p + PREFETCH_ROWS) * b.row_stride + cols.start..][..cols.len()]);
-            }
-            for (panel, j0) in dst.chunks_exact_mut(kc * nr).zip(cols.clone().step_by(nr)) {
-                let w = nr.min(cols.end - j0);
-                let out = &mut panel[i * nr..][..nr];
-                if w == nr {
-                    out.copy_from_slice(&row[j0..j0 + NR]);
-                } else {
-                    out[..w].copy_from_slice(&row[j0..j0 + w]);
-                    out[w..].fill(0.0);
-                }
-            }
-        }
+        // Row-major B (a weight gradient's activations).
+        deal_rows::<NR>(dst, b.data, b.row_stride, ks, cols);
         return;
     }
     for (panel, j0) in dst.chunks_exact_mut(kc * nr).zip(cols.clone().step_by(nr)) {
@@ -333,10 +315,46 @@ fn pack_b_panels_of<const NR: usize>(dst: &mut [f32], b: Strided<'_>, ks: Range<
     }
 }
 
-/// How many stored rows ahead [`pack_a`] (a transposed A) and [`pack_b_panels`] (a
-/// row-major B) ask for the rows they will copy next: each is a block's few cache lines a
-/// whole row (hundreds or thousands of values) past the last, which the hardware
-/// prefetchers did not fetch ahead of time, so every row waited on memory.
+/// Values `span` of stored rows `stored` (row `r` at `data[r · stride..]`) into panels of
+/// `W` values, `[span.len() / W][stored.len()][W]` (zero past `span.end`): a transposed A
+/// ([`pack_a`]) or a row-major B ([`pack_b_panels`]), whose panels each take a few values
+/// of every stored row.
+///
+/// Each stored row's part is read once, in order, and dealt out to the panels, and the rows
+/// [`PREFETCH_ROWS`] ahead are asked for. Panel by panel instead, every panel walked all the
+/// stored rows again, a whole row apart, and each row waited on memory: a quarter of the
+/// time of `512x128x1536:tn` went to one load of that copy (`perf`, BENCHMARKS.md).
+#[inline(always)]
+fn deal_rows<const W: usize>(
+    dst: &mut [f32],
+    data: &[f32],
+    stride: usize,
+    stored: Range<usize>,
+    span: Range<usize>,
+) {
+    let panel_len = stored.len() * W;
+    for (i, r) in stored.clone().enumerate() {
+        if r + PREFETCH_ROWS < stored.end {
+            prefetch(&data[(r + PREFETCH_ROWS) * stride + span.start..][..span.len()]);
+        }
+        let row = &data[r * stride..];
+        for (panel, j0) in span.clone().step_by(W).enumerate() {
+            let w = W.min(span.end - j0);
+            let out = &mut dst[panel * panel_len + i * W..][..W];
+            if w == W {
+                // A constant length: a few vector moves, not a `memcpy` call.
+                out.copy_from_slice(&row[j0..j0 + W]);
+            } else {
+                out[..w].copy_from_slice(&row[j0..j0 + w]);
+                out[w..].fill(0.0);
+            }
+        }
+    }
+}
+
+/// How many stored rows ahead [`deal_rows`] asks for the rows it will copy next: each is a
+/// block's few cache lines a whole row (hundreds or thousands of values) past the last,
+/// which the hardware prefetchers did not fetch ahead of time.
 const PREFETCH_ROWS: usize = 8;
 
 /// Asks the CPU to bring `values` into cache (a hint; nothing where there is none).
@@ -359,27 +377,8 @@ fn prefetch(values: &[f32]) {
 fn pack_a<const MR: usize>(dst: &mut [f32], a: Strided<'_>, rows: Range<usize>, pc: usize, kc: usize) {
     if a.row_stride == 1 {
         // Transposed A (a weight gradient's output gradient): op(A)'s rows lie side by side
-        // in each stored row, so each stored row's part is read once, in order, and dealt
-        // out to the panels, `MR` values apiece. (Panel by panel, every panel walked all
-        // `kc` stored rows again, a stride of a whole row apart: a quarter of the time of
-        // `512x128x1536:tn` went to those loads, `perf`.)
-        for p in 0..kc {
-            let row = &a.data[(pc + p) * a.col_stride..];
-            if p + PREFETCH_ROWS < kc {
-                prefetch(&a.data[(pc + p + PREFETCH_ROWS) * a.col_stride + rows.start..][..rows.len()]);
-            }
-            for (ip, i0) in rows.clone().step_by(MR).enumerate() {
-                let h = MR.min(rows.end - i0);
-                let col = &mut dst[(ip * kc + p) * MR..][..MR];
-                if h == MR {
-                    // A constant length: a few vector moves, not a `memcpy` call.
-                    col.copy_from_slice(&row[i0..i0 + MR]);
-                } else {
-                    col[..h].copy_from_slice(&row[i0..i0 + h]);
-                    col[h..].fill(0.0);
-                }
-            }
-        }
+        // in each stored row.
+        deal_rows::<MR>(dst, a.data, a.col_stride, pc..pc + kc, rows);
         return;
     }
     for (ip, i0) in rows.clone().step_by(MR).enumerate() {
