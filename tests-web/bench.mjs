@@ -15,14 +15,12 @@
 // (`preset` is `lora-<preset>`; `adapter_over_full` compares with `medium` full training of
 // the same backend in this run, when PRESETS includes it).
 
-import { BUILDS as BUILD_OF_BACKEND } from '../www/lib/builds.js';
+import { BUILDS, backendOf } from '../www/lib/builds.js';
 import { WEBGPU_FLAGS, openBrowser, openPage, setField } from './harness.mjs';
 
 const list = (name, fallback) => (process.env[name] ? process.env[name].split(',') : fallback);
 const PRESETS = list('TINYGPT_BENCH_PRESETS', ['small', 'medium', 'large']);
-// The WASM backends in the page's order: scalar, SIMD, relaxed SIMD, and their threads builds.
-const BUILDS = Object.keys(BUILD_OF_BACKEND);
-const BACKENDS = list('TINYGPT_BENCH_BACKENDS', BUILDS);
+const BACKENDS = list('TINYGPT_BENCH_BACKENDS', Object.keys(BUILDS));
 const WARMUP = 2;
 const STEPS = Number(process.env.TINYGPT_BENCH_STEPS || 12);
 const LORA = list('TINYGPT_BENCH_LORA', []);
@@ -138,8 +136,10 @@ try {
     }
   }
   for (const preset of PRESETS) {
-    const find = (backend) => results.find((r) => r.preset === preset && r.backend === backend);
-    const [scalar, simd, relaxed, threads, relaxedThreads] = BUILDS.map(find);
+    // This preset's result for each build, by the build's name (not the table's order).
+    const of = (build) => results.find((r) => r.preset === preset && r.backend === backendOf(build));
+    const [scalar, simd, relaxed, threads, relaxedThreads] =
+      ['scalar', 'simd', 'relaxed-simd', 'simd-threads', 'relaxed-simd-threads'].map(of);
     const ratio = (a, b) => (a && b ? +(a.tok_per_s / b.tok_per_s).toFixed(3) : undefined);
     const line = {
       preset,
