@@ -32,7 +32,7 @@ impl<B: Backend> Tape<B> {
                 continue;
             }
             let Some(dout) = grads.grads.get(&id).cloned() else { continue };
-            for (input, grad) in input_grads(&nodes, node, &dout) {
+            for (input, grad) in input_grads(&nodes, node, &dout, &mut grads) {
                 grads.accumulate(input, grad);
             }
             if !matches!(node.op, Op::Leaf) {
@@ -43,8 +43,16 @@ impl<B: Backend> Tape<B> {
     }
 }
 
-/// The gradients `node` sends to those of its inputs that require one.
-fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) -> Vec<(usize, Tensor<B>)> {
+/// The gradients `node` sends to those of its inputs that require one. Where an op can add
+/// its part onto the gradient an input has already gathered (a linear's input gradient, a
+/// LayerNorm's `dx`), it takes that from `grads` and returns the sum, which
+/// [`Gradients::accumulate`] then finds nothing to add to: the same sum, one pass fewer.
+fn input_grads<B: Backend>(
+    nodes: &[Node<B>],
+    node: &Node<B>,
+    dout: &Tensor<B>,
+    grads: &mut Gradients<B>,
+) -> Vec<(usize, Tensor<B>)> {
     let wants = |id: usize| nodes[id].requires_grad;
     let value = |id: usize| &nodes[id].value;
     let mut out = Vec::new();
@@ -76,9 +84,13 @@ fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) 
             let dc = dout.reshape([dout.shape().rows(), dout.shape().last()]);
             let b_val = value(*b);
             if wants(*a) {
-                // dA = dC · op(B)ᵀ, or its transpose when A is stored transposed.
-                let da =
-                    if ta { b_val.matmul(&dc, None, tb, true) } else { dc.matmul(b_val, None, false, !tb) };
+                // dA = dC · op(B)ᵀ, or its transpose when A is stored transposed (onto what
+                // A's gradient holds already, if anything).
+                let (lhs, rhs, t1, t2) = if ta { (b_val, &dc, tb, true) } else { (&dc, b_val, false, !tb) };
+                let da = match grads.take_prior(*a) {
+                    Some(prior) => lhs.matmul_onto(rhs, &prior, t1, t2),
+                    None => lhs.matmul(rhs, None, t1, t2),
+                };
                 out.push((*a, da.reshape(a_val.shape().clone())));
             }
             let bias = bias.filter(|&bias| wants(bias));
@@ -113,7 +125,12 @@ fn input_grads<B: Backend>(nodes: &[Node<B>], node: &Node<B>, dout: &Tensor<B>) 
             }
         }
         Op::LayerNorm { x, gamma, beta, saved } => {
-            let (dx, dgamma, dbeta) = dout.layer_norm_backward(value(*x), value(*gamma), saved);
+            let (x_val, gamma_val) = (value(*x), value(*gamma));
+            let prior = if wants(*x) { grads.take_prior(*x) } else { None };
+            let (dx, dgamma, dbeta) = match prior {
+                Some(prior) => dout.layer_norm_backward_onto(x_val, gamma_val, saved, &prior),
+                None => dout.layer_norm_backward(x_val, gamma_val, saved),
+            };
             for (id, g) in [(*x, dx), (*gamma, dgamma), (*beta, dbeta)] {
                 if wants(id) {
                     out.push((id, g));

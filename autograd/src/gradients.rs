@@ -22,6 +22,13 @@ impl<B: Backend> Gradients<B> {
         self.grads.remove(&var.id)
     }
 
+    /// Removes and returns the gradient `id` has gathered so far, for an op that adds its
+    /// own part onto it in one pass ([`Tensor::matmul_onto`]) rather than have
+    /// [`Gradients::accumulate`] add it after: the same `existing + part`.
+    pub(crate) fn take_prior(&mut self, id: usize) -> Option<Tensor<B>> {
+        self.grads.remove(&id)
+    }
+
     pub(crate) fn accumulate(&mut self, id: usize, grad: Tensor<B>) {
         match self.grads.remove(&id) {
             Some(existing) => {

@@ -148,6 +148,19 @@ impl<B: Backend> Backend for Checked<B> {
         };
         self.op("matmul_sum_rows", shape, ins, |be| be.matmul_sum_rows(a, b, dims), outs)
     }
+    fn matmul_onto(
+        &self,
+        onto: &Self::Storage,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        dims: MatmulDims,
+    ) -> Self::Storage {
+        let MatmulDims { m, k, n, .. } = dims;
+        let ins = vec![In::finite("onto", onto, m * n), In::finite("a", a, m * k), In::finite("b", b, k * n)];
+        let shape = || matmul_shape(&dims);
+        let run = |be: &B| be.matmul_onto(onto, a, b, dims);
+        self.op("matmul_onto", shape, ins, run, |y| vec![In::finite("out", y, m * n)])
+    }
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
         let ins = vec![In::whole("table", table)];
         let shape = || format!("n {n}, dim {dim}");
@@ -224,6 +237,35 @@ impl<B: Backend> Backend for Checked<B> {
             ]
         };
         self.op("layer_norm_backward", shape, ins, run, outs)
+    }
+    fn layer_norm_backward_onto(
+        &self,
+        onto: &Self::Storage,
+        dout: &Self::Storage,
+        x: &Self::Storage,
+        gamma: &Self::Storage,
+        saved: &LayerNormOut<Self::Storage>,
+        rows: usize,
+        dim: usize,
+    ) -> LayerNormGrads<Self::Storage> {
+        let ins = vec![
+            In::finite("onto", onto, rows * dim),
+            In::finite("dout", dout, rows * dim),
+            In::finite("x", x, rows * dim),
+            In::finite("gamma", gamma, dim),
+            In::finite("mean", &saved.mean, rows),
+            In::ruled("rstd", &saved.rstd, rows, Rule::Positive),
+        ];
+        let shape = || format!("rows {rows}, dim {dim}");
+        let run = |b: &B| b.layer_norm_backward_onto(onto, dout, x, gamma, saved, rows, dim);
+        let outs = |g: &LayerNormGrads<Self::Storage>| {
+            vec![
+                In::finite("dx", &g.dx, rows * dim),
+                In::finite("dgamma", &g.dgamma, dim),
+                In::finite("dbeta", &g.dbeta, dim),
+            ]
+        };
+        self.op("layer_norm_backward_onto", shape, ins, run, outs)
     }
 
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {

@@ -137,6 +137,21 @@ pub trait Backend: Clone + Debug + 'static {
         (self.matmul(a, b, None, dims), self.sum_rows(a, dims.k, dims.m))
     }
 
+    /// `onto + op(A) · op(B)` for `onto` `[m, n]`: a product added to a gradient its input
+    /// already has (the input gradient of a linear whose input feeds others too), in the
+    /// product's last pass where a backend fuses it. The default, `matmul` then `add`, makes
+    /// the same sums in the same order.
+    fn matmul_onto(
+        &self,
+        onto: &Self::Storage,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        dims: MatmulDims,
+    ) -> Self::Storage {
+        let product = self.matmul(a, b, None, dims);
+        self.add(onto, &product, dims.m * dims.n)
+    }
+
     /// Rows of `table` `[table_rows, dim]` picked by `ids` `[n]` → `[n, dim]`.
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage;
     /// Scatter-add of `dout` `[n, dim]` into a zero `[table_rows, dim]` at rows `ids`.
@@ -174,6 +189,24 @@ pub trait Backend: Clone + Debug + 'static {
         rows: usize,
         dim: usize,
     ) -> LayerNormGrads<Self::Storage>;
+    /// [`Backend::layer_norm_backward`] with `dx` added onto `onto` `[rows, dim]`
+    /// (`onto + dx`: a residual stream's gradient meeting its LayerNorm branch's), fused
+    /// where a backend can. The default, `layer_norm_backward` then `add`, makes the same
+    /// sums in the same order.
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_backward_onto(
+        &self,
+        onto: &Self::Storage,
+        dout: &Self::Storage,
+        x: &Self::Storage,
+        gamma: &Self::Storage,
+        saved: &LayerNormOut<Self::Storage>,
+        rows: usize,
+        dim: usize,
+    ) -> LayerNormGrads<Self::Storage> {
+        let grads = self.layer_norm_backward(dout, x, gamma, saved, rows, dim);
+        LayerNormGrads { dx: self.add(onto, &grads.dx, rows * dim), ..grads }
+    }
 
     /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))`.
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage;

@@ -161,25 +161,40 @@ impl<B: Backend> Tensor<B> {
     /// `op(self) · op(rhs) (+ bias)` on the last two dimensions; `self` may have leading
     /// dimensions when `trans_a` is false (they fold into rows). See [`MatmulDims`].
     pub fn matmul(&self, rhs: &Self, bias: Option<&Self>, trans_a: bool, trans_b: bool) -> Self {
+        let (dims, shape) = self.matmul_dims("matmul", rhs, trans_a, trans_b);
+        if let Some(b) = bias {
+            check("matmul", b.dims() == [dims.n], || format!("bias {} for {} columns", b.shape, dims.n));
+        }
+        let out = self.backend.matmul(&self.storage, &rhs.storage, bias.map(|b| &b.storage), dims);
+        self.wrap(out, shape)
+    }
+
+    /// `onto + op(self) · op(rhs)` ([`Backend::matmul_onto`]), shaped as [`Tensor::matmul`]'s
+    /// result; `onto` holds its m·n values in any shape.
+    pub fn matmul_onto(&self, rhs: &Self, onto: &Self, trans_a: bool, trans_b: bool) -> Self {
+        let (dims, shape) = self.matmul_dims("matmul_onto", rhs, trans_a, trans_b);
+        check("matmul_onto", onto.numel() == dims.m * dims.n, || {
+            format!("onto {} for a [{}, {}] product", onto.shape, dims.m, dims.n)
+        });
+        let out = self.backend.matmul_onto(&onto.storage, &self.storage, &rhs.storage, dims);
+        self.wrap(out, shape)
+    }
+
+    /// The sizes of `op(self) · op(rhs)` and its shape (`self`'s leading dims, then n),
+    /// checked: `rhs` rank 2, `self` rank 2 when transposed, and the inner sizes equal.
+    fn matmul_dims(&self, op: &str, rhs: &Self, trans_a: bool, trans_b: bool) -> (MatmulDims, Vec<usize>) {
         let (m, k) = if trans_a {
-            check("matmul", self.shape.rank() == 2, || format!("trans_a needs rank 2, got {}", self.shape));
+            check(op, self.shape.rank() == 2, || format!("trans_a needs rank 2, got {}", self.shape));
             (self.dims()[1], self.dims()[0])
         } else {
             (self.shape.rows(), self.shape.last())
         };
-        check("matmul", rhs.shape.rank() == 2, || format!("rhs must be rank 2, got {}", rhs.shape));
+        check(op, rhs.shape.rank() == 2, || format!("rhs must be rank 2, got {}", rhs.shape));
         let (k2, n) = if trans_b { (rhs.dims()[1], rhs.dims()[0]) } else { (rhs.dims()[0], rhs.dims()[1]) };
-        check("matmul", k == k2, || {
-            format!("{} (trans {trans_a}) · {} (trans {trans_b})", self.shape, rhs.shape)
-        });
-        if let Some(b) = bias {
-            check("matmul", b.dims() == [n], || format!("bias {} for {n} columns", b.shape));
-        }
-        let dims = MatmulDims { m, k, n, trans_a, trans_b };
-        let out = self.backend.matmul(&self.storage, &rhs.storage, bias.map(|b| &b.storage), dims);
+        check(op, k == k2, || format!("{} (trans {trans_a}) · {} (trans {trans_b})", self.shape, rhs.shape));
         let mut shape = if trans_a { vec![m] } else { self.dims()[..self.shape.rank() - 1].to_vec() };
         shape.push(n);
-        self.wrap(out, shape)
+        (MatmulDims { m, k, n, trans_a, trans_b }, shape)
     }
 
     /// `selfᵀ · op(rhs)` for `self` `[k, m]`, and `self.sum_rows()` `[m]`, in one call
@@ -233,12 +248,40 @@ impl<B: Backend> Tensor<B> {
         gamma: &Self,
         saved: &LayerNormOut<B::Storage>,
     ) -> (Self, Self, Self) {
+        self.layer_norm_backward_with(x, gamma, saved, None)
+    }
+
+    /// [`Tensor::layer_norm_backward`] with `dx` added onto `onto` (shaped as `x`):
+    /// [`Backend::layer_norm_backward_onto`].
+    pub fn layer_norm_backward_onto(
+        &self,
+        x: &Self,
+        gamma: &Self,
+        saved: &LayerNormOut<B::Storage>,
+        onto: &Self,
+    ) -> (Self, Self, Self) {
+        check("layer_norm_backward_onto", onto.shape == x.shape, || {
+            format!("onto {} for x {}", onto.shape, x.shape)
+        });
+        self.layer_norm_backward_with(x, gamma, saved, Some(onto))
+    }
+
+    fn layer_norm_backward_with(
+        &self,
+        x: &Self,
+        gamma: &Self,
+        saved: &LayerNormOut<B::Storage>,
+        onto: Option<&Self>,
+    ) -> (Self, Self, Self) {
         let (rows, dim) = (x.shape.rows(), x.shape.last());
         check("layer_norm_backward", self.shape == x.shape, || {
             format!("dout {} for x {}", self.shape, x.shape)
         });
-        let LayerNormGrads { dx, dgamma, dbeta } =
-            self.backend.layer_norm_backward(&self.storage, &x.storage, &gamma.storage, saved, rows, dim);
+        let (dout, x_, g) = (&self.storage, &x.storage, &gamma.storage);
+        let LayerNormGrads { dx, dgamma, dbeta } = match onto {
+            Some(onto) => self.backend.layer_norm_backward_onto(&onto.storage, dout, x_, g, saved, rows, dim),
+            None => self.backend.layer_norm_backward(dout, x_, g, saved, rows, dim),
+        };
         (self.wrap(dx, x.shape.clone()), self.wrap(dgamma, [dim]), self.wrap(dbeta, [dim]))
     }
 

@@ -48,6 +48,15 @@ pub(crate) async fn assert_unchanged<B: Backend>(
     }
 }
 
+/// Asserts that a fused op gave the very values of the ops it fuses (`want`), naming the
+/// first element that differs.
+pub(crate) fn assert_same_bits(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a.to_bits() != b.to_bits()) {
+        panic!("{what}: [{i}] is {}, the unfused ops give {}", got[i], want[i]);
+    }
+}
+
 /// [`assert_unchanged`] for each `(buffer, uploaded values, operand name)` of one op call,
 /// named `what` (the op and its shape).
 pub(crate) async fn assert_inputs_unchanged<B: Backend>(

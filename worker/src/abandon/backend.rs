@@ -134,6 +134,15 @@ impl<B: Backend> Backend for Abandonable<B> {
         let skipped = |s: &B| (s.zeros(dims.m * dims.n), s.zeros(dims.m));
         self.run(skipped, |be| be.matmul_sum_rows(a, b, dims))
     }
+    fn matmul_onto(
+        &self,
+        onto: &Self::Storage,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        dims: MatmulDims,
+    ) -> Self::Storage {
+        self.run(|s| s.zeros(dims.m * dims.n), |be| be.matmul_onto(onto, a, b, dims))
+    }
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
         self.run(|s| s.zeros(n * dim), |b| b.embedding(table, ids, n, dim))
     }
@@ -173,6 +182,21 @@ impl<B: Backend> Backend for Abandonable<B> {
         self.run(
             |s| LayerNormGrads { dx: s.zeros(rows * dim), dgamma: s.zeros(dim), dbeta: s.zeros(dim) },
             |b| b.layer_norm_backward(dout, x, gamma, saved, rows, dim),
+        )
+    }
+    fn layer_norm_backward_onto(
+        &self,
+        onto: &Self::Storage,
+        dout: &Self::Storage,
+        x: &Self::Storage,
+        gamma: &Self::Storage,
+        saved: &LayerNormOut<Self::Storage>,
+        rows: usize,
+        dim: usize,
+    ) -> LayerNormGrads<Self::Storage> {
+        self.run(
+            |s| LayerNormGrads { dx: s.zeros(rows * dim), dgamma: s.zeros(dim), dbeta: s.zeros(dim) },
+            |b| b.layer_norm_backward_onto(onto, dout, x, gamma, saved, rows, dim),
         )
     }
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {

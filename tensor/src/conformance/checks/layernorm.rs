@@ -1,7 +1,7 @@
 //! LayerNorm forward (output and saved statistics) and backward.
 
 use crate::conformance::finite_diff::check_gradient;
-use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
+use crate::conformance::harness::{assert_inputs_unchanged, assert_same_bits, normal, read, weighted_sum};
 use crate::conformance::reference::layers;
 use crate::conformance::Tolerance;
 use crate::{Backend, Rng};
@@ -94,5 +94,36 @@ pub async fn layer_norm_backward<B: Backend>(backend: &B) {
             loss(&ux, &ug, &backend.upload(v)).await
         })
         .await;
+    }
+}
+
+/// `layer_norm_backward_onto`: `dx` added onto `onto`, bit for bit what
+/// `layer_norm_backward` then `add` give on the same backend (and `dgamma`, `dbeta`
+/// unchanged), and close to the f64 reference.
+pub async fn layer_norm_backward_onto<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0x1A70);
+    for (rows, dim) in CASES {
+        let (x, gamma, beta) = inputs(&mut rng, rows, dim);
+        let (dout, onto) = (normal(&mut rng, rows * dim, 1.0), normal(&mut rng, rows * dim, 1.0));
+        let (ux, ug, ub) = (backend.upload(&x), backend.upload(&gamma), backend.upload(&beta));
+        let (udout, uonto) = (backend.upload(&dout), backend.upload(&onto));
+        let saved = backend.layer_norm(&ux, &ug, &ub, rows, dim, EPS);
+        let what = format!("layer_norm_backward_onto [{rows}, {dim}]");
+        let fused = backend.layer_norm_backward_onto(&uonto, &udout, &ux, &ug, &saved, rows, dim);
+        let plain = backend.layer_norm_backward(&udout, &ux, &ug, &saved, rows, dim);
+        let dx = read(backend, &fused.dx, "dx").await;
+        let unfused = read(backend, &backend.add(&uonto, &plain.dx, rows * dim), "dx then add").await;
+        assert_same_bits(&format!("{what} dx"), &dx, &unfused);
+        for (got, want, name) in
+            [(&fused.dgamma, &plain.dgamma, "dgamma"), (&fused.dbeta, &plain.dbeta, "dbeta")]
+        {
+            let (got, want) = (read(backend, got, name).await, read(backend, want, name).await);
+            assert_same_bits(&format!("{what} {name}"), &got, &want);
+        }
+        let (rdx, _, _) = layers::layer_norm_backward(&dout, &x, &gamma, dim, EPS);
+        let want: Vec<f64> = onto.iter().zip(&rdx).map(|(&o, d)| o as f64 + d).collect();
+        Tolerance::ACCUMULATED.assert_close(&format!("{what} dx"), &dx, &want);
+        let inputs = [(&uonto, &onto[..], "onto"), (&udout, &dout[..], "dout"), (&ux, &x[..], "x")];
+        assert_inputs_unchanged(backend, &what, &inputs).await;
     }
 }

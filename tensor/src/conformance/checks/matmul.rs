@@ -2,7 +2,9 @@
 //! computes them: more `matmul`s with flipped transpose flags, plus `sum_rows` for the bias.
 
 use crate::conformance::finite_diff::check_gradient;
-use crate::conformance::harness::{assert_unchanged, normal, read, weighted_sum};
+use crate::conformance::harness::{
+    assert_inputs_unchanged, assert_same_bits, assert_unchanged, normal, read, weighted_sum,
+};
 use crate::conformance::reference::dense;
 use crate::conformance::Tolerance;
 use crate::{Backend, MatmulDims, Rng};
@@ -74,6 +76,30 @@ pub async fn matmul_sum_rows<B: Backend>(backend: &B) {
             Tolerance::ACCUMULATED.assert_close(&format!("{what} sums"), &got, &dense::sum_rows(&a, m));
             assert_unchanged(backend, &ua, &a, "matmul_sum_rows a").await;
             assert_unchanged(backend, &ub, &b, "matmul_sum_rows b").await;
+        }
+    }
+}
+
+/// `matmul_onto` (every transpose) against the f64 reference `onto + op(A)·op(B)`, and bit
+/// for bit against the backend's own `matmul` then `add`: autograd adds a gradient onto the
+/// one an input already has with it, and must get the sum it got before.
+pub async fn matmul_onto<B: Backend>(backend: &B) {
+    let mut rng = Rng::new(0x3A70);
+    for (m, k, n) in SHAPES {
+        for (trans_a, trans_b) in layouts() {
+            let dims = MatmulDims { m, k, n, trans_a, trans_b };
+            let (a, b, onto) =
+                (normal(&mut rng, m * k, 1.0), normal(&mut rng, k * n, 1.0), normal(&mut rng, m * n, 1.0));
+            let (ua, ub, uonto) = (backend.upload(&a), backend.upload(&b), backend.upload(&onto));
+            let what = format!("matmul_onto {dims:?}");
+            let got = read(backend, &backend.matmul_onto(&uonto, &ua, &ub, dims), &what).await;
+            let product = dense::matmul(&a, &b, None, dims);
+            let want: Vec<f64> = onto.iter().zip(&product).map(|(&o, p)| o as f64 + p).collect();
+            Tolerance::ACCUMULATED.assert_close(&what, &got, &want);
+            let unfused = backend.add(&uonto, &backend.matmul(&ua, &ub, None, dims), m * n);
+            assert_same_bits(&what, &got, &read(backend, &unfused, "matmul then add").await);
+            let inputs = [(&uonto, &onto[..], "onto"), (&ua, &a[..], "a"), (&ub, &b[..], "b")];
+            assert_inputs_unchanged(backend, &what, &inputs).await;
         }
     }
 }

@@ -25,6 +25,6 @@ pub use elementwise::{add, scale, sum_rows, sum_squares};
 pub use embedding::{embedding, embedding_backward};
 pub use flush::flush;
 pub use gelu::{gelu, gelu_backward};
-pub use layernorm::{layer_norm, layer_norm_backward};
-pub use matmul::{matmul, matmul_backward, matmul_sum_rows};
+pub use layernorm::{layer_norm, layer_norm_backward, layer_norm_backward_onto};
+pub use matmul::{matmul, matmul_backward, matmul_onto, matmul_sum_rows};
 pub use memory::{indices_round_trip, upload_read_round_trip, zeros};
