@@ -54,18 +54,20 @@ const K_EMBEDDING_POSITIONS: Kernel =
     Kernel { parts: &[EMBEDDING], entry: "embedding_positions", bindings: &[(2, R), (5, W)] };
 const K_EMBEDDING_BACKWARD: Kernel =
     Kernel { parts: &[EMBEDDING], entry: "embedding_backward", bindings: &[(4, R), (5, W), (3, W)] };
+/// Rows per workgroup of layernorm.wgsl's row passes (its `ROWS`).
+const LAYER_NORM_ROWS: usize = 8;
 const K_LAYER_NORM: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, LAYERNORM],
+    parts: &[LAYERNORM],
     entry: "layer_norm",
     bindings: &[(1, R), (2, R), (3, R), (4, W), (5, W), (6, W)],
 };
 const K_LAYER_NORM_DX: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, LAYERNORM],
+    parts: &[LAYERNORM],
     entry: "layer_norm_dx",
     bindings: &[(7, R), (1, R), (2, R), (8, R), (9, R), (4, W)],
 };
 const K_LAYER_NORM_DPARAMS: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, LAYERNORM],
+    parts: &[LAYERNORM],
     entry: "layer_norm_dparams",
     bindings: &[(7, R), (1, R), (8, R), (9, R), (4, W), (10, W)],
 };
@@ -386,7 +388,7 @@ impl Backend for WgpuBackend {
         let (out, mean, rstd) = (self.alloc(rows * dim), self.alloc(rows), self.alloc(rows));
         let params = [u(rows), u(dim), f(eps)];
         let bufs = [x.bind(), gamma.bind(), beta.bind(), out.bind(), mean.bind(), rstd.bind()];
-        self.run_1d(&K_LAYER_NORM, &params, &bufs, rows);
+        self.run_1d(&K_LAYER_NORM, &params, &bufs, rows.div_ceil(LAYER_NORM_ROWS));
         LayerNormOut { out, mean, rstd }
     }
 
@@ -408,7 +410,7 @@ impl Backend for WgpuBackend {
         let params = [u(rows), u(dim), f(0.0)];
         let (mean, rstd) = (&saved.mean, &saved.rstd);
         let bufs = [dout.bind(), x.bind(), gamma.bind(), mean.bind(), rstd.bind(), dx.bind()];
-        self.run_1d(&K_LAYER_NORM_DX, &params, &bufs, rows);
+        self.run_1d(&K_LAYER_NORM_DX, &params, &bufs, rows.div_ceil(LAYER_NORM_ROWS));
         let chunks = rows.div_ceil(COLUMN_SUM_CHUNK).max(1);
         let (partial_g, partial_b) = if chunks > 1 {
             (self.alloc(chunks * dim), self.alloc(chunks * dim))

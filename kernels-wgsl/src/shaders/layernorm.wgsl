@@ -4,9 +4,10 @@
 // layer_norm_dx:       dout, x [rows, dim], gamma, mean, rstd -> dx [rows, dim]
 // layer_norm_dparams:  dout, x, mean, rstd -> dgamma, dbeta [chunks, dim] (chunk sums)
 //
-// One workgroup per row for the row passes (two-pass statistics: the mean, then the
-// biased variance around it). xhat = (x - mean) · rstd always uses the saved f32 mean and
-// rstd. With dxhat = dout · gamma: dx = rstd (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)).
+// The row passes take ROWS rows per workgroup, LANES invocations per row (two-pass
+// statistics: the mean, then the biased variance around it; each sum is LANES
+// per-invocation sums, of every LANES-th column, added in lane order). xhat =
+// (x - mean) · rstd always uses the saved f32 mean and rstd. With dxhat = dout · gamma: dx = rstd (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)).
 // dgamma and dbeta are column sums made like sum_rows.wgsl's: per chunk of CHUNK rows
 // (64 columns × 4 row lanes per workgroup), then, when there are several chunks, added up
 // by its sum_row_chunks.
@@ -29,43 +30,84 @@ struct Params {
 @group(0) @binding(9) var<storage, read> saved_rstd: array<f32>;
 @group(0) @binding(10) var<storage, read_write> dbeta: array<f32>;
 
-@compute @workgroup_size(64)
+// Rows per workgroup in the row passes, and invocations per row (a warp on most GPUs).
+const ROWS: u32 = 8u;
+const LANES: u32 = 32u;
+// Two halves, so that a kernel's second sum needs no barrier after its first.
+var<workgroup> row_scratch: array<f32, 512>;
+
+// Each row's LANES invocations share out a sum by writing their parts to half `half` of
+// row_scratch and, after one barrier, each reading all of its row's parts (the same address
+// across the row: a broadcast) and adding them in lane order, so every invocation holds
+// the same sum. Every invocation of the workgroup calls these in uniform control flow; a
+// kernel's second sum uses the other half.
+fn lane_sum(half: u32, row_in_group: u32, lane: u32, v: f32) -> f32 {
+    let base = half * 256u + row_in_group * LANES;
+    row_scratch[base + lane] = v;
+    workgroupBarrier();
+    var s = 0.0;
+    for (var i = 0u; i < LANES; i++) {
+        s += row_scratch[base + i];
+    }
+    return s;
+}
+
+// Two such sums behind one barrier, v's in half 0 and w's in half 1.
+fn lane_sums2(row_in_group: u32, lane: u32, v: f32, w: f32) -> vec2<f32> {
+    let base = row_in_group * LANES;
+    row_scratch[base + lane] = v;
+    row_scratch[256u + base + lane] = w;
+    workgroupBarrier();
+    var s = vec2<f32>(0.0);
+    for (var i = 0u; i < LANES; i++) {
+        s += vec2<f32>(row_scratch[base + i], row_scratch[256u + base + i]);
+    }
+    return s;
+}
+
+// ROWS rows per workgroup, LANES invocations per row; lane l sums columns l, l + LANES, …
+// in order, then the lanes' sums are added in lane order.
+@compute @workgroup_size(256)
 fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
-    let row = flat_group(wid, nwg);
+    let in_group = lid / LANES;
+    let lane = lid % LANES;
+    let row = flat_group(wid, nwg) * ROWS + in_group;
     let live = row < p.rows;
     let base = row * p.dim;
     var s = 0.0;
     if (live) {
-        for (var j = lid; j < p.dim; j += BLOCK) {
+        for (var j = lane; j < p.dim; j += LANES) {
             s += x[base + j];
         }
     }
-    let mu = block_sum(lid, s) / f32(p.dim);
+    let mu = lane_sum(0u, in_group, lane, s) / f32(p.dim);
     var s2 = 0.0;
     if (live) {
-        for (var j = lid; j < p.dim; j += BLOCK) {
+        for (var j = lane; j < p.dim; j += LANES) {
             let d = x[base + j] - mu;
             s2 += d * d;
         }
     }
-    let var_ = block_sum(lid, s2) / f32(p.dim);
+    let var_ = lane_sum(1u, in_group, lane, s2) / f32(p.dim);
     let r = 1.0 / sqrt(var_ + p.eps);
     if (live) {
-        for (var j = lid; j < p.dim; j += BLOCK) {
+        for (var j = lane; j < p.dim; j += LANES) {
             out[base + j] = (x[base + j] - mu) * r * gamma[j] + beta[j];
         }
-        if (lid == 0u) {
+        if (lane == 0u) {
             mean[row] = mu;
             rstd[row] = r;
         }
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
-    let row = flat_group(wid, nwg);
+    let in_group = lid / LANES;
+    let lane = lid % LANES;
+    let row = flat_group(wid, nwg) * ROWS + in_group;
     let live = row < p.rows;
     let base = row * p.dim;
     var mu = 0.0;
@@ -77,16 +119,17 @@ fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     var s = 0.0;
     var sx = 0.0;
     if (live) {
-        for (var j = lid; j < p.dim; j += BLOCK) {
+        for (var j = lane; j < p.dim; j += LANES) {
             let dxhat = dout[base + j] * gamma[j];
             s += dxhat;
             sx += dxhat * (x[base + j] - mu) * r;
         }
     }
-    let mean_dxhat = block_sum(lid, s) / f32(p.dim);
-    let mean_dxhat_xhat = block_sum(lid, sx) / f32(p.dim);
+    let sums = lane_sums2(in_group, lane, s, sx) / f32(p.dim);
+    let mean_dxhat = sums.x;
+    let mean_dxhat_xhat = sums.y;
     if (live) {
-        for (var j = lid; j < p.dim; j += BLOCK) {
+        for (var j = lane; j < p.dim; j += LANES) {
             let xhat = (x[base + j] - mu) * r;
             out[base + j] = r * (dout[base + j] * gamma[j] - mean_dxhat - xhat * mean_dxhat_xhat);
         }
