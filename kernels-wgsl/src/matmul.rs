@@ -221,6 +221,8 @@ struct Variant {
     vec4: bool,
     /// op(A)'s rows summed too (ROW_SUMS in matmul.wgsl).
     row_sums: bool,
+    /// The result added onto a prior [m, n] at binding 4 (`onto_at`).
+    onto: bool,
 }
 
 /// Whether `g` may fetch its stages as vec4s with `tile` (VEC4 in matmul.wgsl): no bound
@@ -237,7 +239,7 @@ fn checked(tile: Tile, g: &Gemm) -> bool {
 
 /// The generated constants in front of matmul.wgsl for one variant.
 fn matmul_defines(v: Variant, g: &Gemm) -> String {
-    let Variant { tile, bias, split, double_buffer, vec4, row_sums } = v;
+    let Variant { tile, bias, split, double_buffer, vec4, row_sums, onto } = v;
     let checked = checked(tile, g);
     let row_sum_fns = match (row_sums, split) {
         (false, _) => "fn store_row_sum(slice: u32, i: u32, v: f32) {}\n\
@@ -249,11 +251,22 @@ fn matmul_defines(v: Variant, g: &Gemm) -> String {
                       fn store_row_sum(slice: u32, i: u32, v: f32) { c[SPLIT_K * p.m * p.n + slice * p.m + i] = v; }\n\
                       fn store_row_sum_final(i: u32, v: f32) { sums[i] = v; }",
     };
-    let bias_fn = if bias {
-        "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n\
-         fn bias_at(j: u32) -> f32 { return bias[j]; }"
-    } else {
-        "fn bias_at(j: u32) -> f32 { return 0.0; }"
+    assert!(!(bias && onto), "matmul: a bias or a prior, not both");
+    let bias_fn = match (bias, onto) {
+        (true, _) => {
+            "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n\
+             fn bias_at(j: u32) -> f32 { return bias[j]; }\n\
+             fn onto_at(i: u32, v: f32) -> f32 { return v; }"
+        }
+        (false, true) => {
+            "@group(0) @binding(4) var<storage, read> prior: array<f32>;\n\
+             fn bias_at(j: u32) -> f32 { return 0.0; }\n\
+             fn onto_at(i: u32, v: f32) -> f32 { return prior[i] + v; }"
+        }
+        (false, false) => {
+            "fn bias_at(j: u32) -> f32 { return 0.0; }\n\
+             fn onto_at(i: u32, v: f32) -> f32 { return v; }"
+        }
     };
     let operands = if vec4 { OPERANDS_VEC4 } else { OPERANDS_F32 };
     format!(
@@ -270,6 +283,18 @@ fn u(v: usize) -> u32 {
     u32::try_from(v).expect("a size beyond u32 reached a GPU kernel")
 }
 
+/// What a product writes besides C = op(A) · op(B), through matmul.wgsl's bindings 4 and 5.
+#[derive(Clone, Copy)]
+enum Extra<'a> {
+    None,
+    /// `+ bias` on every row (binding 4; unbatched only).
+    Bias(&'a GpuBuffer<f32>),
+    /// `prior + C` for a prior [m, n] (binding 4; unbatched only).
+    Onto(&'a GpuBuffer<f32>),
+    /// op(A)'s rows summed over k into [m] (binding 5; unbatched, A stored transposed).
+    RowSums(&'a GpuBuffer<f32>),
+}
+
 impl WgpuBackend {
     /// Records `g` writing `out` (plus `bias` on every row; unbatched products only). The
     /// caller has checked that the operands lie inside their buffers.
@@ -281,7 +306,20 @@ impl WgpuBackend {
         out: &GpuBuffer<f32>,
         g: &Gemm,
     ) {
-        self.gemm_with(a, b, bias, None, out, g)
+        self.gemm_with(a, b, bias.map_or(Extra::None, Extra::Bias), out, g)
+    }
+
+    /// Records `g` (unbatched) writing `prior + C` to `out`, for `prior` [m, n].
+    pub(crate) fn gemm_onto(
+        &self,
+        a: &GpuBuffer<f32>,
+        b: &GpuBuffer<f32>,
+        prior: &GpuBuffer<f32>,
+        out: &GpuBuffer<f32>,
+        g: &Gemm,
+    ) {
+        assert!(g.batch == 1 && g.c.ld == g.n, "matmul: a prior only for an unbatched, packed C");
+        self.gemm_with(a, b, Extra::Onto(prior), out, g)
     }
 
     /// Records `g` (unbatched, A stored transposed; the tiled path) writing `out`, and
@@ -295,15 +333,14 @@ impl WgpuBackend {
         g: &Gemm,
     ) {
         assert!(g.trans_a && g.batch == 1, "matmul: row sums only of an unbatched A stored transposed");
-        self.gemm_with(a, b, None, Some(sums), out, g)
+        self.gemm_with(a, b, Extra::RowSums(sums), out, g)
     }
 
     fn gemm_with(
         &self,
         a: &GpuBuffer<f32>,
         b: &GpuBuffer<f32>,
-        bias: Option<&GpuBuffer<f32>>,
-        row_sums: Option<&GpuBuffer<f32>>,
+        extra: Extra<'_>,
         out: &GpuBuffer<f32>,
         g: &Gemm,
     ) {
@@ -318,9 +355,15 @@ impl WgpuBackend {
             let grid = [u(k.div_ceil(32)), u(n.div_ceil(32)), 1];
             self.run(&K_TRANSPOSE, "", &params, &[b.bind(), b_plain.bind()], grid);
             let plain = Gemm { trans_b: false, b: Operand { ld: n, outer: 0, inner: 0 }, ..*g };
-            return self.gemm_with(a, &b_plain, bias, row_sums, out, &plain);
+            return self.gemm_with(a, &b_plain, extra, out, &plain);
         }
-        assert!(bias.is_none() || g.batch == 1, "matmul: a bias only on unbatched products");
+        // The bias or prior (binding 4), and the row sums (binding 5).
+        let (to_c, row_sums) = match extra {
+            Extra::Bias(t) | Extra::Onto(t) => (Some(t), None),
+            Extra::RowSums(sums) => (None, Some(sums)),
+            Extra::None => (None, None),
+        };
+        assert!(to_c.is_none() || g.batch == 1, "matmul: a bias or prior only on unbatched products");
         let max_grid = self.gpu.adapter.max_compute_workgroups_per_dimension as usize;
         assert!(
             g.batch <= max_grid,
@@ -367,13 +410,20 @@ impl WgpuBackend {
         let grid = [u(tiles[0]), u(tiles[1]), u(split * g.batch)];
         let vec4 = tuning.matmul_vec4 && self.matmul_path == MatmulPath::Tiled && vec4_fits(tile, g);
         assert!(row_sums.is_none() || self.matmul_path == MatmulPath::Tiled, "matmul_direct has no row sums");
-        let variant =
-            Variant { tile, bias: bias.is_some(), split, double_buffer, vec4, row_sums: row_sums.is_some() };
+        let variant = Variant {
+            tile,
+            bias: matches!(extra, Extra::Bias(_)),
+            split,
+            double_buffer,
+            vec4,
+            row_sums: row_sums.is_some(),
+            onto: matches!(extra, Extra::Onto(_)),
+        };
         if split == 1 {
             let defines = matmul_defines(variant, g);
-            match (bias, row_sums) {
-                (Some(bias), _) => {
-                    let bufs = [a.bind(), b.bind(), out.bind(), bias.bind()];
+            match (to_c, row_sums) {
+                (Some(to_c), _) => {
+                    let bufs = [a.bind(), b.bind(), out.bind(), to_c.bind()];
                     self.run(kernels[1], &defines, &params, &bufs, grid)
                 }
                 (None, Some(sums)) => {
@@ -390,15 +440,15 @@ impl WgpuBackend {
         // then their sum (and the bias).
         let sums_len = if row_sums.is_some() { split * m } else { 0 };
         let partial = self.alloc::<f32>(split * m * n + sums_len);
-        let defines = matmul_defines(Variant { bias: false, ..variant }, g);
+        let defines = matmul_defines(Variant { bias: false, onto: false, ..variant }, g);
         self.run(&K_MATMUL, &defines, &params, &[a.bind(), b.bind(), partial.bind()], grid);
         let outputs = m * n + if row_sums.is_some() { m } else { 0 };
         let grid = self.recorder().grid_1d(outputs.div_ceil(SPLIT_SUM_WG));
         // (The partials arrive as `a`, read a value at a time.)
         let defines = matmul_defines(Variant { vec4: false, ..variant }, g);
-        match (bias, row_sums) {
-            (Some(bias), _) => {
-                let bufs = [partial.bind(), out.bind(), bias.bind()];
+        match (to_c, row_sums) {
+            (Some(to_c), _) => {
+                let bufs = [partial.bind(), out.bind(), to_c.bind()];
                 self.run(&K_MATMUL_SPLIT_SUM_BIAS, &defines, &params, &bufs, grid)
             }
             (None, Some(sums)) => {

@@ -66,6 +66,15 @@ const K_LAYER_NORM_DX: Kernel = Kernel {
     entry: "layer_norm_dx",
     bindings: &[(7, R), (1, R), (2, R), (8, R), (9, R), (4, W)],
 };
+const K_LAYER_NORM_DX_ONTO: Kernel = Kernel {
+    parts: &[LAYERNORM],
+    entry: "layer_norm_dx",
+    bindings: &[(7, R), (1, R), (2, R), (8, R), (9, R), (11, R), (4, W)],
+};
+/// layernorm.wgsl's `dx_onto`: dx as it is, or added onto binding 11.
+const LN_DX_PLAIN: &str = "fn dx_onto(i: u32, v: f32) -> f32 { return v; }";
+const LN_DX_ONTO: &str = "@group(0) @binding(11) var<storage, read> onto: array<f32>;\n\
+    fn dx_onto(i: u32, v: f32) -> f32 { return onto[i] + v; }";
 const K_LAYER_NORM_DPARAMS: Kernel = Kernel {
     parts: &[LAYERNORM],
     entry: "layer_norm_dparams",
@@ -326,6 +335,22 @@ impl Backend for WgpuBackend {
         out
     }
 
+    fn matmul_onto(
+        &self,
+        onto: &Self::Storage,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        dims: MatmulDims,
+    ) -> Self::Storage {
+        let MatmulDims { m, k, n, .. } = dims;
+        expect_len("matmul_onto", "A", a, m * k);
+        expect_len("matmul_onto", "B", b, k * n);
+        expect_len("matmul_onto", "onto", onto, m * n);
+        let out = self.alloc(m * n);
+        self.gemm_onto(a, b, onto, &out, &Gemm::plain(dims));
+        out
+    }
+
     fn matmul_sum_rows(
         &self,
         a: &Self::Storage,
@@ -388,7 +413,8 @@ impl Backend for WgpuBackend {
         let (out, mean, rstd) = (self.alloc(rows * dim), self.alloc(rows), self.alloc(rows));
         let params = [u(rows), u(dim), f(eps)];
         let bufs = [x.bind(), gamma.bind(), beta.bind(), out.bind(), mean.bind(), rstd.bind()];
-        self.run_1d(&K_LAYER_NORM, &params, &bufs, rows.div_ceil(LAYER_NORM_ROWS));
+        let grid = self.recorder().grid_1d(rows.div_ceil(LAYER_NORM_ROWS));
+        self.run(&K_LAYER_NORM, LN_DX_PLAIN, &params, &bufs, grid);
         LayerNormOut { out, mean, rstd }
     }
 
@@ -401,27 +427,21 @@ impl Backend for WgpuBackend {
         rows: usize,
         dim: usize,
     ) -> LayerNormGrads<Self::Storage> {
-        expect_len("layer_norm_backward", "dout", dout, rows * dim);
-        expect_len("layer_norm_backward", "x", x, rows * dim);
-        expect_len("layer_norm_backward", "gamma", gamma, dim);
-        expect_len("layer_norm_backward", "mean", &saved.mean, rows);
-        expect_len("layer_norm_backward", "rstd", &saved.rstd, rows);
-        let (dx, dgamma, dbeta) = (self.alloc(rows * dim), self.alloc(dim), self.alloc(dim));
-        let params = [u(rows), u(dim), f(0.0)];
-        let (mean, rstd) = (&saved.mean, &saved.rstd);
-        let bufs = [dout.bind(), x.bind(), gamma.bind(), mean.bind(), rstd.bind(), dx.bind()];
-        self.run_1d(&K_LAYER_NORM_DX, &params, &bufs, rows.div_ceil(LAYER_NORM_ROWS));
-        let chunks = rows.div_ceil(COLUMN_SUM_CHUNK).max(1);
-        let (partial_g, partial_b) = if chunks > 1 {
-            (self.alloc(chunks * dim), self.alloc(chunks * dim))
-        } else {
-            (dgamma.clone(), dbeta.clone())
-        };
-        let bufs = [dout.bind(), x.bind(), mean.bind(), rstd.bind(), partial_g.bind(), partial_b.bind()];
-        self.run(&K_LAYER_NORM_DPARAMS, "", &params, &bufs, [u(dim.div_ceil(64)), u(chunks), 1]);
-        self.sum_row_chunks(&partial_g, &dgamma, chunks, dim);
-        self.sum_row_chunks(&partial_b, &dbeta, chunks, dim);
-        LayerNormGrads { dx, dgamma, dbeta }
+        self.layer_norm_backward_with(None, dout, x, gamma, saved, rows, dim)
+    }
+
+    fn layer_norm_backward_onto(
+        &self,
+        onto: &Self::Storage,
+        dout: &Self::Storage,
+        x: &Self::Storage,
+        gamma: &Self::Storage,
+        saved: &LayerNormOut<Self::Storage>,
+        rows: usize,
+        dim: usize,
+    ) -> LayerNormGrads<Self::Storage> {
+        expect_len("layer_norm_backward_onto", "onto", onto, rows * dim);
+        self.layer_norm_backward_with(Some(onto), dout, x, gamma, saved, rows, dim)
     }
 
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {
@@ -711,6 +731,50 @@ impl PerHead {
 }
 
 impl WgpuBackend {
+    /// LayerNorm's backward, `dx` added onto `onto` when given (`layer_norm_backward_onto`).
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_backward_with(
+        &self,
+        onto: Option<&GpuBuffer<f32>>,
+        dout: &GpuBuffer<f32>,
+        x: &GpuBuffer<f32>,
+        gamma: &GpuBuffer<f32>,
+        saved: &LayerNormOut<GpuBuffer<f32>>,
+        rows: usize,
+        dim: usize,
+    ) -> LayerNormGrads<GpuBuffer<f32>> {
+        expect_len("layer_norm_backward", "dout", dout, rows * dim);
+        expect_len("layer_norm_backward", "x", x, rows * dim);
+        expect_len("layer_norm_backward", "gamma", gamma, dim);
+        expect_len("layer_norm_backward", "mean", &saved.mean, rows);
+        expect_len("layer_norm_backward", "rstd", &saved.rstd, rows);
+        let (dx, dgamma, dbeta) = (self.alloc(rows * dim), self.alloc(dim), self.alloc(dim));
+        let params = [u(rows), u(dim), f(0.0)];
+        let (mean, rstd) = (&saved.mean, &saved.rstd);
+        let grid = self.recorder().grid_1d(rows.div_ceil(LAYER_NORM_ROWS));
+        let mut bufs = vec![dout.bind(), x.bind(), gamma.bind(), mean.bind(), rstd.bind()];
+        let (kernel, defines) = match onto {
+            Some(onto) => {
+                bufs.push(onto.bind());
+                (&K_LAYER_NORM_DX_ONTO, LN_DX_ONTO)
+            }
+            None => (&K_LAYER_NORM_DX, LN_DX_PLAIN),
+        };
+        bufs.push(dx.bind());
+        self.run(kernel, defines, &params, &bufs, grid);
+        let chunks = rows.div_ceil(COLUMN_SUM_CHUNK).max(1);
+        let (partial_g, partial_b) = if chunks > 1 {
+            (self.alloc(chunks * dim), self.alloc(chunks * dim))
+        } else {
+            (dgamma.clone(), dbeta.clone())
+        };
+        let bufs = [dout.bind(), x.bind(), mean.bind(), rstd.bind(), partial_g.bind(), partial_b.bind()];
+        self.run(&K_LAYER_NORM_DPARAMS, LN_DX_PLAIN, &params, &bufs, [u(dim.div_ceil(64)), u(chunks), 1]);
+        self.sum_row_chunks(&partial_g, &dgamma, chunks, dim);
+        self.sum_row_chunks(&partial_b, &dbeta, chunks, dim);
+        LayerNormGrads { dx, dgamma, dbeta }
+    }
+
     /// `per_head` with zeros only as far as its causal products read (`causal_block`).
     fn causal_zeros(&self, per_head: PerHead) -> PerHead {
         match self.causal_block(&per_head.weighted(false)) {

@@ -114,7 +114,8 @@ fn matmul_at_model_and_tile_sizes() {
 /// (`matmul.rs`'s `pick_tile`, `transposes_b`, `plan_tiled`): narrow outputs of many rows
 /// (the narrow tile for `nn`; `nt` transposes B and runs plain), aligned and not, and
 /// weight gradients of few tiles over a long k (the split tile), aligned and not, also
-/// with their bias gradients fused (`matmul_sum_rows`).
+/// with their bias gradients fused (`matmul_sum_rows`); and each added onto a prior
+/// (`matmul_onto`).
 #[test]
 fn matmul_tile_rules_at_the_recipes_shapes() {
     let Some(p) = Pair::new() else { return };
@@ -134,6 +135,14 @@ fn matmul_tile_rules_at_the_recipes_shapes() {
         let g = gpu.matmul(&p.gpu.upload(&a), &p.gpu.upload(&b), Some(&p.gpu.upload(&bias)), dims);
         let c = p.cpu.matmul(&p.cpu.upload(&a), &p.cpu.upload(&b), Some(&p.cpu.upload(&bias)), dims);
         assert_close(&format!("matmul {dims:?}"), &p.gpu_read(&g), &p.cpu_read(&c));
+        // Added onto a prior in the product's last pass (split or not): the bits of the
+        // product, then `add`.
+        let prior = p.gpu.upload(&normal(&mut rng, m * n));
+        let (ga, gb) = (p.gpu.upload(&a), p.gpu.upload(&b));
+        let fused = p.gpu_read(&gpu.matmul_onto(&prior, &ga, &gb, dims));
+        let unfused = p.gpu_read(&gpu.add(&prior, &gpu.matmul(&ga, &gb, None, dims), m * n));
+        let differs = fused.iter().zip(&unfused).position(|(f, u)| f.to_bits() != u.to_bits());
+        assert_eq!(differs, None, "matmul_onto {dims:?}: not the bits of matmul then add");
         if trans_a {
             // A weight gradient with its bias gradient fused (split over k here).
             let (g, g_sums) = gpu.matmul_sum_rows(&p.gpu.upload(&a), &p.gpu.upload(&b), dims);

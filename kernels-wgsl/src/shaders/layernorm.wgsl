@@ -1,13 +1,16 @@
 // LayerNorm over the last dimension.
 //
 // layer_norm:          x [rows, dim], gamma, beta [dim] -> out [rows, dim], mean, rstd [rows]
-// layer_norm_dx:       dout, x [rows, dim], gamma, mean, rstd -> dx [rows, dim]
+// layer_norm_dx:       dout, x [rows, dim], gamma, mean, rstd (, onto) -> dx [rows, dim]
 // layer_norm_dparams:  dout, x, mean, rstd -> dgamma, dbeta [chunks, dim] (chunk sums)
 //
 // The row passes take ROWS rows per workgroup, LANES invocations per row (two-pass
 // statistics: the mean, then the biased variance around it; each sum is LANES
 // per-invocation sums, of every LANES-th column, added in lane order). xhat =
-// (x - mean) · rstd always uses the saved f32 mean and rstd. With dxhat = dout · gamma: dx = rstd (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)).
+// (x - mean) · rstd always uses the saved f32 mean and rstd. With dxhat = dout · gamma:
+// dx = rstd (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)).
+// The host's defines give `dx_onto(i, v)`: v, or onto[i] + v (binding 11) for
+// layer_norm_backward_onto (dx added onto the gradient x already has, as `add` would).
 // dgamma and dbeta are column sums made like sum_rows.wgsl's: per chunk of CHUNK rows
 // (64 columns × 4 row lanes per workgroup), then, when there are several chunks, added up
 // by its sum_row_chunks.
@@ -131,7 +134,7 @@ fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (live) {
         for (var j = lane; j < p.dim; j += LANES) {
             let xhat = (x[base + j] - mu) * r;
-            out[base + j] = r * (dout[base + j] * gamma[j] - mean_dxhat - xhat * mean_dxhat_xhat);
+            out[base + j] = dx_onto(base + j, r * (dout[base + j] * gamma[j] - mean_dxhat - xhat * mean_dxhat_xhat));
         }
     }
 }

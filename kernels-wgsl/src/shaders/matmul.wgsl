@@ -1,16 +1,16 @@
 // Matrix multiply with optional transposes and bias, register-tiled; optionally split
 // over k, or batched over strided operands (attention's per-head products).
 //
-// matmul:           A, B (, bias [n]) -> C [m, n]                    (SPLIT_K = 1)
+// matmul:           A, B (, bias [n] or prior [m, n]) -> C [m, n]    (SPLIT_K = 1)
 //                   A, B -> partial [SPLIT_K, m, n] (bound as C)      (SPLIT_K > 1)
-// matmul_split_sum: partial [SPLIT_K, m, n] (bound as A) (, bias) -> C [m, n]
+// matmul_split_sum: partial [SPLIT_K, m, n] (bound as A) (, bias or prior) -> C [m, n]
 //   With ROW_SUMS (TRANS_A, unbatched) matmul also sums each row of op(A) over k (the
 //   column sums of A as stored: a linear's bias gradient beside its weight gradient):
 //   `store_row_sum(slice, i, v)` writes them to sums [m] (binding 5) unsplit, or after the
 //   partials at partial[SPLIT_K·m·n + slice·m + i] split, where matmul_split_sum adds them
 //   in slice order into sums (`store_row_sum_final`). The workgroups of the first column
 //   tile do it, an invocation per row, k in ascending order.
-//   C = op(A) · op(B) (+ bias on every row), op(A) [m, k], op(B) [k, n];
+//   C = (prior +) op(A) · op(B) (+ bias on every row), op(A) [m, k], op(B) [k, n];
 //   A is stored [m, k], or [k, m] with TRANS_A; B is stored [k, n], or [n, k] with TRANS_B;
 //   stored rows are lda, ldb, ldc values apart (k or m, n or k, and n for a plain product).
 //   Batch z (grid z, when not split) multiplies the operands that start at
@@ -22,7 +22,8 @@
 //   (bounds checks; off only when m, n, k are multiples of BM, BN, BK), SPLIT_K (slices
 //   of k, one per grid z), CAUSAL (below), DOUBLE_BUFFER (below), VEC4 (below),
 //   ROW_SUMS (above) with `store_row_sum`, `store_row_sum_final` (binding 5 or nothing),
-//   `bias_at(j)` (reads binding 4, or returns 0) and the operands' bindings a (1) and b
+//   `bias_at(j)` (reads binding 4, or returns 0), `onto_at(i, v)` (prior[i] + v with the
+//   prior [m, n] at binding 4 for `matmul_onto`, or v) and the operands' bindings a (1) and b
 //   (2) with their readers `a_at(i)`, `b_at(i)` (the value at i) and `a4_at(v)`,
 //   `b4_at(v)` (values 4v..4v+3): arrays of f32, or of vec4 with VEC4.
 //
@@ -48,7 +49,8 @@
 // Summation order: workgroup z sums k over its slice [z·k_chunk, (z+1)·k_chunk) ∩ [0, k)
 // in ascending order, in f32 (k_chunk is a multiple of BK; with SPLIT_K = 1 the slice is
 // all of k). matmul_split_sum then adds the SPLIT_K slice sums in slice order, and the
-// bias last; unsplit, matmul adds the bias last itself.
+// bias last; unsplit, matmul adds the bias last itself. With a prior (`matmul_onto`) the
+// result is prior + that sum, the very sum an `add` after the product makes.
 
 struct Params {
     m: u32,
@@ -132,9 +134,15 @@ fn load_b(kk: u32, j: u32) -> f32 {
     return b_at(b_base + kk * p.ldb + j);
 }
 
+// Stores output (i, j): unsplit, the sum plus the bias (`bias_at`), and with ONTO that
+// added onto the prior value (`onto_at`, unbatched only); split, a slice's sum as it is.
 fn store_c(i: u32, j: u32, value: f32) {
     if (!CHECKED || (i < p.m && j < p.n)) {
-        c[c_base + i * p.ldc + j] = value;
+        var v = value;
+        if (SPLIT_K == 1u) {
+            v = onto_at(i * p.n + j, v + bias_at(j));
+        }
+        c[c_base + i * p.ldc + j] = v;
     }
 }
 
@@ -378,11 +386,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             let col0 = n0 + (c4 * TX_N + tx) * 4u;
             let v = acc[r * RN + c4];
             for (var cc = 0u; cc < 4u; cc++) {
-                var value = v[cc];
-                if (SPLIT_K == 1u) {
-                    value += bias_at(col0 + cc);
-                }
-                store_c(row, col0 + cc, value);
+                store_c(row, col0 + cc, v[cc]);
             }
         }
     }
@@ -413,7 +417,7 @@ fn matmul_split_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     for (var z = 1u; z < SPLIT_K; z++) {
         sum += a_at(z * len + i);
     }
-    c[i] = sum + bias_at(i % p.n);
+    c[i] = onto_at(i, sum + bias_at(i % p.n));
 }
 
 // The same product without workgroup memory or barriers, for software adapters (lavapipe,
@@ -439,7 +443,7 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     }
     for (var r = 0u; r < 4u; r++) {
         for (var cc = 0u; cc < 4u; cc++) {
-            store_c(row0 + r, col0 + cc, acc[r][cc] + bias_at(col0 + cc));
+            store_c(row0 + r, col0 + cc, acc[r][cc]);
         }
     }
 }
