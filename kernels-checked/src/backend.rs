@@ -220,23 +220,10 @@ impl<B: Backend> Backend for Checked<B> {
         rows: usize,
         dim: usize,
     ) -> LayerNormGrads<Self::Storage> {
-        let ins = vec![
-            In::finite("dout", dout, rows * dim),
-            In::finite("x", x, rows * dim),
-            In::finite("gamma", gamma, dim),
-            In::finite("mean", &saved.mean, rows),
-            In::ruled("rstd", &saved.rstd, rows, Rule::Positive),
-        ];
+        let ins = layer_norm_backward_ins(dout, x, gamma, saved, rows, dim);
         let shape = || format!("rows {rows}, dim {dim}");
         let run = |b: &B| b.layer_norm_backward(dout, x, gamma, saved, rows, dim);
-        let outs = |g: &LayerNormGrads<Self::Storage>| {
-            vec![
-                In::finite("dx", &g.dx, rows * dim),
-                In::finite("dgamma", &g.dgamma, dim),
-                In::finite("dbeta", &g.dbeta, dim),
-            ]
-        };
-        self.op("layer_norm_backward", shape, ins, run, outs)
+        self.op("layer_norm_backward", shape, ins, run, |g| layer_norm_grads(g, rows, dim))
     }
     fn layer_norm_backward_onto(
         &self,
@@ -248,24 +235,11 @@ impl<B: Backend> Backend for Checked<B> {
         rows: usize,
         dim: usize,
     ) -> LayerNormGrads<Self::Storage> {
-        let ins = vec![
-            In::finite("onto", onto, rows * dim),
-            In::finite("dout", dout, rows * dim),
-            In::finite("x", x, rows * dim),
-            In::finite("gamma", gamma, dim),
-            In::finite("mean", &saved.mean, rows),
-            In::ruled("rstd", &saved.rstd, rows, Rule::Positive),
-        ];
+        let mut ins = vec![In::finite("onto", onto, rows * dim)];
+        ins.extend(layer_norm_backward_ins(dout, x, gamma, saved, rows, dim));
         let shape = || format!("rows {rows}, dim {dim}");
         let run = |b: &B| b.layer_norm_backward_onto(onto, dout, x, gamma, saved, rows, dim);
-        let outs = |g: &LayerNormGrads<Self::Storage>| {
-            vec![
-                In::finite("dx", &g.dx, rows * dim),
-                In::finite("dgamma", &g.dgamma, dim),
-                In::finite("dbeta", &g.dbeta, dim),
-            ]
-        };
-        self.op("layer_norm_backward_onto", shape, ins, run, outs)
+        self.op("layer_norm_backward_onto", shape, ins, run, |g| layer_norm_grads(g, rows, dim))
     }
 
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {
@@ -484,6 +458,33 @@ fn attention_shape(d: &AttentionDims) -> String {
 
 fn mask_shape(mask: &DropoutMask) -> String {
     format!("dropout threshold {}, key {:?}, offset {}", mask.threshold, mask.key, mask.offset)
+}
+
+/// What LayerNorm's backward reads: finite values, and the saved statistics (rstd > 0).
+fn layer_norm_backward_ins<S: Clone>(
+    dout: &S,
+    x: &S,
+    gamma: &S,
+    saved: &LayerNormOut<S>,
+    rows: usize,
+    dim: usize,
+) -> Vec<In<S>> {
+    vec![
+        In::finite("dout", dout, rows * dim),
+        In::finite("x", x, rows * dim),
+        In::finite("gamma", gamma, dim),
+        In::finite("mean", &saved.mean, rows),
+        In::ruled("rstd", &saved.rstd, rows, Rule::Positive),
+    ]
+}
+
+/// What LayerNorm's backward writes: finite gradients.
+fn layer_norm_grads<S: Clone>(g: &LayerNormGrads<S>, rows: usize, dim: usize) -> Vec<In<S>> {
+    vec![
+        In::finite("dx", &g.dx, rows * dim),
+        In::finite("dgamma", &g.dgamma, dim),
+        In::finite("dbeta", &g.dbeta, dim),
+    ]
 }
 
 #[cfg(test)]

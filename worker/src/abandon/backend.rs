@@ -180,7 +180,7 @@ impl<B: Backend> Backend for Abandonable<B> {
         dim: usize,
     ) -> LayerNormGrads<Self::Storage> {
         self.run(
-            |s| LayerNormGrads { dx: s.zeros(rows * dim), dgamma: s.zeros(dim), dbeta: s.zeros(dim) },
+            |s| zero_layer_norm_grads(s, rows, dim),
             |b| b.layer_norm_backward(dout, x, gamma, saved, rows, dim),
         )
     }
@@ -194,10 +194,8 @@ impl<B: Backend> Backend for Abandonable<B> {
         rows: usize,
         dim: usize,
     ) -> LayerNormGrads<Self::Storage> {
-        self.run(
-            |s| LayerNormGrads { dx: s.zeros(rows * dim), dgamma: s.zeros(dim), dbeta: s.zeros(dim) },
-            |b| b.layer_norm_backward_onto(onto, dout, x, gamma, saved, rows, dim),
-        )
+        let run = |b: &B| b.layer_norm_backward_onto(onto, dout, x, gamma, saved, rows, dim);
+        self.run(|s| zero_layer_norm_grads(s, rows, dim), run)
     }
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {
         self.run(|s| s.zeros(len), |b| b.gelu(x, len))
@@ -316,6 +314,11 @@ impl<B: Backend> Backend for Abandonable<B> {
             |b| b.cross_entropy_backward_saved(logits, targets, saved, dloss, rows, vocab),
         )
     }
+}
+
+/// LayerNorm's gradients of a step given up: zeros, never read.
+fn zero_layer_norm_grads<B: Backend>(s: &B, rows: usize, dim: usize) -> LayerNormGrads<B::Storage> {
+    LayerNormGrads { dx: s.zeros(rows * dim), dgamma: s.zeros(dim), dbeta: s.zeros(dim) }
 }
 
 #[cfg(test)]
