@@ -293,12 +293,12 @@ fn pack_b_panels(dst: &mut [f32], b: Strided<'_>, ks: Range<usize>, cols: Range<
 
 #[inline(always)]
 fn pack_b_panels_of<const NR: usize>(dst: &mut [f32], b: Strided<'_>, ks: Range<usize>, cols: Range<usize>) {
-    let (kc, nr) = (ks.len(), NR);
     if b.col_stride == 1 {
         // Row-major B (a weight gradient's activations).
         deal_rows::<NR>(dst, b.data, b.row_stride, ks, cols);
         return;
     }
+    let (kc, nr) = (ks.len(), NR);
     for (panel, j0) in dst.chunks_exact_mut(kc * nr).zip(cols.clone().step_by(nr)) {
         let w = nr.min(cols.end - j0);
         // Transposed B (a linear layer's weights): each column read contiguously.
