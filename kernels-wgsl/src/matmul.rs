@@ -357,13 +357,11 @@ impl WgpuBackend {
             let plain = Gemm { trans_b: false, b: Operand { ld: n, outer: 0, inner: 0 }, ..*g };
             return self.gemm_with(a, &b_plain, extra, out, &plain);
         }
-        // The bias or prior (binding 4), and the row sums (binding 5).
-        let (to_c, row_sums) = match extra {
-            Extra::Bias(t) | Extra::Onto(t) => (Some(t), None),
-            Extra::RowSums(sums) => (None, Some(sums)),
-            Extra::None => (None, None),
-        };
-        assert!(to_c.is_none() || g.batch == 1, "matmul: a bias or prior only on unbatched products");
+        let row_sums = matches!(extra, Extra::RowSums(_));
+        assert!(
+            matches!(extra, Extra::None | Extra::RowSums(_)) || g.batch == 1,
+            "matmul: a bias or prior only on unbatched products"
+        );
         let max_grid = self.gpu.adapter.max_compute_workgroups_per_dimension as usize;
         assert!(
             g.batch <= max_grid,
@@ -409,28 +407,29 @@ impl WgpuBackend {
         ];
         let grid = [u(tiles[0]), u(tiles[1]), u(split * g.batch)];
         let vec4 = tuning.matmul_vec4 && self.matmul_path == MatmulPath::Tiled && vec4_fits(tile, g);
-        assert!(row_sums.is_none() || self.matmul_path == MatmulPath::Tiled, "matmul_direct has no row sums");
+        assert!(!row_sums || self.matmul_path == MatmulPath::Tiled, "matmul_direct has no row sums");
         let variant = Variant {
             tile,
             bias: matches!(extra, Extra::Bias(_)),
             split,
             double_buffer,
             vec4,
-            row_sums: row_sums.is_some(),
+            row_sums,
             onto: matches!(extra, Extra::Onto(_)),
         };
         if split == 1 {
             let defines = matmul_defines(variant, g);
-            match (to_c, row_sums) {
-                (Some(to_c), _) => {
-                    let bufs = [a.bind(), b.bind(), out.bind(), to_c.bind()];
+            match extra {
+                // The bias or the prior at binding 4.
+                Extra::Bias(at_4) | Extra::Onto(at_4) => {
+                    let bufs = [a.bind(), b.bind(), out.bind(), at_4.bind()];
                     self.run(kernels[1], &defines, &params, &bufs, grid)
                 }
-                (None, Some(sums)) => {
+                Extra::RowSums(sums) => {
                     let bufs = [a.bind(), b.bind(), out.bind(), sums.bind()];
                     self.run(&K_MATMUL_ROW_SUMS, &defines, &params, &bufs, grid)
                 }
-                (None, None) => {
+                Extra::None => {
                     self.run(kernels[0], &defines, &params, &[a.bind(), b.bind(), out.bind()], grid)
                 }
             }
@@ -438,24 +437,24 @@ impl WgpuBackend {
         }
         // Each slice's sums into its own [m, n] of `partial` (and its row sums after them),
         // then their sum (and the bias).
-        let sums_len = if row_sums.is_some() { split * m } else { 0 };
+        let sums_len = if row_sums { split * m } else { 0 };
         let partial = self.alloc::<f32>(split * m * n + sums_len);
         let defines = matmul_defines(Variant { bias: false, onto: false, ..variant }, g);
         self.run(&K_MATMUL, &defines, &params, &[a.bind(), b.bind(), partial.bind()], grid);
-        let outputs = m * n + if row_sums.is_some() { m } else { 0 };
+        let outputs = m * n + if row_sums { m } else { 0 };
         let grid = self.recorder().grid_1d(outputs.div_ceil(SPLIT_SUM_WG));
         // (The partials arrive as `a`, read a value at a time.)
         let defines = matmul_defines(Variant { vec4: false, ..variant }, g);
-        match (to_c, row_sums) {
-            (Some(to_c), _) => {
-                let bufs = [partial.bind(), out.bind(), to_c.bind()];
+        match extra {
+            Extra::Bias(at_4) | Extra::Onto(at_4) => {
+                let bufs = [partial.bind(), out.bind(), at_4.bind()];
                 self.run(&K_MATMUL_SPLIT_SUM_BIAS, &defines, &params, &bufs, grid)
             }
-            (None, Some(sums)) => {
+            Extra::RowSums(sums) => {
                 let bufs = [partial.bind(), out.bind(), sums.bind()];
                 self.run(&K_MATMUL_SPLIT_SUM_ROW_SUMS, &defines, &params, &bufs, grid)
             }
-            (None, None) => {
+            Extra::None => {
                 self.run(&K_MATMUL_SPLIT_SUM, &defines, &params, &[partial.bind(), out.bind()], grid)
             }
         }
