@@ -71,7 +71,9 @@ const K_LAYER_NORM_DX_ONTO: Kernel = Kernel {
     entry: "layer_norm_dx",
     bindings: &[(7, R), (1, R), (2, R), (8, R), (9, R), (11, R), (4, W)],
 };
-/// layernorm.wgsl's `dx_onto`: dx as it is, or added onto binding 11.
+/// layernorm.wgsl's `dx_onto`: dx as it is, or added onto binding 11. Every entry point of
+/// the module is compiled with one of them (the module must declare what `layer_norm_dx`
+/// calls); only `layer_norm_dx` itself ever takes `LN_DX_ONTO`.
 const LN_DX_PLAIN: &str = "fn dx_onto(i: u32, v: f32) -> f32 { return v; }";
 const LN_DX_ONTO: &str = "@group(0) @binding(11) var<storage, read> onto: array<f32>;\n\
     fn dx_onto(i: u32, v: f32) -> f32 { return onto[i] + v; }";

@@ -277,10 +277,12 @@ impl<B: Backend> Tensor<B> {
         check("layer_norm_backward", self.shape == x.shape, || {
             format!("dout {} for x {}", self.shape, x.shape)
         });
-        let (dout, x_, g) = (&self.storage, &x.storage, &gamma.storage);
+        let (be, dout) = (&self.backend, &self.storage);
         let LayerNormGrads { dx, dgamma, dbeta } = match onto {
-            Some(onto) => self.backend.layer_norm_backward_onto(&onto.storage, dout, x_, g, saved, rows, dim),
-            None => self.backend.layer_norm_backward(dout, x_, g, saved, rows, dim),
+            Some(o) => {
+                be.layer_norm_backward_onto(&o.storage, dout, &x.storage, &gamma.storage, saved, rows, dim)
+            }
+            None => be.layer_norm_backward(dout, &x.storage, &gamma.storage, saved, rows, dim),
         };
         (self.wrap(dx, x.shape.clone()), self.wrap(dgamma, [dim]), self.wrap(dbeta, [dim]))
     }
