@@ -80,7 +80,7 @@ def main():
     model = Gpt(m["n_layers"], m["d_model"], m["n_heads"], ctx, args.attention, m.get("dropout", 0.0)).to(device)
 
     with open(TEXT, "rb") as f:
-        data = torch.tensor(list(f.read()), dtype=torch.long, device=device)
+        data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).to(device=device, dtype=torch.long)
     cut = int(len(data) * 0.9)
     splits = {"train": data[:cut], "val": data[cut:]}
     offsets = torch.arange(ctx + 1, device=device)
