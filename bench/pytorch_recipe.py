@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_twin import VOCAB, Gpt, device_name  # noqa: E402
+from pytorch_twin import VOCAB, Gpt, device_name, from_config  # noqa: E402
 
 TEXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "tinyshakespeare.txt")
 
@@ -71,13 +71,11 @@ def main():
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    _, (layers, d, heads, ctx, batch), dropout = from_config(args.config)
     with open(args.config) as f:
-        cfg = json.load(f)
-    m, t = cfg["model"], cfg["training"]
-    assert m["d_mlp"] == 4 * m["d_model"], "the twin has d_mlp = 4 d_model"
+        t = json.load(f)["training"]
     torch.manual_seed(args.seed if args.seed is not None else t.get("seed", 1337))
-    ctx, batch = m["context_length"], t["batch_size"]
-    model = Gpt(m["n_layers"], m["d_model"], m["n_heads"], ctx, args.attention, m.get("dropout", 0.0)).to(device)
+    model = Gpt(layers, d, heads, ctx, args.attention, dropout).to(device)
 
     with open(TEXT, "rb") as f:
         data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).to(device=device, dtype=torch.long)
