@@ -333,21 +333,24 @@ fn deal_rows<const W: usize>(
     span: Range<usize>,
 ) {
     let panel_len = stored.len() * W;
+    // Whole panels first, then the last partial one (zero past `span.end`), so the copy of
+    // each `W` values is a fixed-length move with no per-panel width test.
+    let whole = span.len() / W * W;
+    let dst = &mut dst[..span.len().div_ceil(W) * panel_len];
+    let (whole_panels, last_panel) = dst.split_at_mut(whole / W * panel_len);
     for (i, r) in stored.clone().enumerate() {
         if r + PREFETCH_ROWS < stored.end {
             prefetch(&data[(r + PREFETCH_ROWS) * stride + span.start..][..span.len()]);
         }
-        let row = &data[r * stride..];
-        for (panel, j0) in span.clone().step_by(W).enumerate() {
-            let w = W.min(span.end - j0);
-            let out = &mut dst[panel * panel_len + i * W..][..W];
-            if w == W {
-                // A constant length: a few vector moves, not a `memcpy` call.
-                out.copy_from_slice(&row[j0..j0 + W]);
-            } else {
-                out[..w].copy_from_slice(&row[j0..j0 + w]);
-                out[w..].fill(0.0);
-            }
+        let (body, tail) = data[r * stride + span.start..][..span.len()].split_at(whole);
+        for (panel, src) in whole_panels.chunks_exact_mut(panel_len).zip(body.chunks_exact(W)) {
+            let src: &[f32; W] = src.try_into().expect("a W-long chunk");
+            panel[i * W..][..W].copy_from_slice(src);
+        }
+        if !tail.is_empty() {
+            let out = &mut last_panel[i * W..][..W];
+            out[..tail.len()].copy_from_slice(tail);
+            out[tail.len()..].fill(0.0);
         }
     }
 }
