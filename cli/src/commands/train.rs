@@ -271,13 +271,14 @@ impl WithBackend for Train {
             }
             let points = block_on(trainer.read_losses())?;
             let seconds = window.elapsed().as_secs_f64();
+            // The setup step's window counts toward neither the training time nor the rate.
             if !std::mem::take(&mut setup_step) {
                 trainer.add_wall_time(seconds);
+                // An exponential moving average keeps the rate readable between noisy windows.
+                let rate = window_tokens as f64 / seconds.max(1e-9);
+                tokens_per_s = if tokens_per_s == 0.0 { rate } else { 0.9 * tokens_per_s + 0.1 * rate };
             }
             let train_loss = points.last().map_or(f32::NAN, |p| p.train_loss);
-            // An exponential moving average keeps the rate readable between noisy windows.
-            let rate = window_tokens as f64 / seconds.max(1e-9);
-            tokens_per_s = if tokens_per_s == 0.0 { rate } else { 0.9 * tokens_per_s + 0.1 * rate };
             if done.eval_due {
                 let val = trainer.evaluate(Split::Val)?;
                 trainer.record_eval(train_loss, val);
