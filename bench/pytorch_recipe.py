@@ -19,7 +19,7 @@ op for op, dropout in nanoGPT's places); the run is `tinygpt train`'s:
   `min_lr` at `max_steps` (optim/src/schedule.rs);
 - every `eval_interval` steps the mean loss over `eval_batches` validation batches (dropout
   off), the best kept, and a stop after `early_stop_patience` evaluations without a better
-  one (default 3 here: the best comes long before `max_steps`);
+  one (`--patience`; 3 where the config sets none: the best comes long before `max_steps`);
 - training seconds counted as ours counts them: the device's work from one evaluation to
   the next, evaluations excluded (`torch.cuda.synchronize()` around each), and the first
   step, whose time is setup (CUDA's lazy initialisation here; our kernels' compilation).
@@ -57,7 +57,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", required=True)
     ap.add_argument("--attention", choices=["manual", "sdpa"], default="sdpa")
-    ap.add_argument("--patience", type=int, default=3, help="evaluations without a better val")
+    ap.add_argument(
+        "--patience",
+        type=int,
+        help="evaluations without a better val (default: the config's early_stop_patience, else 3)",
+    )
     ap.add_argument("--seed", type=int, help="default: the config's training.seed")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a smoke test")
     args = ap.parse_args()
@@ -75,6 +79,7 @@ def main():
     with open(args.config) as f:
         t = json.load(f)["training"]
     torch.manual_seed(args.seed if args.seed is not None else t.get("seed", 1337))
+    patience = args.patience if args.patience is not None else t.get("early_stop_patience") or 3
     model = Gpt(layers, d, heads, ctx, args.attention, dropout).to(device)
 
     with open(TEXT, "rb") as f:
@@ -136,7 +141,7 @@ def main():
                 best, best_step, to_best, since_best = val, step, train_seconds, 0
             else:
                 since_best += 1
-                if since_best >= args.patience:
+                if since_best >= patience:
                     break
             sync()
             window = time.perf_counter()
