@@ -23,9 +23,13 @@ function nextErrorAfter(page, message) {
   );
 }
 
-/** Trains tiny with a checkpoint every 25 steps until one is saved at `savedStep` or later. */
+/**
+ * Trains tiny with a checkpoint every 25 steps until one is saved at `savedStep` or later. The
+ * run is far too long to end during a test: tiny trains about 50 steps a second in the threads
+ * build, and a 400-step run once ended (and freed its lock) before a second tab had loaded.
+ */
 async function trainUntilSaved(page, savedStep) {
-  await setField(page, 'max_steps', 400);
+  await setField(page, 'max_steps', 100_000);
   await setField(page, 'checkpoint_interval', 25);
   await setField(page, 'eval_interval', 25);
   await setField(page, 'eval_batches', 2);
