@@ -2,7 +2,7 @@
 # Ours and the PyTorch twin back to back on one GPU machine, preset by preset (each pair
 # twice, alternating), then the ratios (best run of each side) and the matmul lines:
 # every line JSON. For a machine without cargo (the lent H200): BIN holds release builds
-# of `tinygpt` and kernels-wgsl's `matmul_bench` example made elsewhere; python3 there has
+# of `tinygpt` and kernels-wgsl's `gpu_matmul_bench` example made elsewhere; python3 there has
 # torch.
 #
 #   bench/gpu_vs_pytorch.sh BIN [presets] [steps]     e.g. bench/gpu_vs_pytorch.sh target/release
@@ -21,6 +21,6 @@ for p in $(echo "$presets" | tr , ' '); do
     done
 done
 python3 "$here/ratios.py" < "$log"
-"$bin/matmul_bench" 4096x4096x4096 2048x256x256:nt 2048x1024x256:nt 2048x256x1024:nt \
+"$bin/gpu_matmul_bench" 4096x4096x4096 2048x256x256:nt 2048x1024x256:nt 2048x256x1024:nt \
     2048x256x1024:nn 256x256x2048:tn 256x1024x2048:tn 1024x256x2048:tn
 rm -f "$log"

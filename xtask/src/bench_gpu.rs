@@ -1,6 +1,6 @@
 //! `cargo xtask bench-gpu [--presets small,medium,large,xl,huge] [--steps N]`: training
 //! speed on the wgpu backend (one `tinygpt bench --backend wgpu` JSON line per preset),
-//! then matmul throughput (`{m, n, k, gflops}` lines from kernels-wgsl's `matmul_bench`
+//! then matmul throughput (`{m, n, k, gflops}` lines from kernels-wgsl's `gpu_matmul_bench`
 //! example) at 4096³ and at the `huge` preset's shapes. Release builds; the GPU is
 //! whatever adapter wgpu picks (`WGPU_ADAPTER_NAME` / `VK_DRIVER_FILES` choose another).
 
@@ -46,7 +46,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "-p",
         "tinygpt-kernels-wgsl",
         "--example",
-        "matmul_bench",
+        "gpu_matmul_bench",
     ]))?;
     let release = root.join("target/release");
     for preset in presets.split(',') {
@@ -55,7 +55,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             &["bench", "--backend", "wgpu", "--preset", preset, "--steps", &steps],
         )?;
     }
-    run_exe(&release.join("examples/matmul_bench"), &MATMUL_SHAPES)
+    run_exe(&release.join("examples/gpu_matmul_bench"), &MATMUL_SHAPES)
 }
 
 fn run_exe(exe: &Path, args: &[&str]) -> Result<(), String> {

@@ -1,7 +1,7 @@
 //! Matmul throughput on the wgpu backend, one JSON line `{m, n, k, gflops, ...}` per shape.
 //!
 //! ```sh
-//! cargo run --release -p tinygpt-kernels-wgsl --example matmul_bench -- 4096x4096x4096 2048x256x1024
+//! cargo run --release -p tinygpt-kernels-wgsl --example gpu_matmul_bench -- 4096x4096x4096 2048x256x1024
 //! ```
 //!
 //! Shapes are `MxNxK` (C [m, n] = A [m, k] · B [k, n]); an optional suffix `:nt`, `:tn` or
