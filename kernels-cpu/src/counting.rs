@@ -110,6 +110,20 @@ impl Backend for Counting {
     ) -> LayerNormGrads<S> {
         self.count("layer_norm_backward").layer_norm_backward(dout, x, gamma, saved, rows, dim)
     }
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_backward_onto(
+        &self,
+        onto: &S,
+        dout: &S,
+        x: &S,
+        gamma: &S,
+        saved: &LayerNormOut<S>,
+        rows: usize,
+        dim: usize,
+    ) -> LayerNormGrads<S> {
+        self.count("layer_norm_backward_onto")
+            .layer_norm_backward_onto(onto, dout, x, gamma, saved, rows, dim)
+    }
     fn gelu(&self, x: &S, len: usize) -> S {
         self.count("gelu").gelu(x, len)
     }

@@ -214,15 +214,7 @@ impl Backend for CpuBackend {
         expect_len("layer_norm_backward", "saved mean", &saved.mean, rows);
         expect_len("layer_norm_backward", "saved rstd", &saved.rstd, rows);
         if let Some(fast) = self.fast {
-            let (mut dx, mut dgamma, mut dbeta) =
-                (self.uninit(rows * dim), self.uninit(dim), self.uninit(dim));
-            let mut partials = self.uninit(fast::layer_norm_partials_len(rows, dim));
-            let (dout, x, gamma) = (&dout.read(), &x.read(), &gamma.read());
-            let (mean, rstd) = (&saved.mean.read(), &saved.rstd.read());
-            let bufs = [&mut dx[..], &mut dgamma[..], &mut dbeta[..], &mut partials[..]];
-            fast::layer_norm_backward(fast, &self.par, bufs, dout, x, gamma, mean, rstd);
-            self.recycle(partials);
-            return LayerNormGrads { dx: self.wrap(dx), dgamma: self.wrap(dgamma), dbeta: self.wrap(dbeta) };
+            return self.fast_layer_norm_backward(fast, None, dout, x, gamma, saved);
         }
         let stats = RowStats { mean: saved.mean.read().clone(), rstd: saved.rstd.read().clone() };
         let (mut dx, mut dgamma, mut dbeta) = (self.zeroed(rows * dim), self.zeroed(dim), self.zeroed(dim));
@@ -238,6 +230,28 @@ impl Backend for CpuBackend {
             dim,
         );
         LayerNormGrads { dx: self.wrap(dx), dgamma: self.wrap(dgamma), dbeta: self.wrap(dbeta) }
+    }
+
+    fn layer_norm_backward_onto(
+        &self,
+        onto: &Self::Storage,
+        dout: &Self::Storage,
+        x: &Self::Storage,
+        gamma: &Self::Storage,
+        saved: &LayerNormOut<Self::Storage>,
+        rows: usize,
+        dim: usize,
+    ) -> LayerNormGrads<Self::Storage> {
+        let Some(fast) = self.fast else {
+            let grads = self.layer_norm_backward(dout, x, gamma, saved, rows, dim);
+            return LayerNormGrads { dx: self.add(onto, &grads.dx, rows * dim), ..grads };
+        };
+        expect_len("layer_norm_backward_onto", "onto", onto, rows * dim);
+        expect_len("layer_norm_backward_onto", "dout", dout, rows * dim);
+        expect_len("layer_norm_backward_onto", "x", x, rows * dim);
+        expect_len("layer_norm_backward_onto", "saved mean", &saved.mean, rows);
+        expect_len("layer_norm_backward_onto", "saved rstd", &saved.rstd, rows);
+        self.fast_layer_norm_backward(fast, Some(onto), dout, x, gamma, saved)
     }
 
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {
@@ -457,5 +471,40 @@ impl Backend for CpuBackend {
         let (mut param, mut m, mut v) = (param.write(), m.write(), v.write());
         let bufs = AdamWBufs { param: &mut param, m: &mut m, v: &mut v };
         adamw::adamw(&self.par, bufs, &grad.read(), sumsq, hp);
+    }
+}
+
+impl CpuBackend {
+    /// The fast variants' LayerNorm backward, with `dx` added onto `onto` as it is written
+    /// when there is one (lengths checked by the caller).
+    fn fast_layer_norm_backward(
+        &self,
+        fast: &fast::FastKernels,
+        onto: Option<&CpuBuffer<f32>>,
+        dout: &CpuBuffer<f32>,
+        x: &CpuBuffer<f32>,
+        gamma: &CpuBuffer<f32>,
+        saved: &LayerNormOut<CpuBuffer<f32>>,
+    ) -> LayerNormGrads<CpuBuffer<f32>> {
+        let (rows, dim) = (saved.mean.len(), gamma.len());
+        let (mut dx, mut dgamma, mut dbeta) = (self.uninit(rows * dim), self.uninit(dim), self.uninit(dim));
+        let mut partials = self.uninit(fast::layer_norm_partials_len(rows, dim));
+        let (dout, x, gamma) = (&dout.read(), &x.read(), &gamma.read());
+        let (mean, rstd) = (&saved.mean.read(), &saved.rstd.read());
+        let onto = onto.map(|onto| onto.read());
+        let bufs = [&mut dx[..], &mut dgamma[..], &mut dbeta[..], &mut partials[..]];
+        fast::layer_norm_backward(
+            fast,
+            &self.par,
+            bufs,
+            dout,
+            x,
+            gamma,
+            mean,
+            rstd,
+            onto.as_deref().map(|o| &o[..]),
+        );
+        self.recycle(partials);
+        LayerNormGrads { dx: self.wrap(dx), dgamma: self.wrap(dgamma), dbeta: self.wrap(dbeta) }
     }
 }

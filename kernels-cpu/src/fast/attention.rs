@@ -156,17 +156,24 @@ impl Head {
         &buf[self.at(t)..][..self.hd]
     }
 
-    /// This head's `[T, hd]` slice of `src` as `[hd][padded]` into zeros: contiguous
-    /// stores, strided loads, no bounds checks in the loop (it was 15% of the backward).
-    #[inline(always)]
+    /// This head's `[T, hd]` slice of `src` as `[hd][padded]` into zeros: each row read
+    /// contiguously and dealt out to the panels, no bounds checks in the loop (they were 15%
+    /// of the backward).
+    ///
+    /// Never inlined, so it compiles for the baseline ISA whatever variant calls it: inside
+    /// the AVX-512 entry points the loop became 16-lane gathers (`vgatherqps`), slow on AMD's
+    /// Zen 4, where they took 14% of the backward's time (`perf`, `attention_bench`); plain
+    /// moves copy the same values, and the backward of `16x96x4x32` went from 1.70 to
+    /// 1.58–1.61 ms, the forward from 0.93–0.96 to 0.88.
+    #[inline(never)]
     fn transpose_into(&self, dst: &mut [f32], src: &[f32]) {
         if self.seq == 0 {
             return;
         }
         assert!(dst.len() >= self.hd * self.padded && src.len() >= self.at(self.seq - 1) + self.hd);
         let (dst, src) = (dst.as_mut_ptr(), src[self.base..].as_ptr());
-        for d in 0..self.hd {
-            for u in 0..self.seq {
+        for u in 0..self.seq {
+            for d in 0..self.hd {
                 // SAFETY: `d < hd`, `u < seq <= padded`, and the last row read lies in `src`
                 // (both asserted above).
                 unsafe { *dst.add(d * self.padded + u) = *src.add(u * self.channels + d) };

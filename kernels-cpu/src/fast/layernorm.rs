@@ -2,8 +2,9 @@
 //!
 //! layernorm_forward:  x [rows, dim], gamma [dim], beta [dim]
 //!                     -> out [rows, dim], mean [rows], rstd [rows]
-//! layernorm_backward: dout [rows, dim], x, gamma, mean, rstd
-//!                     -> dx [rows, dim], and this block's partial dgamma, dbeta [dim]
+//! layernorm_backward: dout [rows, dim], x, gamma, mean, rstd (, onto [rows, dim])
+//!                     -> dx [rows, dim] (or onto + dx), and this block's partial dgamma,
+//!                        dbeta [dim]
 //!
 //! Same maths as the reference (`kernels/layernorm.rs`), with the row sums in f32 over
 //! `BLOCK` interleaved partials (vectorisable) instead of f64. The backward pass computes
@@ -46,9 +47,12 @@ fn squared_deviations(x: &[f32], mu: f32) -> f32 {
     partials_blocked(x, 0.0, |a, v| a + (v - mu) * (v - mu)).iter().sum()
 }
 
-/// `dx` for a block of rows, and the block's `Σ dout · xhat` and `Σ dout` per column into
-/// `partial` (`[2, dim]`: dgamma's part, then dbeta's).
+/// `dx` for a block of rows (with `onto`: `onto + dx`, the residual stream's gradient
+/// meeting this LayerNorm's, added as each row is written rather than in a pass of its
+/// own), and the block's `Σ dout · xhat` and `Σ dout` per column into `partial` (`[2, dim]`:
+/// dgamma's part, then dbeta's).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn backward_rows(
     dx: &mut [f32],
     partial: &mut [f32],
@@ -57,20 +61,43 @@ pub(crate) fn backward_rows(
     gamma: &[f32],
     mean: &[f32],
     rstd: &[f32],
+    onto: Option<&[f32]>,
+) {
+    match onto {
+        Some(onto) => backward_rows_onto::<true>(dx, partial, dout, x, gamma, mean, rstd, onto),
+        None => backward_rows_onto::<false>(dx, partial, dout, x, gamma, mean, rstd, &[]),
+    }
+}
+
+/// [`backward_rows`], with `ONTO` a constant so each case compiles to its own loop.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn backward_rows_onto<const ONTO: bool>(
+    dx: &mut [f32],
+    partial: &mut [f32],
+    dout: &[f32],
+    x: &[f32],
+    gamma: &[f32],
+    mean: &[f32],
+    rstd: &[f32],
+    onto: &[f32],
 ) {
     let dim = gamma.len();
     let (dgamma, dbeta) = partial.split_at_mut(dim);
     dgamma.fill(0.0);
     dbeta.fill(0.0);
     let rows = dx.chunks_exact_mut(dim).zip(dout.chunks_exact(dim)).zip(x.chunks_exact(dim));
-    for (((dx, dout), x), (&mu, &rs)) in rows.zip(mean.iter().zip(rstd)) {
+    for (r, (((dx, dout), x), (&mu, &rs))) in rows.zip(mean.iter().zip(rstd)).enumerate() {
         // With dxhat = dout * gamma: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
         let (sum, sum_xhat) = row_sums(dout, x, gamma, mu, rs);
         let (mean_dxhat, mean_dxhat_xhat) = (sum / dim as f32, sum_xhat / dim as f32);
+        let onto = if ONTO { &onto[r * dim..][..dim] } else { &gamma[..0] };
         let cols = dx.iter_mut().zip(dout).zip(x).zip(gamma).zip(dgamma.iter_mut().zip(dbeta.iter_mut()));
-        for ((((dx, &d), &v), &g), (dg, db)) in cols {
+        for (j, ((((dx, &d), &v), &g), (dg, db))) in cols.enumerate() {
             let xhat = (v - mu) * rs;
-            *dx = rs * (d * g - mean_dxhat - xhat * mean_dxhat_xhat);
+            let grad = rs * (d * g - mean_dxhat - xhat * mean_dxhat_xhat);
+            // `onto + dx` rounded once, as `add` rounds it: the same bits as the two passes.
+            *dx = if ONTO { onto[j] + grad } else { grad };
             *dg += d * xhat;
             *db += d;
         }

@@ -84,6 +84,8 @@ pub(crate) struct LayerNormBackwardRows<'a> {
     pub gamma: &'a [f32],
     pub mean: &'a [f32],
     pub rstd: &'a [f32],
+    /// Added onto `dx` as it is written (`layer_norm_backward_onto`).
+    pub onto: Option<&'a [f32]>,
 }
 
 impl LayerNormRows<'_> {
@@ -96,7 +98,8 @@ impl LayerNormRows<'_> {
 impl LayerNormBackwardRows<'_> {
     #[inline(always)]
     pub(crate) fn run(self) {
-        layernorm::backward_rows(self.dx, self.partial, self.dout, self.x, self.gamma, self.mean, self.rstd)
+        let Self { dx, partial, dout, x, gamma, mean, rstd, onto } = self;
+        layernorm::backward_rows(dx, partial, dout, x, gamma, mean, rstd, onto)
     }
 }
 
@@ -269,8 +272,9 @@ pub(crate) fn layer_norm_forward(
     });
 }
 
-/// LayerNorm backward: `dx`, and `dgamma`/`dbeta` as the sum, in block order, of each row
-/// block's partials (`partials` is scratch of [`layer_norm_partials_len`] values).
+/// LayerNorm backward: `dx` (or `onto + dx`), and `dgamma`/`dbeta` as the sum, in block
+/// order, of each row block's partials (`partials` is scratch of [`layer_norm_partials_len`]
+/// values).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn layer_norm_backward(
     kernels: &FastKernels,
@@ -281,9 +285,11 @@ pub(crate) fn layer_norm_backward(
     gamma: &[f32],
     mean: &[f32],
     rstd: &[f32],
+    onto: Option<&[f32]>,
 ) {
     let (rows, dim) = (mean.len(), gamma.len());
     assert!(dx.len() == rows * dim && dout.len() == rows * dim && x.len() == rows * dim);
+    assert!(onto.is_none_or(|onto| onto.len() == rows * dim));
     assert!(rstd.len() == rows && dgamma.len() == dim && dbeta.len() == dim);
     assert_eq!(partials.len(), layer_norm_partials_len(rows, dim));
     dgamma.fill(0.0);
@@ -297,10 +303,12 @@ pub(crate) fn layer_norm_backward(
         let (r0, n) = (i * block, block.min(rows - i * block));
         let (dout, x) = (&dout[r0 * dim..][..n * dim], &x[r0 * dim..][..n * dim]);
         let (mean, rstd) = (&mean[r0..][..n], &rstd[r0..][..n]);
+        let onto = onto.map(|onto| &onto[r0 * dim..][..n * dim]);
         // SAFETY: block `i` writes only its own rows of `dx` (`[rows, dim]`, as asserted).
         unsafe {
             let dx = dx.slice(r0 * dim, n * dim);
-            (kernels.layer_norm_backward)(LayerNormBackwardRows { dx, partial, dout, x, gamma, mean, rstd })
+            let rows = LayerNormBackwardRows { dx, partial, dout, x, gamma, mean, rstd, onto };
+            (kernels.layer_norm_backward)(rows)
         }
     });
     for partial in partials.chunks_exact(2 * dim) {
