@@ -133,13 +133,31 @@ impl Backend for CpuBackend {
         let (a, b, bias) = (&a.read(), &b.read(), bias.as_deref().map(|b| &b[..]));
         match self.fast {
             // Every output is set to its bias (or 0) before the products are added.
-            Some(fast) => {
-                self.produce_all(dims.m * dims.n, |out| fast::matmul(fast, &self.par, out, a, b, bias, dims))
-            }
+            Some(fast) => self.produce_all(dims.m * dims.n, |out| {
+                fast::matmul(fast, &self.par, out, a, b, bias, None, dims)
+            }),
             None => {
                 self.produce(dims.m * dims.n, |out| matmul::matmul_forward(&self.par, out, a, b, bias, dims))
             }
         }
+    }
+
+    fn matmul_onto(
+        &self,
+        onto: &Self::Storage,
+        a: &Self::Storage,
+        b: &Self::Storage,
+        dims: MatmulDims,
+    ) -> Self::Storage {
+        let Some(fast) = self.fast else {
+            let product = self.matmul(a, b, None, dims);
+            return self.add(onto, &product, dims.m * dims.n);
+        };
+        expect_len("matmul_onto", "onto", onto, dims.m * dims.n);
+        let (onto, a, b) = (&onto.read(), &a.read(), &b.read());
+        self.produce_all(dims.m * dims.n, |out| {
+            fast::matmul(fast, &self.par, out, a, b, None, Some(onto), dims)
+        })
     }
 
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {

@@ -156,15 +156,14 @@ impl Head {
         &buf[self.at(t)..][..self.hd]
     }
 
-    /// This head's `[T, hd]` slice of `src` as `[hd][padded]` into zeros: each row read
-    /// contiguously and dealt out to the panels, no bounds checks in the loop (they were 15%
-    /// of the backward).
+    /// This head's `[T, hd]` slice of `src` as `[hd][padded]` into zeros, no bounds checks
+    /// in the loop (they were 15% of the backward).
     ///
     /// Never inlined, so it compiles for the baseline ISA whatever variant calls it: inside
-    /// the AVX-512 entry points the loop became 16-lane gathers (`vgatherqps`), slow on AMD's
-    /// Zen 4, where they took 14% of the backward's time (`perf`, `attention_bench`); plain
-    /// moves copy the same values, and the backward of `16x96x4x32` went from 1.70 to
-    /// 1.58–1.61 ms, the forward from 0.93–0.96 to 0.88.
+    /// the AVX-512 entry points the element loop became 16-lane gathers (`vgatherqps`), slow
+    /// on AMD's Zen 4 (14% of the backward there, `perf`). On x86-64 it moves 4 × 4 blocks
+    /// through SSE registers (baseline there); element by element it was 2% of a `medium`
+    /// step. Either way the same values land in the same places.
     #[inline(never)]
     fn transpose_into(&self, dst: &mut [f32], src: &[f32]) {
         if self.seq == 0 {
@@ -172,12 +171,26 @@ impl Head {
         }
         assert!(dst.len() >= self.hd * self.padded && src.len() >= self.at(self.seq - 1) + self.hd);
         let (dst, src) = (dst.as_mut_ptr(), src[self.base..].as_ptr());
-        for u in 0..self.seq {
-            for d in 0..self.hd {
-                // SAFETY: `d < hd`, `u < seq <= padded`, and the last row read lies in `src`
-                // (both asserted above).
-                unsafe { *dst.add(d * self.padded + u) = *src.add(u * self.channels + d) };
+        let (ld_src, ld_dst) = (self.channels, self.padded);
+        #[cfg(target_arch = "x86_64")]
+        let (rows4, cols4) = (self.seq / 4 * 4, self.hd / 4 * 4);
+        #[cfg(not(target_arch = "x86_64"))]
+        let (rows4, cols4) = (0, 0);
+        #[cfg(target_arch = "x86_64")]
+        for u in (0..rows4).step_by(4) {
+            for d in (0..cols4).step_by(4) {
+                // SAFETY: rows `u..u + 4 <= seq` and columns `d..d + 4 <= hd` lie in `src`
+                // and, transposed, in `dst` (asserted above).
+                unsafe { transpose4x4(dst.add(d * ld_dst + u), ld_dst, src.add(u * ld_src + d), ld_src) };
             }
+        }
+        // What the blocks left: the last `seq % 4` rows, and the last `hd % 4` columns.
+        let rest = (rows4..self.seq).flat_map(|u| (0..self.hd).map(move |d| (u, d)));
+        let rest = rest.chain((0..rows4).flat_map(|u| (cols4..self.hd).map(move |d| (u, d))));
+        for (u, d) in rest {
+            // SAFETY: `d < hd`, `u < seq <= padded`, and the last row read lies in `src`
+            // (both asserted above).
+            unsafe { *dst.add(d * ld_dst + u) = *src.add(u * ld_src + d) };
         }
     }
 
@@ -195,6 +208,24 @@ impl Head {
             }
         }
     }
+}
+
+/// The 4 × 4 block at `src` (rows `ld_src` apart), transposed, at `dst` (rows `ld_dst` apart).
+///
+/// # Safety
+/// Both blocks lie in their buffers. SSE is part of every x86-64.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn transpose4x4(dst: *mut f32, ld_dst: usize, src: *const f32, ld_src: usize) {
+    use std::arch::x86_64::*;
+    let row = |i: usize| _mm_loadu_ps(src.add(i * ld_src));
+    let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+    let (lo01, lo23) = (_mm_unpacklo_ps(r0, r1), _mm_unpacklo_ps(r2, r3));
+    let (hi01, hi23) = (_mm_unpackhi_ps(r0, r1), _mm_unpackhi_ps(r2, r3));
+    _mm_storeu_ps(dst, _mm_movelh_ps(lo01, lo23));
+    _mm_storeu_ps(dst.add(ld_dst), _mm_movehl_ps(lo23, lo01));
+    _mm_storeu_ps(dst.add(2 * ld_dst), _mm_movelh_ps(hi01, hi23));
+    _mm_storeu_ps(dst.add(3 * ld_dst), _mm_movehl_ps(hi23, hi01));
 }
 
 /// `out[r][j] = Σ_p a[r][p] · b[p][j]` for `r < R`, `p < depth`, `j < cols`, the sum in

@@ -3,7 +3,8 @@
 //! `NV` vectors) and instantiates [`piece`] behind its `#[target_feature]` (x86.rs, wasm.rs).
 //!
 //! matmul: A, B, bias [n] -> C [m, n], C = op(A) · op(B) (+ bias), as the reference
-//! (`kernels/matmul.rs`) defines it.
+//! (`kernels/matmul.rs`) defines it; or, given `onto` [m, n], C = onto + op(A) · op(B)
+//! (`Backend::matmul_onto`).
 //!
 //! Layout of the work:
 //! - op(B) is packed into `nr`-column panels (`[kc][nr]` each, zero past `n`), so the
@@ -18,7 +19,9 @@
 //! - Every output starts at its bias (or 0) and gets `a(i,p)·b(p,j)` added by one
 //!   multiply-add per `p`, in ascending `p`, whatever the piece or thread. The first k
 //!   slice's tiles start their registers from the bias, so C is written once per slice
-//!   and never zero-filled first. So results are
+//!   and never zero-filled first. `onto` is added to each finished sum as the last slice
+//!   stores it, so `matmul_onto` gives the bits of a product and then an `add`, without the
+//!   `add`'s pass over C. So results are
 //!   bit-identical at any thread count; they differ from the reference's (which rounds the
 //!   product and the sum separately) within the conformance kit's tolerance.
 
@@ -85,6 +88,8 @@ pub(crate) struct Piece<'a> {
     a: Strided<'a>,
     b: PanelsOfB<'a>,
     bias: Option<&'a [f32]>,
+    /// `[m, n]`, added to the finished sums (see the module's doc).
+    onto: Option<&'a [f32]>,
     c: OutPtr,
     k: usize,
     n: usize,
@@ -139,6 +144,8 @@ impl Split {
     }
 }
 
+/// `c = [onto +] op(a) · op(b) [+ bias]` (at most one of `bias` and `onto`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul(
     kernel: &Microkernel,
     par: &Parallel,
@@ -146,9 +153,10 @@ pub(crate) fn matmul(
     a: &[f32],
     b: &[f32],
     bias: Option<&[f32]>,
+    onto: Option<&[f32]>,
     dims: MatmulDims,
 ) {
-    matmul_split(kernel, par, c, a, b, bias, dims, Split::for_dims(dims))
+    matmul_split(kernel, par, c, a, b, bias, onto, dims, Split::for_dims(dims))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -159,11 +167,13 @@ fn matmul_split(
     a: &[f32],
     b: &[f32],
     bias: Option<&[f32]>,
+    onto: Option<&[f32]>,
     dims: MatmulDims,
     split: Split,
 ) {
     let MatmulDims { m, k, n, trans_a, trans_b } = dims;
     crate::kernels::matmul::check_operands(c, a, b, bias, dims);
+    assert!(onto.is_none_or(|onto| onto.len() == m * n && bias.is_none()));
     assert!(
         kernel.mr * kernel.nr <= MAX_TILE
             && matches!(kernel.nr, 8 | 16 | 32)
@@ -207,6 +217,7 @@ fn matmul_split(
                 a,
                 b: panels,
                 bias,
+                onto,
                 c: out,
                 k,
                 n,
@@ -409,13 +420,14 @@ fn pack_a<const MR: usize>(dst: &mut [f32], a: Strided<'_>, rows: Range<usize>, 
 #[inline(always)]
 pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piece<'_>) {
     let nr = NV * S::LANES;
-    let Piece { a, b, bias, c, k, n, ref rows, ref cols } = *job;
+    let Piece { a, b, bias, onto, c, k, n, ref rows, ref cols } = *job;
     let c = c.0;
     if k == 0 {
-        // No k slice below to start the outputs: each is its bias (or 0).
+        // No k slice below to start the outputs: each is its bias (or 0), onto `onto`.
         for i in rows.clone() {
             for j in cols.clone() {
-                *c.add(i * n + j) = bias.map_or(0.0, |b| b[j]);
+                let sum = bias.map_or(0.0, |b| b[j]);
+                *c.add(i * n + j) = onto.map_or(sum, |onto| onto[i * n + j] + sum);
             }
         }
     }
@@ -434,6 +446,8 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     };
     for pc in (0..k).step_by(KC) {
         let kc = KC.min(k - pc);
+        // `onto`, where this slice finishes the sums.
+        let onto = onto.filter(|_| pc + kc == k);
         if direct_a {
             // Only a last, partial panel is packed (with zeros past the last row).
             let full = rows.len() / MR * MR;
@@ -463,13 +477,13 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
                 // full height; see `RowsOfA`) or from the packed panel. A macro, not a
                 // closure, which would not inherit this function's `#[target_feature]`s.
                 macro_rules! tile {
-                    ($c:expr, $ldc:expr, $start:expr) => {
+                    ($c:expr, $ldc:expr, $start:expr, $onto:expr) => {
                         if direct_a && h == MR {
                             let a = RowsOfA::new(a.data.as_ptr().add(i0 * a.row_stride + pc), a.row_stride);
-                            microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start)
+                            microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start, $onto)
                         } else {
                             let a = PackedA::<MR>(a_pack[ip * kc * MR..][..kc * MR].as_ptr());
-                            microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start)
+                            microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start, $onto)
                         }
                     };
                 }
@@ -479,7 +493,8 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
                         (0, None) => Start::Zero,
                         _ => Start::FromC,
                     };
-                    tile!(corner, n, start);
+                    let onto = onto.map(|onto| onto[i0 * n + j0..].as_ptr());
+                    tile!(corner, n, start, onto);
                 } else {
                     // An edge tile: the same sums through a full-size scratch tile that
                     // starts from the bias (first slice) or C's values.
@@ -492,10 +507,12 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
                             };
                         }
                     }
-                    tile!(tile.as_mut_ptr(), nr, Start::FromC);
+                    tile!(tile.as_mut_ptr(), nr, Start::FromC, None);
                     for r in 0..h {
                         for j in 0..w {
-                            *corner.add(r * n + j) = tile[r * nr + j];
+                            let sum = tile[r * nr + j];
+                            *corner.add(r * n + j) =
+                                onto.map_or(sum, |onto| onto[(i0 + r) * n + j0 + j] + sum);
                         }
                     }
                 }
@@ -567,7 +584,8 @@ enum Start {
 }
 
 /// `C[MR, nr] = start + A_panel[kc][MR] · B_panel[kc][nr]` with the whole tile of C held in
-/// `MR × NV` registers while `p` runs (`ldc`: C's row stride).
+/// `MR × NV` registers while `p` runs (`ldc`: C's row stride), then `onto`'s tile (same
+/// stride) added to each finished sum as it is stored.
 #[inline(always)]
 unsafe fn microkernel<S: Simd, const MR: usize, const NV: usize>(
     kc: usize,
@@ -576,6 +594,7 @@ unsafe fn microkernel<S: Simd, const MR: usize, const NV: usize>(
     c: *mut f32,
     ldc: usize,
     start: Start,
+    onto: Option<*const f32>,
 ) {
     let nr = NV * S::LANES;
     let mut acc = [[S::zero(); NV]; MR];
@@ -606,6 +625,15 @@ unsafe fn microkernel<S: Simd, const MR: usize, const NV: usize>(
             let av = S::splat(a.at(r, p));
             for (x, &bv) in row.iter_mut().zip(&bv) {
                 *x = S::mul_add(av, bv, *x);
+            }
+        }
+    }
+    if let Some(onto) = onto {
+        // `1 · onto + sum` is `onto + sum` rounded once, fused or not: an `add`'s bits.
+        let one = S::splat(1.0);
+        for (r, row) in acc.iter_mut().enumerate() {
+            for (v, x) in row.iter_mut().enumerate() {
+                *x = S::mul_add(one, S::load(onto.add(r * ldc + v * S::LANES)), *x);
             }
         }
     }
@@ -653,7 +681,7 @@ mod tests {
                         let dims = MatmulDims { m, k, n, trans_a, trans_b };
                         let run = |split| {
                             let mut c = vec![f32::NAN; m * n];
-                            matmul_split(kernel, &par, &mut c, &a, &b, bias, dims, split);
+                            matmul_split(kernel, &par, &mut c, &a, &b, bias, None, dims, split);
                             c
                         };
                         let (rows, deep) = (run(Split::Rows), run(Split::Deep));
@@ -669,6 +697,40 @@ mod tests {
                             assert!(
                                 (got - want).abs() <= 1e-4 * scale,
                                 "{dims:?} [{i}]: {got} against {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `onto` added as the last k slice stores C gives the bits of the product then an add,
+    /// in both splits, with edge tiles, several k slices and no k at all.
+    #[test]
+    fn onto_is_the_product_then_an_add() {
+        let par = Parallel::Inline;
+        let mut rng = tinygpt_tensor::Rng::new(11);
+        for kernel in kernels() {
+            for (m, k, n) in [(150, 67, 133), (100, 520, 300), (37, 1000, 45), (20, 0, 40)] {
+                let a: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
+                let b: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
+                let onto: Vec<f32> = (0..m * n).map(|_| rng.normal() as f32).collect();
+                for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
+                    let dims = MatmulDims { m, k, n, trans_a, trans_b };
+                    for split in [Split::Rows, Split::Deep] {
+                        let run = |onto| {
+                            let mut c = vec![f32::NAN; m * n];
+                            matmul_split(kernel, &par, &mut c, &a, &b, None, onto, dims, split);
+                            c
+                        };
+                        let (fused, product) = (run(Some(&onto[..])), run(None));
+                        for (i, (got, (&o, &p))) in fused.iter().zip(onto.iter().zip(&product)).enumerate() {
+                            let want = o + p;
+                            assert_eq!(
+                                got.to_bits(),
+                                want.to_bits(),
+                                "{dims:?} {split:?} [{i}]: {got} against {want}"
                             );
                         }
                     }

@@ -91,13 +91,15 @@ fn backward_rows_onto<const ONTO: bool>(
         // With dxhat = dout * gamma: dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
         let (sum, sum_xhat) = row_sums(dout, x, gamma, mu, rs);
         let (mean_dxhat, mean_dxhat_xhat) = (sum / dim as f32, sum_xhat / dim as f32);
-        let onto = if ONTO { &onto[r * dim..][..dim] } else { &gamma[..0] };
-        let cols = dx.iter_mut().zip(dout).zip(x).zip(gamma).zip(dgamma.iter_mut().zip(dbeta.iter_mut()));
-        for (j, ((((dx, &d), &v), &g), (dg, db))) in cols.enumerate() {
+        // Without `onto`, any row of the right length stands in for it, unread.
+        let onto = if ONTO { &onto[r * dim..][..dim] } else { dout };
+        let cols =
+            dx.iter_mut().zip(dout).zip(x).zip(gamma).zip(onto).zip(dgamma.iter_mut().zip(dbeta.iter_mut()));
+        for (((((dx, &d), &v), &g), &o), (dg, db)) in cols {
             let xhat = (v - mu) * rs;
             let grad = rs * (d * g - mean_dxhat - xhat * mean_dxhat_xhat);
             // `onto + dx` rounded once, as `add` rounds it: the same bits as the two passes.
-            *dx = if ONTO { onto[j] + grad } else { grad };
+            *dx = if ONTO { o + grad } else { grad };
             *dg += d * xhat;
             *db += d;
         }

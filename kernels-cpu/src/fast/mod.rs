@@ -119,9 +119,11 @@ pub(crate) fn kernels_for(variant: KernelVariant) -> Option<&'static FastKernels
     }
 }
 
-/// `C = op(A)·op(B) (+ bias)`: a few rows against a linear layer's weight (one decoded
-/// token) stream the weight as it lies (`gemv.rs`); everything else goes through packed
-/// panels (`gemm.rs`). Which one is decided by the shape alone.
+/// `C = [onto +] op(A)·op(B) [+ bias]`: a few rows against a linear layer's weight (one
+/// decoded token) stream the weight as it lies (`gemv.rs`); everything else goes through
+/// packed panels (`gemm.rs`), which add `onto` as they store C. Which one is decided by the
+/// shape alone.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul(
     kernels: &FastKernels,
     par: &Parallel,
@@ -129,12 +131,17 @@ pub(crate) fn matmul(
     a: &[f32],
     b: &[f32],
     bias: Option<&[f32]>,
+    onto: Option<&[f32]>,
     dims: MatmulDims,
 ) {
     if gemv::applies(dims) {
-        gemv::matmul(kernels.gemv, par, c, a, b, bias, dims)
+        gemv::matmul(kernels.gemv, par, c, a, b, bias, dims);
+        if let Some(onto) = onto {
+            // A few rows: the separate pass costs nothing worth fusing.
+            c.iter_mut().zip(onto).for_each(|(c, &o)| *c += o);
+        }
     } else {
-        gemm::matmul(&kernels.matmul, par, c, a, b, bias, dims)
+        gemm::matmul(&kernels.matmul, par, c, a, b, bias, onto, dims)
     }
 }
 
