@@ -182,7 +182,7 @@ impl<B: Backend> Tensor<B> {
 
     /// The sizes of `op(self) · op(rhs)` and its shape (`self`'s leading dims, then n),
     /// checked: `rhs` rank 2, `self` rank 2 when transposed, and the inner sizes equal.
-    fn matmul_dims(&self, op: &str, rhs: &Self, trans_a: bool, trans_b: bool) -> (MatmulDims, Vec<usize>) {
+    fn matmul_dims(&self, op: &str, rhs: &Self, trans_a: bool, trans_b: bool) -> (MatmulDims, Shape) {
         let (m, k) = if trans_a {
             check(op, self.shape.rank() == 2, || format!("trans_a needs rank 2, got {}", self.shape));
             (self.dims()[1], self.dims()[0])
@@ -192,8 +192,7 @@ impl<B: Backend> Tensor<B> {
         check(op, rhs.shape.rank() == 2, || format!("rhs must be rank 2, got {}", rhs.shape));
         let (k2, n) = if trans_b { (rhs.dims()[1], rhs.dims()[0]) } else { (rhs.dims()[0], rhs.dims()[1]) };
         check(op, k == k2, || format!("{} (trans {trans_a}) · {} (trans {trans_b})", self.shape, rhs.shape));
-        let mut shape = if trans_a { vec![m] } else { self.dims()[..self.shape.rank() - 1].to_vec() };
-        shape.push(n);
+        let shape = if trans_a { Shape::new(&[m, n]) } else { self.shape.with_last(n) };
         (MatmulDims { m, k, n, trans_a, trans_b }, shape)
     }
 
