@@ -4,7 +4,9 @@
 //! cost a page fault per 4 KiB, about a sixth of a `medium` step before this pool).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use crate::storage::Shared;
 
 /// Free buffers by exact length. Shared (through an `Arc`) by a backend and its clones and
 /// by every buffer they made, which hands its `Vec` back here when its last handle drops.
@@ -20,14 +22,35 @@ pub(crate) struct BufferPool<T> {
 
 struct PoolState<T> {
     free: HashMap<usize, Vec<Vec<T>>>,
+    /// Handles' allocations whose buffers came back, emptied, for the next buffer to wrap.
+    /// As many as were ever live at once, at most.
+    shells: Vec<Arc<Shared<T>>>,
     held_bytes: usize,
     live_bytes: usize,
     peak_live_bytes: usize,
 }
 
+impl<T> PoolState<T> {
+    /// Counts `buf` out of the live bytes and keeps it, unless the pool holds its bound.
+    fn keep(&mut self, buf: Vec<T>) {
+        let bytes = buf.len() * size_of::<T>();
+        self.live_bytes = self.live_bytes.saturating_sub(bytes);
+        if self.held_bytes + bytes <= self.peak_live_bytes {
+            self.held_bytes += bytes;
+            self.free.entry(buf.len()).or_default().push(buf);
+        }
+    }
+}
+
 impl<T> Default for BufferPool<T> {
     fn default() -> Self {
-        let state = PoolState { free: HashMap::new(), held_bytes: 0, live_bytes: 0, peak_live_bytes: 0 };
+        let state = PoolState {
+            free: HashMap::new(),
+            shells: Vec::new(),
+            held_bytes: 0,
+            live_bytes: 0,
+            peak_live_bytes: 0,
+        };
         BufferPool { state: Mutex::new(state) }
     }
 }
@@ -54,13 +77,19 @@ impl<T: Copy + Default> BufferPool<T> {
 impl<T> BufferPool<T> {
     /// Takes `buf` back for reuse (or frees it when the pool already holds its bound).
     pub fn give_back(&self, buf: Vec<T>) {
-        let bytes = buf.len() * size_of::<T>();
+        self.lock().keep(buf);
+    }
+
+    /// Takes back a buffer and the emptied shell of its last handle, under one lock.
+    pub(crate) fn recycle(&self, buf: Vec<T>, shell: Arc<Shared<T>>) {
         let mut state = self.lock();
-        state.live_bytes = state.live_bytes.saturating_sub(bytes);
-        if state.held_bytes + bytes <= state.peak_live_bytes {
-            state.held_bytes += bytes;
-            state.free.entry(buf.len()).or_default().push(buf);
-        }
+        state.keep(buf);
+        state.shells.push(shell);
+    }
+
+    /// An emptied handle allocation to wrap the next buffer in, if one came back.
+    pub(crate) fn spare_shell(&self) -> Option<Arc<Shared<T>>> {
+        self.lock().shells.pop()
     }
 
     /// A buffer given back by a thread that panicked mid-kernel must still be counted out.
