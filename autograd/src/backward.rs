@@ -1,7 +1,5 @@
 //! Every op's derivative, one `match` arm each. Shapes in comments use the forward names.
 
-use std::collections::HashMap;
-
 use tinygpt_tensor::{Backend, Tensor};
 
 use crate::gradients::Gradients;
@@ -18,28 +16,58 @@ impl<B: Backend> Tape<B> {
 
     /// Backward with an explicit output gradient `seed` (same shape as `output`).
     pub fn backward_from(&self, output: &Var<B>, seed: Tensor<B>) -> Gradients<B> {
+        let mut grads = Gradients::new();
+        self.backward_into(output, seed, &mut grads);
+        grads
+    }
+
+    /// [`Tape::backward_from`] into `grads`, whose earlier contents it replaces: a training
+    /// loop that keeps one `Gradients` (and one tape, [`Tape::reset`]) allocates nothing here.
+    pub fn backward_into(&self, output: &Var<B>, seed: Tensor<B>, grads: &mut Gradients<B>) {
         assert!(self.is_recording(), "backward on a no_grad tape");
         assert_eq!(seed.shape(), output.value.shape(), "backward seed shape");
         let nodes = self.nodes.borrow();
-        let mut grads = Gradients { grads: HashMap::new() };
+        grads.reset(nodes.len());
         if !output.requires_grad {
-            return grads;
+            return;
         }
-        grads.grads.insert(output.id, seed);
+        grads.set(output.id, seed);
         for id in (0..=output.id).rev() {
             let node = &nodes[id];
             if !node.requires_grad {
                 continue;
             }
-            let Some(dout) = grads.grads.get(&id).cloned() else { continue };
-            for (input, grad) in input_grads(&nodes, node, &dout, &mut grads) {
+            let Some(dout) = grads.peek(id).cloned() else { continue };
+            for (input, grad) in input_grads(&nodes, node, &dout, grads).into_iter().flatten() {
                 grads.accumulate(input, grad);
             }
             if !matches!(node.op, Op::Leaf) {
-                grads.grads.remove(&id);
+                grads.take_prior(id);
             }
         }
-        grads
+    }
+}
+
+/// The most inputs an op sends gradients to (a linear's input, weight and bias; attention's
+/// q, k and v; a LayerNorm's x, gamma and beta).
+const MAX_INPUTS: usize = 3;
+
+/// What one op sends back: up to [`MAX_INPUTS`] (input, gradient) pairs, held inline.
+struct Sends<B: Backend>([Option<(usize, Tensor<B>)>; MAX_INPUTS]);
+
+impl<B: Backend> Sends<B> {
+    fn push(&mut self, pair: (usize, Tensor<B>)) {
+        let slot = self.0.iter_mut().find(|slot| slot.is_none()).expect("an op has at most three inputs");
+        *slot = Some(pair);
+    }
+}
+
+impl<B: Backend> IntoIterator for Sends<B> {
+    type Item = Option<(usize, Tensor<B>)>;
+    type IntoIter = std::array::IntoIter<Self::Item, MAX_INPUTS>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
     }
 }
 
@@ -52,10 +80,10 @@ fn input_grads<B: Backend>(
     node: &Node<B>,
     dout: &Tensor<B>,
     grads: &mut Gradients<B>,
-) -> Vec<(usize, Tensor<B>)> {
+) -> Sends<B> {
     let wants = |id: usize| nodes[id].requires_grad;
     let value = |id: usize| &nodes[id].value;
-    let mut out = Vec::new();
+    let mut out = Sends([None, None, None]);
     match &node.op {
         Op::Leaf => {}
         Op::Add { a, b } => {

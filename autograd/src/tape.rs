@@ -119,6 +119,13 @@ impl<B: Backend> Tape<B> {
         Tape { nodes: RefCell::new(Vec::new()), recording: false }
     }
 
+    /// Forgets every record (and the activations they hold) but keeps the list's
+    /// allocation, so a training loop can record each step on one tape. Vars recorded before
+    /// belong to the old records: using one after a reset is a bug.
+    pub fn reset(&self) {
+        self.nodes.borrow_mut().clear();
+    }
+
     /// Whether ops are recorded for a backward pass (false in no-grad mode).
     pub fn is_recording(&self) -> bool {
         self.recording
