@@ -39,6 +39,17 @@ impl<B: Backend> Backend for Checked<B> {
             read.await
         }
     }
+    fn read_into(
+        &self,
+        src: &Self::Storage,
+        dst: &mut [f32],
+    ) -> impl Future<Output = Result<(), TensorError>> {
+        let (verdict, read) = (self.verdict(), self.inner().read_into(src, dst));
+        async move {
+            verdict?;
+            read.await
+        }
+    }
     fn copy(
         &self,
         src: &Self::Storage,

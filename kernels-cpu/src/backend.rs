@@ -2,7 +2,9 @@
 //! in `ops.rs`.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use tinygpt_tensor::{Backend, TensorError};
 
 use crate::error::CpuBackendError;
 use crate::fast::FastKernels;
@@ -30,6 +32,9 @@ pub struct CpuBackend {
     /// Buffers given back by dropped handles, reused by later ops (see `pool.rs`).
     pool: Arc<BufferPool<f32>>,
     index_pool: Arc<BufferPool<u32>>,
+    /// Scratch for the f64 partial sums of reductions (`sum_squares`, the fused
+    /// cross-entropy): one list, grown to the largest need and kept (see [`CpuBackend::with_sums`]).
+    sums: Arc<Mutex<Vec<f64>>>,
 }
 
 impl fmt::Debug for CpuBackend {
@@ -47,6 +52,7 @@ impl Default for CpuBackend {
             fast: None,
             pool: Arc::default(),
             index_pool: Arc::default(),
+            sums: Arc::default(),
         }
         .with_kernels(Kernels::Fast)
     }
@@ -174,6 +180,22 @@ impl CpuBackend {
         let mut out = self.index_pool.take(data.len());
         out.copy_from_slice(data);
         CpuBuffer::pooled(out, &self.index_pool)
+    }
+
+    /// `f` on `len` scratch values (arbitrary on entry) for a reduction's partial sums.
+    pub(crate) fn with_sums<R>(&self, len: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
+        // Nothing in the list outlives a call, so a panic in another one left nothing to guard.
+        let mut sums = self.sums.lock().unwrap_or_else(|e| e.into_inner());
+        sums.resize(len, 0.0);
+        f(&mut sums)
+    }
+
+    /// Why a read failed: the buffer was poisoned.
+    pub(crate) fn poisoned(&self) -> TensorError {
+        TensorError::Readback {
+            backend: self.name(),
+            reason: "the buffer was left half-updated by a kernel that panicked".to_string(),
+        }
     }
 
     /// A new `len`-element buffer, zero-filled, then filled by `fill`.

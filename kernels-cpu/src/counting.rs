@@ -63,6 +63,9 @@ impl Backend for Counting {
     fn read(&self, src: &S) -> impl Future<Output = Result<Vec<f32>, TensorError>> {
         self.count("read").read(src)
     }
+    fn read_into(&self, src: &S, dst: &mut [f32]) -> impl Future<Output = Result<(), TensorError>> {
+        self.count("read").read_into(src, dst)
+    }
     fn copy(&self, src: &S, src_offset: usize, dst: &S, dst_offset: usize, len: usize) {
         self.count("copy").copy(src, src_offset, dst, dst_offset, len)
     }

@@ -50,10 +50,16 @@ impl Backend for CpuBackend {
     }
 
     fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>> {
-        ready(src.try_to_vec().ok_or_else(|| TensorError::Readback {
-            backend: self.name(),
-            reason: "the buffer was left half-updated by a kernel that panicked".to_string(),
-        }))
+        ready(src.try_to_vec().ok_or_else(|| self.poisoned()))
+    }
+
+    fn read_into(
+        &self,
+        src: &Self::Storage,
+        dst: &mut [f32],
+    ) -> impl Future<Output = Result<(), TensorError>> {
+        expect_len("read_into", "src", src, dst.len());
+        ready(src.try_copy_to(dst).ok_or_else(|| self.poisoned()))
     }
 
     fn copy(
@@ -118,7 +124,8 @@ impl Backend for CpuBackend {
 
     fn sum_squares(&self, x: &Self::Storage, len: usize) -> Self::Storage {
         expect_len("sum_squares", "x", x, len);
-        let sum = elementwise::sum_squares(&self.par, &x.read());
+        let pieces = elementwise::sum_squares_pieces(len);
+        let sum = self.with_sums(pieces, |partial| elementwise::sum_squares(&self.par, &x.read(), partial));
         self.produce_all(1, |out| out[0] = sum)
     }
 
@@ -442,7 +449,9 @@ impl Backend for CpuBackend {
         expect_len("cross_entropy", "logits", logits, rows * vocab);
         expect_len("cross_entropy", "targets", targets, rows);
         let mut saved = self.uninit(2 * rows);
-        let loss = fast::cross_entropy(fast, &self.par, &mut saved, &logits.read(), &targets.read(), vocab);
+        let loss = self.with_sums(fast::cross_entropy_blocks(rows), |sums| {
+            fast::cross_entropy(fast, &self.par, &mut saved, sums, &logits.read(), &targets.read(), vocab)
+        });
         CrossEntropySaved { loss: self.produce_all(1, |out| out[0] = loss), saved: Some(self.wrap(saved)) }
     }
 

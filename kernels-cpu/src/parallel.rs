@@ -83,6 +83,25 @@ impl Parallel {
         }
     }
 
+    /// [`Parallel::map_chunks_mut`] writing what chunk `i`'s call returns to `results[i]`,
+    /// the caller's (one per chunk), instead of into a new `Vec`.
+    pub fn map_chunks_mut_into<T, R, F>(&self, out: &mut [T], chunk_len: usize, results: &mut [R], f: F)
+    where
+        T: Send,
+        R: Send,
+        F: Fn(usize, &mut [T]) -> R + Sync + Send,
+    {
+        let chunks = out.len().div_ceil(chunk_len.max(1));
+        assert_eq!(results.len(), chunks, "map_chunks_mut_into: one result per chunk");
+        let slots = SendPtr(results.as_mut_ptr());
+        self.map_chunks_mut(out, chunk_len, |i, c| {
+            let r = f(i, c);
+            // SAFETY: chunk `i` (< `chunks`, checked above) writes only `results[i]`, and
+            // `results` is borrowed for the call.
+            unsafe { *slots.get().add(i) = r };
+        });
+    }
+
     /// `f(i)` for `i` in `0..n`, results in order of `i`.
     pub fn map<R, F>(&self, n: usize, f: F) -> Vec<R>
     where

@@ -123,6 +123,15 @@ impl<T> CpuBuffer<T> {
         self.data.data.write().expect("CpuBuffer: a kernel panicked while updating this buffer")
     }
 
+    /// Copies the values into `dst` (as long as the buffer), or `None` when the buffer was
+    /// poisoned by a panicking kernel.
+    pub(crate) fn try_copy_to(&self, dst: &mut [T]) -> Option<()>
+    where
+        T: Copy,
+    {
+        self.data.data.read().ok().map(|d| dst.copy_from_slice(&d))
+    }
+
     /// A host copy, or `None` when the buffer was poisoned by a panicking kernel.
     pub(crate) fn try_to_vec(&self) -> Option<Vec<T>>
     where

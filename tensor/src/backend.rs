@@ -49,6 +49,19 @@ pub trait Backend: Clone + Debug + 'static {
     /// Copies a buffer back to host memory. On a GPU this waits for queued work, so call
     /// it only where a value is needed (logging, sampling, checkpoints).
     fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>>;
+    /// [`Backend::read`] into `dst`, which is as long as `src`: for a caller that reads a few
+    /// values every step (a training loss) into a list it keeps, so the read allocates
+    /// nothing where the backend can copy directly. By default, a read and then a copy.
+    fn read_into(
+        &self,
+        src: &Self::Storage,
+        dst: &mut [f32],
+    ) -> impl Future<Output = Result<(), TensorError>> {
+        async move {
+            dst.copy_from_slice(&self.read(src).await?);
+            Ok(())
+        }
+    }
     /// Copies `src[src_offset .. src_offset + len]` into `dst[dst_offset .. dst_offset + len]`
     /// bit for bit, in place: the rest of `dst` and all of `src` are left as they were, and
     /// every handle sharing `dst` sees the new values. It is a snapshot, not a view: later

@@ -114,6 +114,14 @@ impl<B: Backend> Tensor<B> {
         self.backend.read(&self.storage).await
     }
 
+    /// [`Tensor::read`] into `dst` (one slot per element). See [`Backend::read_into`].
+    pub async fn read_into(&self, dst: &mut [f32]) -> Result<(), TensorError> {
+        check("read_into", dst.len() == self.numel(), || {
+            format!("{} slots for shape {}", dst.len(), self.shape)
+        });
+        self.backend.read_into(&self.storage, dst).await
+    }
+
     /// [`Tensor::read`] for synchronous callers; see [`block_on`] for where that is valid.
     pub fn to_vec(&self) -> Result<Vec<f32>, TensorError> {
         block_on(self.read())

@@ -362,13 +362,20 @@ pub(crate) fn sum_rows_partials_len(rows: usize, cols: usize) -> usize {
     rows.div_ceil(sum_rows::ROWS_PER_PIECE) * cols
 }
 
+/// The row blocks [`cross_entropy`] sums separately, for `rows` rows.
+pub(crate) fn cross_entropy_blocks(rows: usize) -> usize {
+    rows.div_ceil(cross_entropy::ROWS_PER_PIECE)
+}
+
 /// Mean softmax cross-entropy of `logits` `[rows, vocab]` against `targets` `[rows]`, filling
-/// `saved` `[rows, 2]` for [`cross_entropy_backward`]. The blocks' loss sums are added in
-/// block order, so the split is by size alone.
+/// `saved` `[rows, 2]` for [`cross_entropy_backward`]. The blocks' loss sums (in `sums`,
+/// [`cross_entropy_blocks`] long, the caller's scratch) are added in block order, so the
+/// split is by size alone.
 pub(crate) fn cross_entropy(
     kernels: &FastKernels,
     par: &Parallel,
     saved: &mut [f32],
+    sums: &mut [f64],
     logits: &[f32],
     targets: &[u32],
     vocab: usize,
@@ -376,7 +383,7 @@ pub(crate) fn cross_entropy(
     let rows = targets.len();
     assert!(saved.len() == 2 * rows && logits.len() == rows * vocab);
     let block = cross_entropy::ROWS_PER_PIECE;
-    let sums = par.map_chunks_mut(saved, 2 * block, |i, saved| {
+    par.map_chunks_mut_into(saved, 2 * block, sums, |i, saved| {
         let (r0, n) = (i * block, saved.len() / 2);
         let rows = cross_entropy::Rows {
             logits: &logits[r0 * vocab..][..n * vocab],

@@ -59,11 +59,17 @@ pub(crate) fn sum_rows(par: &Parallel, out: &mut [f32], x: &[f32], rows: usize, 
     column_sums(par, out, rows, |r, j| x[r * cols + j] as f64);
 }
 
-pub(crate) fn sum_squares(par: &Parallel, x: &[f32]) -> f32 {
-    let pieces = x.len().div_ceil(SUM_CHUNK);
-    let partial = par.map(pieces, |i| {
+/// The partial sums [`sum_squares`] needs for `len` values.
+pub(crate) fn sum_squares_pieces(len: usize) -> usize {
+    len.div_ceil(SUM_CHUNK)
+}
+
+/// `partial`: scratch, [`sum_squares_pieces`] long (the caller's, so a step allocates nothing).
+pub(crate) fn sum_squares(par: &Parallel, x: &[f32], partial: &mut [f64]) -> f32 {
+    assert_eq!(partial.len(), sum_squares_pieces(x.len()), "sum_squares: one partial per piece");
+    par.chunks_mut(partial, 1, |i, partial| {
         let end = ((i + 1) * SUM_CHUNK).min(x.len());
-        x[i * SUM_CHUNK..end].iter().map(|&v| v as f64 * v as f64).sum::<f64>()
+        partial[0] = x[i * SUM_CHUNK..end].iter().map(|&v| v as f64 * v as f64).sum::<f64>();
     });
     partial.iter().sum::<f64>() as f32
 }

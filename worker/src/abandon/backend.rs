@@ -61,6 +61,13 @@ impl<B: Backend> Backend for Abandonable<B> {
     fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>> {
         self.inner.read(src)
     }
+    fn read_into(
+        &self,
+        src: &Self::Storage,
+        dst: &mut [f32],
+    ) -> impl Future<Output = Result<(), TensorError>> {
+        self.inner.read_into(src, dst)
+    }
     fn copy(
         &self,
         src: &Self::Storage,

@@ -14,7 +14,7 @@ pub async fn zeros<B: Backend>(backend: &B) {
     }
 }
 
-/// `read(upload(x)).await` returns `x` bit for bit, special values included (NaN only needs to
+/// `read(upload(x)).await` returns `x` bit for bit, and `read_into` writes it, special values included (NaN only needs to
 /// stay a NaN).
 pub async fn upload_read_round_trip<B: Backend>(backend: &B) {
     let special = [
@@ -35,11 +35,19 @@ pub async fn upload_read_round_trip<B: Backend>(backend: &B) {
         let mut data = normal(&mut rng, len, 1.0);
         let n = len.min(special.len());
         data[..n].copy_from_slice(&special[..n]);
-        let back = read(backend, &backend.upload(&data), "upload/read").await;
+        let buffer = backend.upload(&data);
+        let back = read(backend, &buffer, "upload/read").await;
         assert_eq!(back.len(), len, "upload/read of {len} values gave {}", back.len());
-        for (i, (&got, &want)) in back.iter().zip(&data).enumerate() {
-            let same = if want.is_nan() { got.is_nan() } else { got.to_bits() == want.to_bits() };
-            assert!(same, "upload/read of {len} values: [{i}] was {want:e}, read back {got:e}");
+        let mut into = vec![0.5; len];
+        backend
+            .read_into(&buffer, &mut into)
+            .await
+            .unwrap_or_else(|e| panic!("read_into of {len} values: {e}"));
+        for (how, back) in [("upload/read", &back), ("upload/read_into", &into)] {
+            for (i, (&got, &want)) in back.iter().zip(&data).enumerate() {
+                let same = if want.is_nan() { got.is_nan() } else { got.to_bits() == want.to_bits() };
+                assert!(same, "{how} of {len} values: [{i}] was {want:e}, read back {got:e}");
+            }
         }
     }
 }
