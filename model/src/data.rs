@@ -35,7 +35,7 @@ pub struct Dataset {
 }
 
 /// Inputs and next-token targets, `[batch, seq]` each, row-major.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Batch {
     /// Token ids, `[batch, seq]` row-major.
     pub inputs: Vec<u32>,
@@ -106,16 +106,30 @@ impl Dataset {
 
     /// Draws `batch` windows of `seq` tokens from `split` (see the module docs for the rule).
     pub fn batch(&self, split: Split, batch: usize, seq: usize, rng: &mut Rng) -> Batch {
+        let mut out = Batch {
+            inputs: Vec::with_capacity(batch * seq),
+            targets: Vec::with_capacity(batch * seq),
+            batch,
+            seq,
+        };
+        self.batch_into(split, batch, seq, rng, &mut out);
+        out
+    }
+
+    /// [`Dataset::batch`] into `out`, reusing its lists (a training loop's steady step
+    /// allocates nothing).
+    pub fn batch_into(&self, split: Split, batch: usize, seq: usize, rng: &mut Rng, out: &mut Batch) {
         let t = self.split(split);
         assert!(t.len() > seq, "split shorter than the context (checked in Dataset::new)");
-        let mut inputs = Vec::with_capacity(batch * seq);
-        let mut targets = Vec::with_capacity(batch * seq);
+        let Batch { inputs, targets, .. } = out;
+        inputs.clear();
+        targets.clear();
         for _ in 0..batch {
             let i = rng.below((t.len() - seq) as u64) as usize;
             inputs.extend(t[i..i + seq].iter().map(|&b| b as u32));
             targets.extend(t[i + 1..i + seq + 1].iter().map(|&b| b as u32));
         }
-        Batch { inputs, targets, batch, seq }
+        (out.batch, out.seq) = (batch, seq);
     }
 }
 

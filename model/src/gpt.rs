@@ -1,5 +1,7 @@
 //! The forward pass. Shapes: B = batch, T = sequence, C = d_model, F = d_mlp, V = 256.
 
+use std::cell::RefCell;
+
 use tinygpt_autograd::{Tape, Var};
 use tinygpt_tensor::{Backend, Indices, Rng};
 
@@ -110,15 +112,18 @@ impl<B: Backend> Gpt<B> {
         seq: usize,
         draw: Option<DropoutDraw>,
     ) -> Forward<B> {
-        let params: Vec<Var<B>> = self
-            .params
-            .tensors()
-            .iter()
-            .zip(&self.trainable)
-            .map(|(t, &train)| tape.leaf(t, train))
-            .collect();
+        let mut params = Vec::with_capacity(self.params.len());
+        self.leaves_into(tape, &mut params);
         let logits = self.forward_with_dropout(tape, &params, tokens, batch, seq, draw);
         Forward { logits, params }
+    }
+
+    /// Puts the parameters on `tape` as leaves (frozen ones without gradient), in canonical
+    /// order, into `vars` (emptied first): [`Gpt::forward_dropout`]'s vars, in a list a
+    /// training loop keeps from step to step.
+    pub fn leaves_into(&self, tape: &Tape<B>, vars: &mut Vec<Var<B>>) {
+        vars.clear();
+        vars.extend(self.params.tensors().iter().zip(&self.trainable).map(|(t, &train)| tape.leaf(t, train)));
     }
 
     /// The forward pass over caller-provided parameter vars (canonical order), e.g. weights
@@ -172,8 +177,7 @@ impl<B: Backend> Gpt<B> {
         let parts = &self.parts;
 
         // Embeddings: x[b, t] = wte[token] + wpe[t]  → [B, T, C].
-        let positions: Vec<u32> = (0..batch).flat_map(|_| 0..seq as u32).collect();
-        let positions = Indices::new(backend, &positions);
+        let positions = positions(backend, batch, seq);
         let tok = tape.embedding(&params[parts.token_embedding], tokens);
         let pos = tape.embedding(&params[parts.position_embedding], &positions);
         let mut x = tape.reshape(&tape.add(&tok, &pos), &[batch, seq, c.d_model]);
@@ -238,6 +242,20 @@ impl<B: Backend> Gpt<B> {
         let loss = tape.cross_entropy(&fwd.logits, targets);
         (loss, fwd)
     }
+}
+
+thread_local! {
+    /// [`positions`]' list, kept: a steady training step allocates nothing.
+    static POSITIONS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The position of every token of a `[batch, seq]` batch: `0..seq` once per row.
+fn positions<B: Backend>(backend: &B, batch: usize, seq: usize) -> Indices<B> {
+    POSITIONS.with_borrow_mut(|list| {
+        list.clear();
+        list.extend((0..batch).flat_map(|_| 0..seq as u32));
+        Indices::new(backend, list)
+    })
 }
 
 /// One block's parameter vars on a tape, and the adapter terms for its linears.
