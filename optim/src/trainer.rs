@@ -15,7 +15,7 @@
 //! holds moments for the trained set only; frozen tensors go on the tape without gradient,
 //! so they get neither gradient buffers nor moments, and stay bit-identical.
 
-use tinygpt_autograd::{Tape, Var};
+use tinygpt_autograd::{Gradients, Tape, Var};
 use tinygpt_model::{
     Batch, Dataset, DropoutDraw, Forward, Gpt, Lora, ModelConfig, ModelError, Params, Split,
 };
@@ -97,7 +97,9 @@ impl<B: Backend> StepLoss<B> {
     async fn read(&self) -> Result<LossPoint, TrainError> {
         let mut weighted = 0.0f64;
         for (loss, rows) in &self.parts {
-            weighted += loss.read().await?[0] as f64 * *rows as f64;
+            let mut value = [0.0];
+            loss.read_into(&mut value).await?;
+            weighted += value[0] as f64 * *rows as f64;
         }
         let train_loss = (weighted / self.batch as f64) as f32;
         if !train_loss.is_finite() {
@@ -124,7 +126,47 @@ pub struct Trainer<B: Backend> {
     /// Losses of finished steps not read back yet, oldest first (see
     /// [`Trainer::step_part_deferred`]); they join `history` when read.
     unread: Vec<StepLoss<B>>,
+    /// Set by [`Trainer::model_mut`], which may freeze or unfreeze parameters: the
+    /// optimizer's groups are checked against the model before the next update.
+    regroup_due: bool,
+    /// What each step leaves for the next, so a steady step allocates nothing.
+    scratch: StepScratch<B>,
 }
+
+/// What a step keeps for the next one, so that a steady-state step allocates nothing
+/// (`tests/allocations.rs`): the tape and its gradients, the lists a step fills, and the
+/// emptied lists of steps already finished.
+#[derive(Debug)]
+struct StepScratch<B: Backend> {
+    /// Reset after each part's backward pass (which frees the activations).
+    tape: Tape<B>,
+    grads: Gradients<B>,
+    /// The trained set's vars on `tape`, in canonical order.
+    params: Vec<Var<B>>,
+    /// A finished step's batch, for the next step to draw into.
+    batch: Batch,
+    /// A finished step's per-parameter gradient list, emptied.
+    step_grads: Vec<Option<Tensor<B>>>,
+    /// Read steps' lists of part losses, emptied.
+    losses: Vec<Vec<(Tensor<B>, usize)>>,
+}
+
+impl<B: Backend> Default for StepScratch<B> {
+    fn default() -> Self {
+        StepScratch {
+            tape: Tape::new(),
+            grads: Gradients::new(),
+            params: Vec::new(),
+            batch: Batch::default(),
+            step_grads: Vec::new(),
+            losses: Vec::new(),
+        }
+    }
+}
+
+/// The most loss points [`Trainer`] reserves room for up front (a run's `max_steps`, up to
+/// this): pushing a step's point then never reallocates mid-run in all but the longest runs.
+const HISTORY_RESERVE: usize = 1 << 16;
 
 /// A step taken in row parts, between parts: its batch, and the gradients and losses of
 /// the rows done so far.
@@ -172,6 +214,35 @@ fn trained_tensors<'a, B: Backend>(
     match adapter {
         Some((lora, _)) => lora.tensors(),
         None => model.params().tensors(),
+    }
+}
+
+/// The loss of the model (with the adapter, if any), the trained set's vars put in `params`
+/// (emptied first; a list the trainer keeps from step to step).
+#[allow(clippy::too_many_arguments)]
+fn set_loss_into<B: Backend>(
+    model: &Gpt<B>,
+    adapter: &Option<(Lora<B>, GroupOptions)>,
+    tape: &Tape<B>,
+    inputs: &Indices<B>,
+    targets: &Indices<B>,
+    batch: usize,
+    seq: usize,
+    draw: Option<DropoutDraw>,
+    params: &mut Vec<Var<B>>,
+) -> Var<B> {
+    match adapter {
+        Some((lora, _)) => {
+            let (loss, fwd) = lora.loss(model, tape, inputs, targets, batch, seq, draw);
+            *params = fwd.params;
+            loss
+        }
+        // `Gpt::loss_dropout`, with the parameters' vars in the kept list.
+        None => {
+            model.leaves_into(tape, params);
+            let logits = model.forward_with_dropout(tape, params, inputs, batch, seq, draw);
+            tape.cross_entropy(&logits, targets)
+        }
     }
 }
 
@@ -224,7 +295,10 @@ impl<B: Backend> Trainer<B> {
             history: Vec::new(),
             partial: None,
             unread: Vec::new(),
-        })
+            regroup_due: false,
+            scratch: StepScratch::default(),
+        }
+        .with_history_reserved())
     }
 
     /// A run continued from saved state; continuing gives the very same steps as never stopping.
@@ -275,7 +349,10 @@ impl<B: Backend> Trainer<B> {
             history: state.history,
             partial: None,
             unread: Vec::new(),
-        })
+            regroup_due: false,
+            scratch: StepScratch::default(),
+        }
+        .with_history_reserved())
     }
 
     /// A fresh adapter run: trains `adapter` only, in one parameter group `"lora"` with
@@ -339,7 +416,10 @@ impl<B: Backend> Trainer<B> {
             history: state.history,
             partial: None,
             unread: Vec::new(),
-        })
+            regroup_due: false,
+            scratch: StepScratch::default(),
+        }
+        .with_history_reserved())
     }
 
     /// The adapter this run trains (None: the run trains the base model).
@@ -389,6 +469,7 @@ impl<B: Backend> Trainer<B> {
     /// Mutable access, e.g. to freeze parameters; the optimizer's groups follow at the
     /// next step (see [`AdamW::regroup`]).
     pub fn model_mut(&mut self) -> &mut Gpt<B> {
+        self.regroup_due = true;
         &mut self.model
     }
 
@@ -405,6 +486,18 @@ impl<B: Backend> Trainer<B> {
     /// Changes the step budget (e.g. `--steps` on resume); other fields are fixed for a run.
     pub fn set_max_steps(&mut self, max_steps: usize) {
         self.config.max_steps = max_steps;
+        self.reserve_history();
+    }
+
+    /// Room in the history for the run's steps (see [`HISTORY_RESERVE`]).
+    fn reserve_history(&mut self) {
+        let left = self.config.max_steps.saturating_sub(self.history.len());
+        self.history.reserve(left.min(HISTORY_RESERVE));
+    }
+
+    fn with_history_reserved(mut self) -> Self {
+        self.reserve_history();
+        self
     }
 
     /// The data.
@@ -484,8 +577,8 @@ impl<B: Backend> Trainer<B> {
     /// the step) but not changed.
     pub async fn step_part_async(&mut self, rows: usize) -> Result<Option<StepReport>, TrainError> {
         let Some(done) = self.step_part_deferred(rows) else { return Ok(None) };
-        let points = self.read_losses().await?;
-        let train_loss = points.last().expect("the step just taken is unread").train_loss;
+        self.read_unread().await?;
+        let train_loss = self.history.last().expect("the step just taken was unread").train_loss;
         let StepDone { step, lr, tokens, eval_due } = done;
         Ok(Some(StepReport { step, train_loss, lr, tokens, eval_due }))
     }
@@ -513,12 +606,16 @@ impl<B: Backend> Trainer<B> {
     pub fn step_part_unless(&mut self, rows: usize, give_up: impl FnOnce() -> bool) -> Part<StepDone> {
         let (batch, seq) = (self.config.batch_size, self.model.config().context_length);
         let backend = self.model.params().tensors()[0].backend().clone();
+        let scratch = &mut self.scratch;
         let partial = match &mut self.partial {
             Some(partial) => partial,
             empty => {
                 let mut rng = self.rng.clone();
-                let data = self.dataset.batch(Split::Train, batch, seq, &mut rng);
-                empty.insert(PartialStep { data, rng, rows_done: 0, grads: Vec::new(), losses: Vec::new() })
+                let mut data = std::mem::take(&mut scratch.batch);
+                self.dataset.batch_into(Split::Train, batch, seq, &mut rng, &mut data);
+                let (grads, losses) =
+                    (std::mem::take(&mut scratch.step_grads), scratch.losses.pop().unwrap_or_default());
+                empty.insert(PartialStep { data, rng, rows_done: 0, grads, losses })
             }
         };
         let rows = rows.clamp(1, batch - partial.rows_done);
@@ -526,7 +623,7 @@ impl<B: Backend> Trainer<B> {
         let inputs = Indices::new(&backend, &partial.data.inputs[tokens.clone()]);
         let targets = Indices::new(&backend, &partial.data.targets[tokens]);
 
-        let tape = Tape::new();
+        let tape = &scratch.tape;
         // Dropout masks are a function of (seed, step, site, element): a resumed run and a
         // step cut into parts draw what the uninterrupted, uncut step draws.
         let draw = DropoutDraw {
@@ -534,39 +631,50 @@ impl<B: Backend> Trainer<B> {
             step: self.progress.step as u64,
             first_row: partial.rows_done,
         };
-        let (loss, fwd) =
-            set_loss(&self.model, &self.adapter, &tape, &inputs, &targets, rows, seq, Some(draw));
-        // d(batch mean)/d(part mean) = rows / batch: exactly 1 for a whole-batch part.
-        let scale = vec![rows as f32 / batch as f32; loss.value().numel()];
+        let params = &mut scratch.params;
+        let loss =
+            set_loss_into(&self.model, &self.adapter, tape, &inputs, &targets, rows, seq, Some(draw), params);
+        // d(batch mean)/d(part mean) = rows / batch: exactly 1 for a whole-batch part (the
+        // mean loss is one value).
+        let scale = [rows as f32 / batch as f32];
         let seed = Tensor::from_slice(&backend, &scale, loss.value().shape().clone());
-        let mut grads = tape.backward_from(&loss, seed);
-        let part_grads: Vec<_> = fwd.params.iter().map(|p| grads.take(p)).collect();
-        drop(tape);
+        let grads = &mut scratch.grads;
+        tape.backward_into(&loss, seed, grads);
+        tape.reset();
         if give_up() {
+            grads.clear();
+            params.clear();
             return Part::GivenUp;
         }
         if partial.grads.is_empty() {
-            partial.grads = part_grads;
+            partial.grads.extend(params.iter().map(|p| grads.take(p)));
         } else {
-            for (sum, g) in partial.grads.iter_mut().zip(part_grads) {
-                if let (Some(sum), Some(g)) = (sum.as_mut(), g) {
+            for (sum, p) in partial.grads.iter_mut().zip(params.iter()) {
+                if let (Some(sum), Some(g)) = (sum.as_mut(), grads.take(p)) {
                     *sum = sum.add(&g);
                 }
             }
         }
+        grads.clear();
+        params.clear();
         partial.losses.push((loss.value().clone(), rows));
         partial.rows_done += rows;
         if partial.rows_done < batch {
             return Part::MoreRows;
         }
 
-        let PartialStep { rng, grads, losses, .. } = self.partial.take().expect("the step in progress");
+        let PartialStep { data, rng, mut grads, losses, .. } =
+            self.partial.take().expect("the step in progress");
         let lr = learning_rate(&self.config, self.progress.step);
-        let groups = self.groups();
-        if !self.optimizer.groups().eq(&groups) {
-            self.optimizer.regroup(trained_tensors(&self.model, &self.adapter), groups);
+        if std::mem::take(&mut self.regroup_due) {
+            let groups = self.groups();
+            if !self.optimizer.groups().eq(&groups) {
+                self.optimizer.regroup(trained_tensors(&self.model, &self.adapter), groups);
+            }
         }
         self.optimizer.update(trained_tensors(&self.model, &self.adapter), &grads, lr, &self.config);
+        grads.clear();
+        (self.scratch.batch, self.scratch.step_grads) = (data, grads);
 
         self.rng = rng;
         self.progress.step += 1;
@@ -584,13 +692,22 @@ impl<B: Backend> Trainer<B> {
     /// them to the history and returns them. A loss that is not finite ends the read with
     /// [`TrainError::Diverged`]; it and the ones after it are dropped.
     pub async fn read_losses(&mut self) -> Result<Vec<LossPoint>, TrainError> {
-        let mut points = Vec::with_capacity(self.unread.len());
-        for loss in std::mem::take(&mut self.unread) {
-            let point = loss.read().await?;
-            self.history.push(point.clone());
-            points.push(point);
+        let from = self.history.len();
+        self.read_unread().await?;
+        Ok(self.history[from..].to_vec())
+    }
+
+    /// [`Trainer::read_losses`] into the history only, keeping the emptied lists for the
+    /// steps to come.
+    async fn read_unread(&mut self) -> Result<(), TrainError> {
+        let mut unread = std::mem::take(&mut self.unread);
+        for mut loss in unread.drain(..) {
+            self.history.push(loss.read().await?);
+            loss.parts.clear();
+            self.scratch.losses.push(loss.parts);
         }
-        Ok(points)
+        self.unread = unread;
+        Ok(())
     }
 
     /// Steps whose loss has not been read back yet.
