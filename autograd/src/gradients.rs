@@ -34,9 +34,14 @@ impl<B: Backend> Gradients<B> {
         self.slots.get_mut(var.id).and_then(Option::take)
     }
 
+    /// Drops every gradient, keeping the allocation for the next backward pass.
+    pub fn clear(&mut self) {
+        self.slots.clear();
+    }
+
     /// Empties every slot and makes one for each of `vars` vars, keeping the allocation.
     pub(crate) fn reset(&mut self, vars: usize) {
-        self.slots.clear();
+        self.clear();
         self.slots.resize_with(vars, || None);
     }
 
