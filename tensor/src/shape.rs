@@ -1,32 +1,33 @@
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
-/// The most dimensions a [`Shape`] holds. The model's tensors have at most three
-/// (`[batch, time, channels]`); the rest is headroom.
-pub const MAX_RANK: usize = 6;
-
 /// A row-major shape. The last dimension is contiguous.
 ///
 /// Held inline, not on the heap: every op makes a shape for its output, and a steady-state
 /// training step allocates nothing (`optim/tests/allocations.rs`).
 #[derive(Clone)]
 pub struct Shape {
-    dims: [usize; MAX_RANK],
+    dims: [usize; Shape::MAX_RANK],
     rank: u8,
 }
 
 impl Shape {
+    /// The most dimensions a shape holds. The model's tensors have at most three
+    /// (`[batch, time, channels]`); the rest is headroom.
+    pub const MAX_RANK: usize = 6;
+
     /// A shape with these dimensions, outermost first.
     ///
     /// # Panics
-    /// With more than [`MAX_RANK`] dimensions.
+    /// With more than [`Shape::MAX_RANK`] dimensions.
     pub fn new(dims: &[usize]) -> Self {
         assert!(
-            dims.len() <= MAX_RANK,
-            "shape {dims:?}: rank {} exceeds the maximum of {MAX_RANK}",
-            dims.len()
+            dims.len() <= Self::MAX_RANK,
+            "shape {dims:?}: rank {} exceeds the maximum of {}",
+            dims.len(),
+            Self::MAX_RANK
         );
-        let mut inline = [0; MAX_RANK];
+        let mut inline = [0; Self::MAX_RANK];
         inline[..dims.len()].copy_from_slice(dims);
         Shape { dims: inline, rank: dims.len() as u8 }
     }
