@@ -39,6 +39,7 @@ use tinygpt_tensor::{AttentionDims, DropoutMask};
 use crate::fast::math::{exp, BLOCK};
 pub(crate) use crate::fast::shared_out::SharedOut;
 use crate::fast::simd::Simd;
+use crate::fast::transpose::transpose4x4;
 
 /// The forward pass of one (batch, head) pair `bh`.
 pub(crate) struct HeadForward<'a> {
@@ -173,11 +174,7 @@ impl Head {
         assert!(dst.len() >= self.hd * self.padded && src.len() >= self.at(self.seq - 1) + self.hd);
         let (dst, src) = (dst.as_mut_ptr(), src[self.base..].as_ptr());
         let (ld_src, ld_dst) = (self.channels, self.padded);
-        #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
         let (rows4, cols4) = (self.seq / 4 * 4, self.hd / 4 * 4);
-        #[cfg(not(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128"))))]
-        let (rows4, cols4) = (0, 0);
-        #[cfg(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128")))]
         for u in (0..rows4).step_by(4) {
             for d in (0..cols4).step_by(4) {
                 // SAFETY: rows `u..u + 4 <= seq` and columns `d..d + 4 <= hd` lie in `src`
@@ -209,42 +206,6 @@ impl Head {
             }
         }
     }
-}
-
-/// The 4 × 4 block at `src` (rows `ld_src` apart), transposed, at `dst` (rows `ld_dst` apart).
-///
-/// # Safety
-/// Both blocks lie in their buffers. SSE is part of every x86-64.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn transpose4x4(dst: *mut f32, ld_dst: usize, src: *const f32, ld_src: usize) {
-    use std::arch::x86_64::*;
-    let row = |i: usize| _mm_loadu_ps(src.add(i * ld_src));
-    let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
-    let (lo01, lo23) = (_mm_unpacklo_ps(r0, r1), _mm_unpacklo_ps(r2, r3));
-    let (hi01, hi23) = (_mm_unpackhi_ps(r0, r1), _mm_unpackhi_ps(r2, r3));
-    _mm_storeu_ps(dst, _mm_movelh_ps(lo01, lo23));
-    _mm_storeu_ps(dst.add(ld_dst), _mm_movehl_ps(lo23, lo01));
-    _mm_storeu_ps(dst.add(2 * ld_dst), _mm_movelh_ps(hi01, hi23));
-    _mm_storeu_ps(dst.add(3 * ld_dst), _mm_movehl_ps(hi23, hi01));
-}
-
-/// [`transpose4x4`] in `simd128` shuffles.
-///
-/// # Safety
-/// Both blocks lie in their buffers; the build has `simd128` (the cfg says so).
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-#[inline(always)]
-unsafe fn transpose4x4(dst: *mut f32, ld_dst: usize, src: *const f32, ld_src: usize) {
-    use std::arch::wasm32::*;
-    let row = |i: usize| v128_load(src.add(i * ld_src).cast());
-    let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
-    let (lo01, lo23) = (i32x4_shuffle::<0, 4, 1, 5>(r0, r1), i32x4_shuffle::<0, 4, 1, 5>(r2, r3));
-    let (hi01, hi23) = (i32x4_shuffle::<2, 6, 3, 7>(r0, r1), i32x4_shuffle::<2, 6, 3, 7>(r2, r3));
-    v128_store(dst.cast(), i64x2_shuffle::<0, 2>(lo01, lo23));
-    v128_store(dst.add(ld_dst).cast(), i64x2_shuffle::<1, 3>(lo01, lo23));
-    v128_store(dst.add(2 * ld_dst).cast(), i64x2_shuffle::<0, 2>(hi01, hi23));
-    v128_store(dst.add(3 * ld_dst).cast(), i64x2_shuffle::<1, 3>(hi01, hi23));
 }
 
 /// `out[r][j] = Σ_p a[r][p] · b[p][j]` for `r < R`, `p < depth`, `j < cols`, the sum in

@@ -31,6 +31,7 @@ use std::ops::Range;
 use tinygpt_tensor::MatmulDims;
 
 use crate::fast::simd::Simd;
+use crate::fast::transpose::transpose4x4;
 use crate::parallel::Parallel;
 
 /// Depth of one k slice: a `KC × nr` B panel (16 KiB for AVX2, 32 KiB for AVX-512) stays
@@ -312,7 +313,33 @@ fn pack_b_panels_of<const NR: usize>(dst: &mut [f32], b: Strided<'_>, ks: Range<
     let (kc, nr) = (ks.len(), NR);
     for (panel, j0) in dst.chunks_exact_mut(kc * nr).zip(cols.clone().step_by(nr)) {
         let w = nr.min(cols.end - j0);
-        // Transposed B (a linear layer's weights): each column read contiguously.
+        // Transposed B (a linear layer's weights): each column read contiguously. A whole
+        // panel moves in 4 × 4 blocks, but for its last `kc % 4` rows.
+        if w == nr {
+            let (kc4, src, ld_src) = (kc / 4 * 4, &b.data[j0 * b.col_stride + ks.start..], b.col_stride);
+            assert!(src.len() >= (nr - 1) * ld_src + kc);
+            for p in (0..kc4).step_by(4) {
+                for j in (0..nr).step_by(4) {
+                    // SAFETY: columns `j..j + 4 < nr` of op(B), values `p..p + 4 <= kc` of
+                    // each, lie in `src` (asserted above); rows `p..p + 4` and columns
+                    // `j..j + 4` of the `[kc][nr]` panel lie in `panel`.
+                    unsafe {
+                        transpose4x4(
+                            panel.as_mut_ptr().add(p * nr + j),
+                            nr,
+                            src.as_ptr().add(j * ld_src + p),
+                            ld_src,
+                        )
+                    };
+                }
+            }
+            for (p, row) in panel.chunks_exact_mut(nr).enumerate().skip(kc4) {
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x = src[j * ld_src + p];
+                }
+            }
+            continue;
+        }
         for j in 0..nr {
             if j < w {
                 let col = &b.data[(j0 + j) * b.col_stride + ks.start..][..kc];

@@ -22,6 +22,7 @@ pub(crate) mod peak;
 mod shared_out;
 mod simd;
 mod sum_rows;
+mod transpose;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm;
 #[cfg(target_arch = "x86_64")]
