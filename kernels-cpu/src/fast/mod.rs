@@ -97,10 +97,12 @@ impl LayerNormRows<'_> {
 }
 
 impl LayerNormBackwardRows<'_> {
+    /// # Safety
+    /// `S`'s instructions are available (see [`simd::Simd`]).
     #[inline(always)]
-    pub(crate) fn run(self) {
+    pub(crate) unsafe fn run<S: simd::Simd>(self) {
         let Self { dx, partial, dout, x, gamma, mean, rstd, onto } = self;
-        layernorm::backward_rows(dx, partial, dout, x, gamma, mean, rstd, onto)
+        layernorm::backward_rows::<S>(dx, partial, dout, x, gamma, mean, rstd, onto)
     }
 }
 

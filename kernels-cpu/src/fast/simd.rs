@@ -22,6 +22,11 @@ pub(crate) unsafe trait Simd: Copy {
     unsafe fn store(p: *mut f32, v: Self::V);
     /// `a · b + c`, fused (one rounding) where the ISA has FMA.
     unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// `a + b`, `a - b` and `a · b` lane by lane, each rounded once as the scalar operation
+    /// is: for sums whose order must match scalar code exactly (`layernorm.rs`).
+    unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
+    unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
     /// Scalar `a · b + c` for code the compiler vectorises (`math::exp`, GELU): fused
     /// (`f32::mul_add`, one instruction under the entry point's `fma`) where the ISA has
     /// FMA, two roundings where it has none (a libm `fmaf` call there would be slow).

@@ -46,6 +46,18 @@ unsafe impl Simd for Simd128 {
         f32x4_add(f32x4_mul(a, b), c)
     }
     #[inline(always)]
+    unsafe fn add(a: v128, b: v128) -> v128 {
+        f32x4_add(a, b)
+    }
+    #[inline(always)]
+    unsafe fn sub(a: v128, b: v128) -> v128 {
+        f32x4_sub(a, b)
+    }
+    #[inline(always)]
+    unsafe fn mul(a: v128, b: v128) -> v128 {
+        f32x4_mul(a, b)
+    }
+    #[inline(always)]
     fn fma(a: f32, b: f32, c: f32) -> f32 {
         a * b + c
     }
@@ -85,6 +97,18 @@ unsafe impl Simd for Simd128Relaxed {
     #[inline(always)]
     unsafe fn mul_add(a: v128, b: v128, c: v128) -> v128 {
         f32x4_relaxed_madd(a, b, c)
+    }
+    #[inline(always)]
+    unsafe fn add(a: v128, b: v128) -> v128 {
+        Simd128::add(a, b)
+    }
+    #[inline(always)]
+    unsafe fn sub(a: v128, b: v128) -> v128 {
+        Simd128::sub(a, b)
+    }
+    #[inline(always)]
+    unsafe fn mul(a: v128, b: v128) -> v128 {
+        Simd128::mul(a, b)
     }
     /// The scalar loops the compiler vectorises keep two roundings: relaxed SIMD has no
     /// scalar multiply-add, and its vector one would not be what the compiler emits.
@@ -130,8 +154,8 @@ unsafe fn simd128_layer_norm(rows: LayerNormRows<'_>) {
     rows.run()
 }
 
-unsafe fn simd128_layer_norm_backward(rows: LayerNormBackwardRows<'_>) {
-    rows.run()
+unsafe fn simd128_layer_norm_backward<S: Simd>(rows: LayerNormBackwardRows<'_>) {
+    rows.run::<S>()
 }
 
 unsafe fn simd128_multiply_adds<S: Simd>(iters: usize) -> f32 {
@@ -166,7 +190,7 @@ const fn kernels<S: Simd>() -> FastKernels {
         attention_backward: simd128_attention_backward::<S>,
         cached_attention: simd128_cached_attention::<S>,
         layer_norm: simd128_layer_norm,
-        layer_norm_backward: simd128_layer_norm_backward,
+        layer_norm_backward: simd128_layer_norm_backward::<S>,
         sum_rows: simd128_sum_rows,
         cross_entropy: simd128_cross_entropy::<S>,
         cross_entropy_backward: simd128_cross_entropy_backward::<S>,

@@ -42,6 +42,18 @@ unsafe impl Simd for Avx2 {
         _mm256_fmadd_ps(a, b, c)
     }
     #[inline(always)]
+    unsafe fn add(a: __m256, b: __m256) -> __m256 {
+        _mm256_add_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn sub(a: __m256, b: __m256) -> __m256 {
+        _mm256_sub_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn mul(a: __m256, b: __m256) -> __m256 {
+        _mm256_mul_ps(a, b)
+    }
+    #[inline(always)]
     fn fma(a: f32, b: f32, c: f32) -> f32 {
         a.mul_add(b, c)
     }
@@ -74,6 +86,18 @@ unsafe impl Simd for Avx512 {
     #[inline(always)]
     unsafe fn mul_add(a: __m512, b: __m512, c: __m512) -> __m512 {
         _mm512_fmadd_ps(a, b, c)
+    }
+    #[inline(always)]
+    unsafe fn add(a: __m512, b: __m512) -> __m512 {
+        _mm512_add_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn sub(a: __m512, b: __m512) -> __m512 {
+        _mm512_sub_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn mul(a: __m512, b: __m512) -> __m512 {
+        _mm512_mul_ps(a, b)
     }
     #[inline(always)]
     fn fma(a: f32, b: f32, c: f32) -> f32 {
@@ -126,7 +150,7 @@ unsafe fn avx2_layer_norm(rows: LayerNormRows<'_>) {
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_layer_norm_backward(rows: LayerNormBackwardRows<'_>) {
-    rows.run()
+    rows.run::<Avx2>()
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -199,7 +223,7 @@ unsafe fn avx512_layer_norm(rows: LayerNormRows<'_>) {
 
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512_layer_norm_backward(rows: LayerNormBackwardRows<'_>) {
-    rows.run()
+    rows.run::<Avx512>()
 }
 
 #[target_feature(enable = "avx512f")]
