@@ -350,48 +350,107 @@ fn pairwise_max(mut acc: [f32; BLOCK]) -> f32 {
     acc[0]
 }
 
-/// The softmax of the first `n` scores of `row` (a whole number of `BLOCK` strips): the
-/// scores scaled by `scale`, their max taken, `e^{s - max}` summed in `BLOCK` partial sums;
-/// `row` becomes the probabilities, exact zeros from `n` on. Returns the log-sum-exp. Whole
-/// strips and lane masks instead of an `n`-long loop: no scalar remainder per row.
+/// The softmax of a block's rows: row `r` of `probs` (rows `padded` apart, `cols` values
+/// each, a whole number of `BLOCK` strips) holds the scores of query `t0 + r`, of which the
+/// first `t0 + r + 1` are in use (causal). Each row's scores are scaled by `scale`, their
+/// max taken, `e^{s - max}` summed in `BLOCK` partial sums (lane `i % BLOCK` for value `i`)
+/// and the row becomes its probabilities, exact zeros past its last key; `lse[r]` gets its
+/// log-sum-exp. Only the first `lse.len()` rows are in use.
+///
+/// Phase by phase over the rows (all maxima, then all sums, then all normalisations), not
+/// row by row: one row's phases wait on each other (a max before its exponentials, a sum
+/// before its reciprocal and logarithm), and row by row those waits could not overlap.
+///
+/// Every pass runs over whole strips, with no test of `i < n` per lane: with that test the
+/// compiler turned the scale-and-max pass into scalar code (a row of a few strips then took
+/// longer than its share of both products). The scores past a row's last key are set to
+/// `-inf` first (what the masked pass gave them); `e^{-inf}` is taken as exactly 0 by a
+/// test on the value, which vectorises; so every value sees the same operations in the same
+/// order as with lane masks.
+///
+/// # Safety
+/// `S`'s instructions are available (see [`Simd`]).
 #[inline(always)]
-fn softmax_row<S: Simd>(row: &mut [f32], n: usize, scale: f32) -> f32 {
-    let mut maxes = [f32::NEG_INFINITY; BLOCK];
-    for (j, strip) in row.chunks_exact_mut(BLOCK).enumerate() {
-        for (i, (x, m)) in strip.iter_mut().zip(maxes.iter_mut()).enumerate() {
-            *x = if j * BLOCK + i < n { *x * scale } else { f32::NEG_INFINITY };
-            *m = if *x > *m { *x } else { *m };
+unsafe fn softmax_rows<S: Simd, const R: usize>(
+    probs: &mut [f32],
+    padded: usize,
+    cols: usize,
+    t0: usize,
+    scale: f32,
+    lse: &mut [f32],
+) {
+    let live = lse.len();
+    assert!(live <= R && cols <= padded && probs.len() >= R * padded);
+    let (mut maxes, mut sums) = ([0f32; R], [0f32; R]);
+    for (r, max) in maxes.iter_mut().enumerate().take(live) {
+        let scores = &mut probs[r * padded..][..cols];
+        scores[t0 + r + 1..].fill(f32::NEG_INFINITY);
+        *max = scaled_max::<S>(scores, scale);
+    }
+    for (r, (sum, &max)) in sums.iter_mut().zip(&maxes).enumerate().take(live) {
+        let mut partials = [0f32; BLOCK];
+        for strip in probs[r * padded..][..cols].chunks_exact_mut(BLOCK) {
+            for (x, s) in strip.iter_mut().zip(partials.iter_mut()) {
+                *x = if *x > f32::NEG_INFINITY { exp::<S>(*x - max) } else { 0.0 };
+                *s += *x;
+            }
         }
+        *sum = pairwise_sum(partials);
     }
-    let max = pairwise_max(maxes);
-    let mut sums = [0f32; BLOCK];
-    for (j, strip) in row.chunks_exact_mut(BLOCK).enumerate() {
-        for (i, (x, s)) in strip.iter_mut().zip(sums.iter_mut()).enumerate() {
-            *x = if j * BLOCK + i < n { exp::<S>(*x - max) } else { 0.0 };
-            *s += *x;
+    for (r, ((&sum, &max), lse)) in sums.iter().zip(&maxes).zip(lse.iter_mut()).enumerate() {
+        let inv = 1.0 / sum;
+        for x in probs[r * padded..][..cols].iter_mut() {
+            *x *= inv;
         }
+        *lse = max + sum.ln();
     }
-    let sum = pairwise_sum(sums);
-    let inv = 1.0 / sum;
-    for x in row.iter_mut() {
-        *x *= inv;
-    }
-    max + sum.ln()
 }
 
-/// The backward's probabilities of one row from its scores and log-sum-exp (as
-/// [`softmax_row`] made them: `e^{s·scale - lse}`, zero from `n` on), over whole strips.
+/// `row *= scale` (a whole number of `BLOCK` strips), returning the largest value: per lane
+/// in `BLOCK` partial maxima in vectors, then [`pairwise_max`]. `S::max` keeps the partial
+/// where the new value is not greater, as `if x > m { x } else { m }` does.
+///
+/// # Safety
+/// As [`softmax_rows`].
+#[inline(always)]
+unsafe fn scaled_max<S: Simd>(row: &mut [f32], scale: f32) -> f32 {
+    /// Enough vectors for `BLOCK` lanes at the narrowest ISA's 4.
+    const MAX_VECTORS: usize = BLOCK / 4;
+    let vectors = BLOCK / S::LANES;
+    assert!(vectors <= MAX_VECTORS && vectors * S::LANES == BLOCK && row.len().is_multiple_of(BLOCK));
+    let mut maxes = [S::splat(f32::NEG_INFINITY); MAX_VECTORS];
+    let (scale, x) = (S::splat(scale), row.as_mut_ptr());
+    for i0 in (0..row.len()).step_by(BLOCK) {
+        for (j, m) in maxes.iter_mut().enumerate().take(vectors) {
+            // `i0 + BLOCK <= row.len()` (asserted above).
+            let at = x.add(i0 + j * S::LANES);
+            let v = S::mul(S::load(at), scale);
+            S::store(at, v);
+            *m = S::max(v, *m);
+        }
+    }
+    let mut lanes = [f32::NEG_INFINITY; BLOCK];
+    for (j, &m) in maxes.iter().enumerate().take(vectors) {
+        S::store(lanes.as_mut_ptr().add(j * S::LANES), m);
+    }
+    pairwise_max(lanes)
+}
+
+/// The backward's probabilities of one row (a whole number of `BLOCK` strips) from its
+/// scores and log-sum-exp, as [`softmax_rows`] made them: `e^{s·scale - lse}`, zero from
+/// `n` on. Over whole strips, the scores past `n` set to `-inf` first (see there).
 #[inline(always)]
 fn probs_row<S: Simd>(row: &mut [f32], n: usize, scale: f32, lse: f32) {
-    for (j, strip) in row.chunks_exact_mut(BLOCK).enumerate() {
-        for (i, x) in strip.iter_mut().enumerate() {
-            *x = if j * BLOCK + i < n { exp::<S>(*x * scale - lse) } else { 0.0 };
-        }
+    row[n..].fill(f32::NEG_INFINITY);
+    for x in row.iter_mut() {
+        *x = if *x > f32::NEG_INFINITY { exp::<S>(*x * scale - lse) } else { 0.0 };
     }
 }
 
-/// `dS = P (dP - Σ P dP) · scale` in place of `dp` over whole strips (zero from `n` on;
-/// `p` is zero there already); the sum in `BLOCK` partial sums added pairwise.
+/// `dS = P (dP - Σ P dP) · scale` in place of `dp` (zero from `n` on; `p` is zero there
+/// already); the sum in `BLOCK` partial sums over whole strips, added pairwise. Over whole
+/// strips with no lane test (with one, the compiler made gathers and scatters), then the
+/// values past `n` set to zero.
 #[inline(always)]
 fn dscores_row(dp: &mut [f32], p: &[f32], n: usize, scale: f32) {
     let mut sums = [0f32; BLOCK];
@@ -401,11 +460,10 @@ fn dscores_row(dp: &mut [f32], p: &[f32], n: usize, scale: f32) {
         }
     }
     let weighted = pairwise_sum(sums);
-    for (j, (ps, ds)) in p.chunks_exact(BLOCK).zip(dp.chunks_exact_mut(BLOCK)).enumerate() {
-        for (i, (&p, d)) in ps.iter().zip(ds.iter_mut()).enumerate() {
-            *d = if j * BLOCK + i < n { p * (*d - weighted) * scale } else { 0.0 };
-        }
+    for (d, &p) in dp.iter_mut().zip(p) {
+        *d = p * (*d - weighted) * scale;
     }
+    dp[n..].fill(0.0);
 }
 
 /// With the dropout factor `D[u]` of `probs` element `first + u` (one mask draw each):
@@ -450,14 +508,13 @@ pub(crate) unsafe fn forward_head<S: Simd, const R: usize, const NV: usize>(job:
         let cols = keys.next_multiple_of(BLOCK);
         head.rows_into(queries, job.q, t0);
         rows_by_panel::<S, R, NV>(probs, padded, queries, width, kt, padded, hd, cols);
-        for (r, row) in probs.chunks_exact_mut(padded).enumerate() {
+        let live = R.min(seq - t0);
+        for row in probs.chunks_exact_mut(padded).skip(live) {
+            row[..cols].fill(0.0);
+        }
+        softmax_rows::<S, R>(probs, padded, cols, t0, scale, &mut lse[t0..t0 + live]);
+        for (r, row) in probs.chunks_exact_mut(padded).enumerate().take(live) {
             let t = t0 + r;
-            let row = &mut row[..cols];
-            if t >= seq {
-                row.fill(0.0);
-                continue;
-            }
-            lse[t] = softmax_row::<S>(row, t + 1, scale);
             drop_row(&mut row[..t + 1], mask, (job.bh * seq + t) * seq);
         }
         rows_by_panel::<S, R, NV>(block_out, width, probs, padded, values, width, keys, width);

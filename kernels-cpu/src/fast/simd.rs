@@ -27,6 +27,9 @@ pub(crate) unsafe trait Simd: Copy {
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
     unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
     unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+    /// `a` where `a > b`, else `b`, lane by lane: `if a > b { a } else { b }` (so `b` where
+    /// they are equal or either is NaN).
+    unsafe fn max(a: Self::V, b: Self::V) -> Self::V;
     /// Scalar `a · b + c` for code the compiler vectorises (`math::exp`, GELU): fused
     /// (`f32::mul_add`, one instruction under the entry point's `fma`) where the ISA has
     /// FMA, two roundings where it has none (a libm `fmaf` call there would be slow).

@@ -57,6 +57,11 @@ unsafe impl Simd for Simd128 {
     unsafe fn mul(a: v128, b: v128) -> v128 {
         f32x4_mul(a, b)
     }
+    /// `pmax(b, a)` is `b < a ? a : b`.
+    #[inline(always)]
+    unsafe fn max(a: v128, b: v128) -> v128 {
+        f32x4_pmax(b, a)
+    }
     #[inline(always)]
     fn fma(a: f32, b: f32, c: f32) -> f32 {
         a * b + c
@@ -109,6 +114,10 @@ unsafe impl Simd for Simd128Relaxed {
     #[inline(always)]
     unsafe fn mul(a: v128, b: v128) -> v128 {
         Simd128::mul(a, b)
+    }
+    #[inline(always)]
+    unsafe fn max(a: v128, b: v128) -> v128 {
+        Simd128::max(a, b)
     }
     /// The scalar loops the compiler vectorises keep two roundings: relaxed SIMD has no
     /// scalar multiply-add, and its vector one would not be what the compiler emits.

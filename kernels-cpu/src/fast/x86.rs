@@ -53,6 +53,11 @@ unsafe impl Simd for Avx2 {
     unsafe fn mul(a: __m256, b: __m256) -> __m256 {
         _mm256_mul_ps(a, b)
     }
+    /// `maxps` returns its second operand unless the first is greater.
+    #[inline(always)]
+    unsafe fn max(a: __m256, b: __m256) -> __m256 {
+        _mm256_max_ps(a, b)
+    }
     #[inline(always)]
     fn fma(a: f32, b: f32, c: f32) -> f32 {
         a.mul_add(b, c)
@@ -98,6 +103,11 @@ unsafe impl Simd for Avx512 {
     #[inline(always)]
     unsafe fn mul(a: __m512, b: __m512) -> __m512 {
         _mm512_mul_ps(a, b)
+    }
+    /// `maxps` returns its second operand unless the first is greater.
+    #[inline(always)]
+    unsafe fn max(a: __m512, b: __m512) -> __m512 {
+        _mm512_max_ps(a, b)
     }
     #[inline(always)]
     fn fma(a: f32, b: f32, c: f32) -> f32 {
