@@ -12,10 +12,12 @@
 //!   (`[n / nr][k][nr]`, [`Split::Rows`]), or by each piece for its own columns and k
 //!   slice ([`Split::Deep`], when k is long and B wide).
 //! - C is cut into pieces — sizes chosen by the problem, never derived from the thread
-//!   count (see [`Split`]) — that run in parallel. A piece walks k in `KC` slices, packs
-//!   its rows × `KC` block of a transposed op(A) into `mr`-row panels (L2; a row-major
-//!   op(A) is read where it lies, only a last partial panel packed), then for each
-//!   `KC × nr` panel of B (L1) runs the microkernel over its `mr`-row panels.
+//!   count (see [`Split`]) — that run in parallel. A piece walks k in `KC` slices and,
+//!   for each `KC × nr` panel of B (L1), runs the microkernel over its `mr`-row tiles of
+//!   op(A), read where they lie (row-major or transposed alike); only a last, partial tile
+//!   is packed into an `mr`-row panel, zero past the last row. (Packing a transposed A,
+//!   a weight gradient's output gradient, made those products 2–9% slower than reading it
+//!   in place, `matmul_bench`.)
 //! - Every output starts at its bias (or 0) and gets `a(i,p)·b(p,j)` added by one
 //!   multiply-add per `p`, in ascending `p`, whatever the piece or thread. The first k
 //!   slice's tiles start their registers from the bias, so C is written once per slice
@@ -461,10 +463,12 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     // Taken out of the thread-local, not borrowed in a closure: a closure would not inherit
     // this function's `#[target_feature]`s.
     let mut a_pack = PACKED_A.take();
-    // Row-major A (activations, output gradients) feeds full-height tiles unpacked: packing
-    // it meant a strided scatter of every value (`vscatterqps`, a quarter of the time of
-    // `1024x96x384:nt`), worth it only when a panel serves many B panels.
-    let direct_a = a.col_stride == 1;
+    // op(A) feeds full-height tiles where it lies. Row-major (activations, output gradients;
+    // [`RowsOfA`]): packing it meant a strided scatter of every value (`vscatterqps`, a
+    // quarter of the time of `1024x96x384:nt`), worth it only when a panel serves many B
+    // panels. Transposed (a weight gradient's output gradient; [`ColumnsOfA`]): a tile's
+    // `MR` values at each `p` lie side by side in one stored row.
+    let rows_of_a = a.col_stride == 1;
     // `pack_a` writes every value a slice reads, so the kept buffer is not zeroed first.
     at_least(&mut a_pack, rows.len().div_ceil(MR) * MR * KC.min(k));
     let mut b_pack = match b {
@@ -475,15 +479,11 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
         let kc = KC.min(k - pc);
         // `onto`, where this slice finishes the sums.
         let onto = onto.filter(|_| pc + kc == k);
-        if direct_a {
-            // Only a last, partial panel is packed (with zeros past the last row).
-            let full = rows.len() / MR * MR;
-            if full < rows.len() {
-                let dst = &mut a_pack[(full / MR) * kc * MR..];
-                pack_a::<MR>(dst, a, rows.start + full..rows.end, pc, kc);
-            }
-        } else {
-            pack_a::<MR>(&mut a_pack, a, rows.clone(), pc, kc);
+        // Only a last, partial panel is packed (with zeros past the last row).
+        let full = rows.len() / MR * MR;
+        if full < rows.len() {
+            let dst = &mut a_pack[(full / MR) * kc * MR..];
+            pack_a::<MR>(dst, a, rows.start + full..rows.end, pc, kc);
         }
         // This slice's B panels for the piece's columns, each `panel_len` after the last.
         let (b_block, panel_len) = match b {
@@ -500,13 +500,16 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
             for (ip, i0) in rows.clone().step_by(MR).enumerate() {
                 let h = MR.min(rows.end - i0);
                 let corner = c.add(i0 * n + j0);
-                // The microkernel on this tile's rows of A: read where they lie (row-major,
-                // full height; see `RowsOfA`) or from the packed panel. A macro, not a
-                // closure, which would not inherit this function's `#[target_feature]`s.
+                // The microkernel on this tile's rows of A: read where they lie (full height)
+                // or from the packed panel. A macro, not a closure, which would not inherit
+                // this function's `#[target_feature]`s.
                 macro_rules! tile {
                     ($c:expr, $ldc:expr, $start:expr, $onto:expr) => {
-                        if direct_a && h == MR {
+                        if h == MR && rows_of_a {
                             let a = RowsOfA::new(a.data.as_ptr().add(i0 * a.row_stride + pc), a.row_stride);
+                            microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start, $onto)
+                        } else if h == MR {
+                            let a = ColumnsOfA(a.data.as_ptr().add(pc * a.col_stride + i0), a.col_stride);
                             microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start, $onto)
                         } else {
                             let a = PackedA::<MR>(a_pack[ip * kc * MR..][..kc * MR].as_ptr());
@@ -597,6 +600,18 @@ impl PanelOfA for RowsOfA {
     #[inline(always)]
     unsafe fn at(self, r: usize, p: usize) -> f32 {
         *self.groups[r / 3].add((r % 3) * self.lda + p)
+    }
+}
+
+/// `MR` rows of a transposed op(A) as they lie: `a(r, p)` is stored at `p · lda + r`, so
+/// each `p` reads `MR` neighbouring values of one stored row (`lda` = the matmul's `m`).
+#[derive(Clone, Copy)]
+struct ColumnsOfA(*const f32, usize);
+
+impl PanelOfA for ColumnsOfA {
+    #[inline(always)]
+    unsafe fn at(self, r: usize, p: usize) -> f32 {
+        *self.0.add(p * self.1 + r)
     }
 }
 
