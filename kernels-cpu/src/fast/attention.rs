@@ -13,8 +13,11 @@
 //! dq_t = Σ_u dS k_u, dk_u = Σ_t dS q_t, dv_u = Σ_t (P D) dout_t.
 //!
 //! Layout of the work, per (batch, head) pair: the head's keys (and, backward, values) are
-//! copied once into `[hd][T']` panels (`T'` = T rounded up to `BLOCK`, zero keys past T) and
-//! `[T][hd']` rows (`hd'` = hd rounded up to `BLOCK`, zero columns past hd). Query rows go
+//! transposed once into `[hd][T']` panels (`T'` = T rounded up to `BLOCK`, zero keys past T).
+//! Rows of queries, keys, values and douts are read where they lie in `[B, T, C]` (and `out`
+//! and `dq` written there) when `hd` is a whole number of `BLOCK` strips, else copied into
+//! `[n][hd']` rows (`hd'` = hd rounded up to `BLOCK`, zero columns past hd; see
+//! [`Head::rows`]). Query rows go
 //! `R` at a time; a block's keys stop at its last row (causal: later key blocks are skipped)
 //! and every product is a small register-tiled matmul over [`Simd`] vectors
 //! ([`rows_by_panel`]: `R` rows × one `NV`-vector column strip in registers, so each loaded
