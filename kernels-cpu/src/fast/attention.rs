@@ -39,6 +39,7 @@ use std::cell::RefCell;
 
 use tinygpt_tensor::{AttentionDims, DropoutMask};
 
+use crate::fast::gemm::at_least;
 use crate::fast::math::{exp, BLOCK};
 pub(crate) use crate::fast::shared_out::SharedOut;
 use crate::fast::simd::Simd;
@@ -212,7 +213,8 @@ impl Head {
         if self.in_place(first, n) {
             (&src[self.at(first)..], self.channels)
         } else {
-            let copy = zeroed(copy, n * self.width);
+            // `rows_into` writes every value, padding included: no zero-fill first.
+            let copy = at_least(copy, n * self.width);
             self.rows_into(copy, src, first);
             (copy, self.width)
         }

@@ -272,7 +272,7 @@ fn deep_piece(m: usize, n: usize) -> (usize, usize) {
 /// they are never zeroed: `Vec::resize` to each call's length zero-filled the difference
 /// whenever a smaller product came between two larger ones (most calls of a training step;
 /// 4.5% of the calling thread's time in a 2-thread `small` step, `perf`).
-fn at_least(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+pub(crate) fn at_least(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
     if buf.len() < len {
         buf.resize(len, 0.0);
     }
