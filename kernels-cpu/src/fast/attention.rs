@@ -40,7 +40,7 @@ use std::cell::RefCell;
 use tinygpt_tensor::{AttentionDims, DropoutMask};
 
 use crate::fast::gemm::at_least;
-use crate::fast::math::{exp, BLOCK};
+use crate::fast::math::{block_lanes, block_vectors, exp, BLOCK, MAX_BLOCK_VECTORS};
 pub(crate) use crate::fast::shared_out::SharedOut;
 use crate::fast::simd::Simd;
 use crate::fast::transpose::transpose4x4;
@@ -448,11 +448,9 @@ unsafe fn softmax_rows<S: Simd, const R: usize>(
 /// As [`softmax_rows`].
 #[inline(always)]
 unsafe fn scaled_max<S: Simd>(row: &mut [f32], scale: f32) -> f32 {
-    /// Enough vectors for `BLOCK` lanes at the narrowest ISA's 4.
-    const MAX_VECTORS: usize = BLOCK / 4;
-    let vectors = BLOCK / S::LANES;
-    assert!(vectors <= MAX_VECTORS && vectors * S::LANES == BLOCK && row.len().is_multiple_of(BLOCK));
-    let mut maxes = [S::splat(f32::NEG_INFINITY); MAX_VECTORS];
+    let vectors = block_vectors::<S>();
+    assert!(row.len().is_multiple_of(BLOCK));
+    let mut maxes = [S::splat(f32::NEG_INFINITY); MAX_BLOCK_VECTORS];
     let (scale, x) = (S::splat(scale), row.as_mut_ptr());
     for i0 in (0..row.len()).step_by(BLOCK) {
         for (j, m) in maxes.iter_mut().enumerate().take(vectors) {
@@ -463,11 +461,7 @@ unsafe fn scaled_max<S: Simd>(row: &mut [f32], scale: f32) -> f32 {
             *m = S::max(v, *m);
         }
     }
-    let mut lanes = [f32::NEG_INFINITY; BLOCK];
-    for (j, &m) in maxes.iter().enumerate().take(vectors) {
-        S::store(lanes.as_mut_ptr().add(j * S::LANES), m);
-    }
-    pairwise_max(lanes)
+    pairwise_max(block_lanes::<S>(&maxes))
 }
 
 /// The backward's probabilities of one row (a whole number of `BLOCK` strips) from its

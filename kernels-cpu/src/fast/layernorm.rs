@@ -12,7 +12,9 @@
 //! two more passes over all rows; the caller adds the blocks' partials in block order, so
 //! the result does not depend on the thread count.
 
-use crate::fast::math::{partials_blocked, sum_blocked, BLOCK};
+use crate::fast::math::{
+    block_lanes, block_vectors, partials_blocked, sum_blocked, BLOCK, MAX_BLOCK_VECTORS,
+};
 use crate::fast::simd::Simd;
 
 /// Rows per parallel piece (and per partial `dgamma`/`dbeta`).
@@ -139,14 +141,10 @@ thread_local! {
 /// `S`'s instructions are available (see [`Simd`]).
 #[inline(always)]
 unsafe fn row_sums<S: Simd>(dout: &[f32], x: &[f32], gamma: &[f32], mu: f32, rs: f32) -> (f32, f32) {
-    /// Enough vectors for `BLOCK` partials at the narrowest ISA's 4 lanes.
-    const MAX_VECTORS: usize = BLOCK / 4;
-    let vectors = BLOCK / S::LANES;
-    assert!(vectors <= MAX_VECTORS && vectors * S::LANES == BLOCK);
+    let vectors = block_vectors::<S>();
     assert!(x.len() == dout.len() && gamma.len() == dout.len());
     let whole = dout.len() / BLOCK * BLOCK;
-    let (mut sum, mut sum_xhat) = ([0f32; BLOCK], [0f32; BLOCK]);
-    let (mut s, mut sx) = ([S::zero(); MAX_VECTORS], [S::zero(); MAX_VECTORS]);
+    let (mut s, mut sx) = ([S::zero(); MAX_BLOCK_VECTORS], [S::zero(); MAX_BLOCK_VECTORS]);
     let (mu_v, rs_v) = (S::splat(mu), S::splat(rs));
     let (d, v, g) = (dout.as_ptr(), x.as_ptr(), gamma.as_ptr());
     for i0 in (0..whole).step_by(BLOCK) {
@@ -158,10 +156,7 @@ unsafe fn row_sums<S: Simd>(dout: &[f32], x: &[f32], gamma: &[f32], mu: f32, rs:
             sx[j] = S::add(sx[j], S::mul(S::mul(dxhat, S::sub(S::load(v.add(i)), mu_v)), rs_v));
         }
     }
-    for j in 0..vectors {
-        S::store(sum.as_mut_ptr().add(j * S::LANES), s[j]);
-        S::store(sum_xhat.as_mut_ptr().add(j * S::LANES), sx[j]);
-    }
+    let (mut sum, mut sum_xhat) = (block_lanes::<S>(&s), block_lanes::<S>(&sx));
     for (l, ((&d, &v), &g)) in dout[whole..].iter().zip(&x[whole..]).zip(&gamma[whole..]).enumerate() {
         let dxhat = d * g;
         sum[l] += dxhat;

@@ -8,6 +8,31 @@ use crate::fast::simd::Simd;
 /// order of the additions is fixed by this constant alone, never by the ISA or threads.
 pub(crate) const BLOCK: usize = 16;
 
+/// Room for `BLOCK` lanes in vectors of the narrowest ISA (4 lanes): for partials kept in
+/// explicit vectors, lane `l` of them being partial `l` (see [`block_vectors`]).
+pub(crate) const MAX_BLOCK_VECTORS: usize = BLOCK / 4;
+
+/// How many `S` vectors hold `BLOCK` lanes (the first ones of a `[_; MAX_BLOCK_VECTORS]`).
+#[inline(always)]
+pub(crate) fn block_vectors<S: Simd>() -> usize {
+    let vectors = BLOCK / S::LANES;
+    assert!(vectors <= MAX_BLOCK_VECTORS && vectors * S::LANES == BLOCK);
+    vectors
+}
+
+/// The `BLOCK` lanes of the first [`block_vectors`] of `v`, in order.
+///
+/// # Safety
+/// `S`'s instructions are available (see [`Simd`]).
+#[inline(always)]
+pub(crate) unsafe fn block_lanes<S: Simd>(v: &[S::V; MAX_BLOCK_VECTORS]) -> [f32; BLOCK] {
+    let mut lanes = [0f32; BLOCK];
+    for (j, &x) in v.iter().enumerate().take(block_vectors::<S>()) {
+        S::store(lanes.as_mut_ptr().add(j * S::LANES), x);
+    }
+    lanes
+}
+
 /// `e^x` for `x` clamped to [-87, 88] (so `2^n` stays a normal f32): `x = n ln2 + r`,
 /// `|r| <= ln2/2`, `e^r` by its degree-6 Taylor polynomial in Horner form (error < 1.3e-7
 /// relative). Every multiply-add goes through `S::fma`: one FMA instruction each where the
