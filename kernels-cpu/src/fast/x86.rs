@@ -13,107 +13,94 @@ use crate::fast::gemv::{self, Columns};
 use crate::fast::simd::Simd;
 use crate::fast::{gelu, peak, sum_rows, FastKernels, LayerNormBackwardRows, LayerNormRows};
 
-#[derive(Clone, Copy)]
-pub(crate) struct Avx2;
+/// Implements [`Simd`] for `$isa` over the register `$v` of `$lanes` lanes: every method is
+/// the one intrinsic of that width (`$zero`, `$splat`, ...), which the two x86 variants name
+/// alike but for their prefix. (`maxps` returns its second operand unless the first is
+/// greater, as `Simd::max` asks.)
+macro_rules! x86_simd {
+    ($isa:ident, $v:ty, $lanes:expr, $zero:ident, $splat:ident, $load:ident, $store:ident,
+     $fmadd:ident, $add:ident, $sub:ident, $mul:ident, $max:ident) => {
+        #[derive(Clone, Copy)]
+        pub(crate) struct $isa;
 
-// SAFETY: every method is one AVX/FMA instruction; used only under `avx2,fma` below.
-unsafe impl Simd for Avx2 {
-    const LANES: usize = 8;
-    type V = __m256;
+        // SAFETY: every method is one instruction of the variant's width; used only under
+        // that variant's `#[target_feature]` entry points below.
+        unsafe impl Simd for $isa {
+            const LANES: usize = $lanes;
+            type V = $v;
 
-    #[inline(always)]
-    unsafe fn zero() -> __m256 {
-        _mm256_setzero_ps()
-    }
-    #[inline(always)]
-    unsafe fn splat(x: f32) -> __m256 {
-        _mm256_set1_ps(x)
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> __m256 {
-        _mm256_loadu_ps(p)
-    }
-    #[inline(always)]
-    unsafe fn store(p: *mut f32, v: __m256) {
-        _mm256_storeu_ps(p, v)
-    }
-    #[inline(always)]
-    unsafe fn mul_add(a: __m256, b: __m256, c: __m256) -> __m256 {
-        _mm256_fmadd_ps(a, b, c)
-    }
-    #[inline(always)]
-    unsafe fn add(a: __m256, b: __m256) -> __m256 {
-        _mm256_add_ps(a, b)
-    }
-    #[inline(always)]
-    unsafe fn sub(a: __m256, b: __m256) -> __m256 {
-        _mm256_sub_ps(a, b)
-    }
-    #[inline(always)]
-    unsafe fn mul(a: __m256, b: __m256) -> __m256 {
-        _mm256_mul_ps(a, b)
-    }
-    /// `maxps` returns its second operand unless the first is greater.
-    #[inline(always)]
-    unsafe fn max(a: __m256, b: __m256) -> __m256 {
-        _mm256_max_ps(a, b)
-    }
-    #[inline(always)]
-    fn fma(a: f32, b: f32, c: f32) -> f32 {
-        a.mul_add(b, c)
-    }
+            #[inline(always)]
+            unsafe fn zero() -> $v {
+                $zero()
+            }
+            #[inline(always)]
+            unsafe fn splat(x: f32) -> $v {
+                $splat(x)
+            }
+            #[inline(always)]
+            unsafe fn load(p: *const f32) -> $v {
+                $load(p)
+            }
+            #[inline(always)]
+            unsafe fn store(p: *mut f32, v: $v) {
+                $store(p, v)
+            }
+            #[inline(always)]
+            unsafe fn mul_add(a: $v, b: $v, c: $v) -> $v {
+                $fmadd(a, b, c)
+            }
+            #[inline(always)]
+            unsafe fn add(a: $v, b: $v) -> $v {
+                $add(a, b)
+            }
+            #[inline(always)]
+            unsafe fn sub(a: $v, b: $v) -> $v {
+                $sub(a, b)
+            }
+            #[inline(always)]
+            unsafe fn mul(a: $v, b: $v) -> $v {
+                $mul(a, b)
+            }
+            #[inline(always)]
+            unsafe fn max(a: $v, b: $v) -> $v {
+                $max(a, b)
+            }
+            #[inline(always)]
+            fn fma(a: f32, b: f32, c: f32) -> f32 {
+                a.mul_add(b, c)
+            }
+        }
+    };
 }
 
-#[derive(Clone, Copy)]
-pub(crate) struct Avx512;
-
-// SAFETY: every method is one AVX-512F instruction; used only under `avx512f` below.
-unsafe impl Simd for Avx512 {
-    const LANES: usize = 16;
-    type V = __m512;
-
-    #[inline(always)]
-    unsafe fn zero() -> __m512 {
-        _mm512_setzero_ps()
-    }
-    #[inline(always)]
-    unsafe fn splat(x: f32) -> __m512 {
-        _mm512_set1_ps(x)
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> __m512 {
-        _mm512_loadu_ps(p)
-    }
-    #[inline(always)]
-    unsafe fn store(p: *mut f32, v: __m512) {
-        _mm512_storeu_ps(p, v)
-    }
-    #[inline(always)]
-    unsafe fn mul_add(a: __m512, b: __m512, c: __m512) -> __m512 {
-        _mm512_fmadd_ps(a, b, c)
-    }
-    #[inline(always)]
-    unsafe fn add(a: __m512, b: __m512) -> __m512 {
-        _mm512_add_ps(a, b)
-    }
-    #[inline(always)]
-    unsafe fn sub(a: __m512, b: __m512) -> __m512 {
-        _mm512_sub_ps(a, b)
-    }
-    #[inline(always)]
-    unsafe fn mul(a: __m512, b: __m512) -> __m512 {
-        _mm512_mul_ps(a, b)
-    }
-    /// `maxps` returns its second operand unless the first is greater.
-    #[inline(always)]
-    unsafe fn max(a: __m512, b: __m512) -> __m512 {
-        _mm512_max_ps(a, b)
-    }
-    #[inline(always)]
-    fn fma(a: f32, b: f32, c: f32) -> f32 {
-        a.mul_add(b, c)
-    }
-}
+x86_simd!(
+    Avx2,
+    __m256,
+    8,
+    _mm256_setzero_ps,
+    _mm256_set1_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_fmadd_ps,
+    _mm256_add_ps,
+    _mm256_sub_ps,
+    _mm256_mul_ps,
+    _mm256_max_ps
+);
+x86_simd!(
+    Avx512,
+    __m512,
+    16,
+    _mm512_setzero_ps,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_fmadd_ps,
+    _mm512_add_ps,
+    _mm512_sub_ps,
+    _mm512_mul_ps,
+    _mm512_max_ps
+);
 
 /// 6 × 16: 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers.
 #[target_feature(enable = "avx2,fma")]
