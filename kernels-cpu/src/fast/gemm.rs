@@ -8,9 +8,11 @@
 //!
 //! Layout of the work:
 //! - op(B) is packed into `nr`-column panels (`[kc][nr]` each, zero past `n`), so the
-//!   microkernel reads B contiguously whatever its layout: once per call for all pieces
-//!   (`[n / nr][k][nr]`, [`Split::Rows`]), or by each piece for its own columns and k
-//!   slice ([`Split::Deep`], when k is long and B wide).
+//!   microkernel reads each `p`'s `nr` values side by side whatever B's layout: once per
+//!   call for all pieces (`[n / nr][k][nr]`, [`Split::Rows`]), or by each piece for its own
+//!   columns and k slice ([`Split::Deep`], when k is long and B wide). A row-major op(B)
+//!   with a long k and whole panels (a weight gradient's activations) already has them side
+//!   by side and is read in place ([`PanelsOfB::InPlace`]), one stored row per `p`.
 //! - C is cut into pieces — sizes chosen by the problem, never derived from the thread
 //!   count (see [`Split`]) — that run in parallel. A piece walks k in `KC` slices and,
 //!   for each `KC × nr` panel of B (L1), runs the microkernel over its `mr`-row tiles of
@@ -107,6 +109,10 @@ pub(crate) enum PanelsOfB<'a> {
     Shared(&'a [f32]),
     /// op(B) itself: the piece packs its own columns of each k slice (see [`Split::Deep`]).
     Own(Strided<'a>),
+    /// A row-major op(B) whose width is whole panels, read where it lies: each `p` of a
+    /// panel is `nr` neighbouring values of one stored row, as a packed panel's row is, one
+    /// stored row apart instead of `nr` values (see [`matmul_split`]).
+    InPlace(Strided<'a>),
 }
 
 thread_local! {
@@ -197,12 +203,22 @@ fn matmul_split(
     } else {
         Strided { data: b, row_stride: n, col_stride: 1 }
     };
+    // A row-major op(B) already holds each panel's rows as `nr` neighbouring values. For a
+    // weight gradient (k = batch × context, B its activations) packing it was a pass over
+    // all of B per call, for only m / MC row blocks to share: about 3% of a two-thread
+    // `medium` step (`perf`). A short k (dX = dY · W) packs a small B for many row blocks.
+    let in_place = b.col_stride == 1 && k > KC && n.is_multiple_of(kernel.nr);
     PACKED_B.with(|packed| {
         let mut packed = packed.borrow_mut();
         let (panels, piece_rows, piece_cols) = match split {
             Split::Deep => {
                 let (rows, cols) = deep_piece(m, n);
                 (PanelsOfB::Own(b), rows, cols)
+            }
+            Split::Rows if in_place => {
+                let nc = if m.div_ceil(MC) >= ROW_BLOCKS_FOR_WIDE { NC_WIDE } else { NC };
+                let (rows, cols) = few_rows_piece(m, n, nc, kernel.nr);
+                (PanelsOfB::InPlace(b), rows, cols)
             }
             Split::Rows => {
                 let packed = at_least(&mut packed, n.div_ceil(kernel.nr) * k * kernel.nr);
@@ -473,7 +489,7 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     at_least(&mut a_pack, rows.len().div_ceil(MR) * MR * KC.min(k));
     let mut b_pack = match b {
         PanelsOfB::Own(_) => PIECE_B.take(),
-        PanelsOfB::Shared(_) => Vec::new(),
+        PanelsOfB::Shared(_) | PanelsOfB::InPlace(_) => Vec::new(),
     };
     for pc in (0..k).step_by(KC) {
         let kc = KC.min(k - pc);
@@ -485,18 +501,21 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
             let dst = &mut a_pack[(full / MR) * kc * MR..];
             pack_a::<MR>(dst, a, rows.start + full..rows.end, pc, kc);
         }
-        // This slice's B panels for the piece's columns, each `panel_len` after the last.
-        let (b_block, panel_len) = match b {
-            PanelsOfB::Shared(packed) => (&packed[(cols.start / nr) * k * nr + pc * nr..], k * nr),
+        // This slice's B panels for the piece's columns, each `panel_len` after the last,
+        // whose rows lie `ldb` apart.
+        let (b_block, panel_len, ldb) = match b {
+            PanelsOfB::Shared(packed) => (&packed[(cols.start / nr) * k * nr + pc * nr..], k * nr, nr),
             PanelsOfB::Own(b) => {
                 let b_pack = at_least(&mut b_pack, cols.len().div_ceil(nr) * kc * nr);
                 pack_b_panels(b_pack, b, pc..pc + kc, cols.clone(), nr);
-                (&b_pack[..], kc * nr)
+                (&b_pack[..], kc * nr, nr)
             }
+            PanelsOfB::InPlace(b) => (&b.data[pc * b.row_stride + cols.start..], nr, b.row_stride),
         };
         for (jp, j0) in cols.clone().step_by(nr).enumerate() {
             let w = nr.min(cols.end - j0);
-            let b_panel = b_block[jp * panel_len..][..kc * nr].as_ptr();
+            let b_panel =
+                PanelOfB { data: b_block[jp * panel_len..][..(kc - 1) * ldb + nr].as_ptr(), ld: ldb };
             for (ip, i0) in rows.clone().step_by(MR).enumerate() {
                 let h = MR.min(rows.end - i0);
                 let corner = c.add(i0 * n + j0);
@@ -615,6 +634,14 @@ impl PanelOfA for ColumnsOfA {
     }
 }
 
+/// An `nr`-column panel of op(B): row `p`'s `nr` values at `data + p · ld` (`ld` = `nr`
+/// when packed, B's row stride when read in place).
+#[derive(Clone, Copy)]
+struct PanelOfB {
+    data: *const f32,
+    ld: usize,
+}
+
 /// Where a tile's sums start: C's values (a later k slice, or an edge tile's scratch), or,
 /// on the first slice, the bias row (`nr` values) or zero, so C needs no pass of its own to
 /// be initialised.
@@ -632,13 +659,12 @@ enum Start {
 unsafe fn microkernel<S: Simd, const MR: usize, const NV: usize>(
     kc: usize,
     a: impl PanelOfA,
-    b: *const f32,
+    b: PanelOfB,
     c: *mut f32,
     ldc: usize,
     start: Start,
     onto: Option<*const f32>,
 ) {
-    let nr = NV * S::LANES;
     let mut acc = [[S::zero(); NV]; MR];
     match start {
         Start::FromC => {
@@ -661,7 +687,7 @@ unsafe fn microkernel<S: Simd, const MR: usize, const NV: usize>(
     for p in 0..kc {
         let mut bv = [S::zero(); NV];
         for (v, x) in bv.iter_mut().enumerate() {
-            *x = S::load(b.add(p * nr + v * S::LANES));
+            *x = S::load(b.data.add(p * b.ld + v * S::LANES));
         }
         for (r, row) in acc.iter_mut().enumerate() {
             let av = S::splat(a.at(r, p));
@@ -713,8 +739,16 @@ mod tests {
         let par = Parallel::Inline;
         let mut rng = tinygpt_tensor::Rng::new(7);
         for kernel in kernels() {
-            for (m, k, n) in [(150, 67, 133), (100, 520, 300), (3, 600, 530), (250, 300, 70), (37, 1000, 45)]
-            {
+            // (70, 300, 96): a long k and whole panels, so the row split reads a row-major B
+            // in place and the deep split packs it.
+            for (m, k, n) in [
+                (150, 67, 133),
+                (100, 520, 300),
+                (3, 600, 530),
+                (250, 300, 70),
+                (37, 1000, 45),
+                (70, 300, 96),
+            ] {
                 let a: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
                 let b: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
                 let bias: Vec<f32> = (0..n).map(|_| rng.normal() as f32).collect();
@@ -754,7 +788,7 @@ mod tests {
         let par = Parallel::Inline;
         let mut rng = tinygpt_tensor::Rng::new(11);
         for kernel in kernels() {
-            for (m, k, n) in [(150, 67, 133), (100, 520, 300), (37, 1000, 45), (20, 0, 40)] {
+            for (m, k, n) in [(150, 67, 133), (100, 520, 300), (37, 1000, 45), (20, 0, 40), (70, 300, 96)] {
                 let a: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
                 let b: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
                 let onto: Vec<f32> = (0..m * n).map(|_| rng.normal() as f32).collect();
