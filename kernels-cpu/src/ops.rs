@@ -5,7 +5,7 @@ use std::future::{ready, Future};
 
 use tinygpt_tensor::{
     assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend,
-    CachedAttentionDims, CrossEntropySaved, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims,
+    CachedAttentionDims, CopyRange, CrossEntropySaved, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims,
     TensorError,
 };
 
@@ -13,8 +13,13 @@ use crate::kernels::adamw::{self, AdamWBufs};
 use crate::kernels::attention::{self, AttentionGradBufs};
 use crate::kernels::layernorm::{self, RowStats};
 use crate::kernels::{cached_attention, copy, cross_entropy, dropout, elementwise, embedding, gelu, matmul};
+use crate::spin_pool::SendPtr;
 use crate::storage::CpuBuffer;
 use crate::{fast, CpuBackend};
+
+/// The most copies one [`Backend::copy_many`] call shares between threads (the optimizer
+/// passes 32 at a time); a longer list copies in turn.
+const MAX_SPANS: usize = 64;
 
 /// Panics with the op's name when a buffer's length disagrees with the sizes passed.
 fn expect_len<T>(op: &str, what: &str, buf: &CpuBuffer<T>, len: usize) {
@@ -74,6 +79,56 @@ impl Backend for CpuBackend {
         assert_copy_in_bounds(src.len(), src_offset, dst.len(), dst_offset, len);
         let src = src.read();
         copy::copy(&mut dst.write()[dst_offset..dst_offset + len], &src[src_offset..src_offset + len]);
+    }
+
+    /// The optimizer's gather (one destination) and scatter (one source) share the copying
+    /// between the threads (`kernels/copy.rs`); other lists, and short ones, copy in turn.
+    fn copy_many(&self, copies: &[CopyRange<'_, Self::Storage>]) {
+        for c in copies {
+            assert!(!c.src.same_buffer(c.dst), "copy_many: src and dst must be different buffers");
+            assert_copy_in_bounds(c.src.len(), c.src_offset, c.dst.len(), c.dst_offset, c.len);
+        }
+        let Some(first) = copies.first() else { return };
+        let one_dst = copies.iter().all(|c| c.dst.same_buffer(first.dst));
+        let one_src = copies.iter().all(|c| c.src.same_buffer(first.src));
+        let total: usize = copies.iter().map(|c| c.len).sum();
+        if total <= copy::PIECE
+            || copies.len() > MAX_SPANS
+            || !(one_dst || one_src)
+            || self.par.threads() == 1
+        {
+            for c in copies {
+                self.copy(c.src, c.src_offset, c.dst, c.dst_offset, c.len);
+            }
+            return;
+        }
+        // On the stack, so a training step's copies allocate nothing (tests/allocations.rs).
+        let mut lens = [0; MAX_SPANS];
+        for (len, c) in lens.iter_mut().zip(copies) {
+            *len = c.len;
+        }
+        let lens = &lens[..copies.len()];
+        if one_dst {
+            // Every source is another buffer than this one (asserted above), so the parts'
+            // read locks never wait on this write lock.
+            let mut dst = first.dst.write();
+            let out = SendPtr(dst.as_mut_ptr());
+            copy::copy_many(&self.par, lens, |i, at, len| {
+                let c = &copies[i];
+                let src = c.src.read();
+                let src = &src[c.src_offset + at..][..len];
+                // SAFETY: the range lies in `dst` (asserted above) and no other copy writes
+                // it (`copy_many`'s contract), so no other part touches it meanwhile.
+                unsafe { copy::copy_raw(SendPtr(out.get().add(c.dst_offset + at)), src.as_ptr(), len) }
+            });
+        } else {
+            let src = first.src.read();
+            let src = &src[..];
+            copy::copy_many(&self.par, lens, |i, at, len| {
+                let c = &copies[i];
+                copy::copy(&mut c.dst.write()[c.dst_offset + at..][..len], &src[c.src_offset + at..][..len]);
+            });
+        }
     }
 
     fn flush(&self) -> impl Future<Output = Result<(), TensorError>> {

@@ -118,7 +118,7 @@ pub async fn copy_misuse_panics<B: Backend>(backend: &B) {
 /// them, lengths across the parallel chunk size; untouched ranges stay as they were.
 pub async fn copy_many<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0xC0_3A7);
-    let lens = [1, 384, 0, 1537, 7, 300, 20_001, 64, 2, 999, 5];
+    let lens = [1, 384, 0, 1537, 7, 300, 70_001, 64, 2, 999, 5];
     let total: usize = lens.iter().sum();
     let starts: Vec<usize> = lens.iter().scan(3, |at, &l| Some(std::mem::replace(at, *at + l + 1))).collect();
     let flat_len = starts.last().unwrap() + lens.last().unwrap() + 2;
