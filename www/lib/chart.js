@@ -3,6 +3,9 @@
 
 import uPlot from '../vendor/uplot/uPlot.esm.js';
 
+/** The fewest milliseconds between two redraws of the chart. */
+const REDRAW_MS = 250;
+
 export class LossChart {
   constructor(container) {
     this.container = container;
@@ -11,6 +14,7 @@ export class LossChart {
     this.val = [];
     this.index = new Map();
     this.pending = false;
+    this.lastDraw = -Infinity;
     this.plot = new uPlot(this.options(), [[], [], []], container);
     new ResizeObserver(() => this.resize()).observe(container);
     this.warmUp();
@@ -85,13 +89,21 @@ export class LossChart {
     return this.steps.length;
   }
 
-  /** Coalesces redraws to one per animation frame, so the main thread stays light. */
+  /**
+   * Coalesces redraws to one per animation frame and at most one per `REDRAW_MS`, so the main
+   * thread stays light and the machine's cores are left to the worker (see app.js's
+   * `PROGRESS_RENDER_MS`).
+   */
   redraw() {
     if (this.pending) return;
     this.pending = true;
-    requestAnimationFrame(() => {
-      this.pending = false;
-      this.plot.setData([this.steps, this.train, this.val]);
-    });
+    const wait = Math.max(0, this.lastDraw + REDRAW_MS - performance.now());
+    setTimeout(() => {
+      requestAnimationFrame(() => {
+        this.pending = false;
+        this.lastDraw = performance.now();
+        this.plot.setData([this.steps, this.train, this.val]);
+      });
+    }, wait);
   }
 }
