@@ -284,8 +284,9 @@ function onProgress(p) {
 /**
  * How often, at most, the page repaints the progress figures while a run reports. A step of
  * `small` reports about 30 times a second; every repaint is layout, paint and compositing on
- * the machine's cores, which the worker's threads need (in headless Chromium, where both are
- * on the CPU, the threads build ran 10-40% faster with the page's progress repaints left out).
+ * the machine's cores, which the worker's threads need (in headless Chromium on a 2-core VM,
+ * where both are on the CPU, the threads build ran 6-32% faster at `medium` with these
+ * repaints throttled; BENCHMARKS.md).
  */
 const PROGRESS_RENDER_MS = 250;
 let progressRender = null;
