@@ -210,22 +210,18 @@ fn matmul_split(
     let in_place = b.col_stride == 1 && k > KC && n.is_multiple_of(kernel.nr);
     PACKED_B.with(|packed| {
         let mut packed = packed.borrow_mut();
-        let (panels, piece_rows, piece_cols) = match split {
-            Split::Deep => {
-                let (rows, cols) = deep_piece(m, n);
-                (PanelsOfB::Own(b), rows, cols)
-            }
-            Split::Rows if in_place => {
-                let nc = if m.div_ceil(MC) >= ROW_BLOCKS_FOR_WIDE { NC_WIDE } else { NC };
-                let (rows, cols) = few_rows_piece(m, n, nc, kernel.nr);
-                (PanelsOfB::InPlace(b), rows, cols)
-            }
+        let ((piece_rows, piece_cols), panels) = match split {
+            Split::Deep => (deep_piece(m, n), PanelsOfB::Own(b)),
             Split::Rows => {
-                let packed = at_least(&mut packed, n.div_ceil(kernel.nr) * k * kernel.nr);
-                pack_b(par, packed, b, k, n, kernel.nr);
                 let nc = if m.div_ceil(MC) >= ROW_BLOCKS_FOR_WIDE { NC_WIDE } else { NC };
-                let (rows, cols) = few_rows_piece(m, n, nc, kernel.nr);
-                (PanelsOfB::Shared(&packed[..]), rows, cols)
+                let panels = if in_place {
+                    PanelsOfB::InPlace(b)
+                } else {
+                    let packed = at_least(&mut packed, n.div_ceil(kernel.nr) * k * kernel.nr);
+                    pack_b(par, packed, b, k, n, kernel.nr);
+                    PanelsOfB::Shared(&packed[..])
+                };
+                (few_rows_piece(m, n, nc, kernel.nr), panels)
             }
         };
         let out = OutPtr(c.as_mut_ptr());
