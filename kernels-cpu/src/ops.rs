@@ -117,9 +117,10 @@ impl Backend for CpuBackend {
                 let c = &copies[i];
                 let src = c.src.read();
                 let src = &src[c.src_offset + at..][..len];
-                // SAFETY: the range lies in `dst` (asserted above) and no other copy writes
-                // it (`copy_many`'s contract), so no other part touches it meanwhile.
-                unsafe { copy::copy_raw(SendPtr(out.get().add(c.dst_offset + at)), src.as_ptr(), len) }
+                // SAFETY: the range lies in `dst` (asserted above), which is another buffer than
+                // `src`, and no other copy writes it (`copy_many`'s contract), so no other part
+                // touches it meanwhile.
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out.get().add(c.dst_offset + at), len) }
             });
         } else {
             let src = first.src.read();

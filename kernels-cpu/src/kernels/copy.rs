@@ -12,7 +12,6 @@
 //! a copy has no order of operations, so any split gives the same bits.
 
 use crate::parallel::Parallel;
-use crate::spin_pool::SendPtr;
 
 /// Values per parallel piece of a [`copy_many`] (128 KiB: enough to dwarf handing it out).
 pub(crate) const PIECE: usize = 32 * 1024;
@@ -49,15 +48,6 @@ pub(crate) fn copy_many(
 ) {
     let total: usize = lens.iter().sum();
     par.map(total.div_ceil(PIECE), |piece| piece_parts(lens, piece, &copy_part));
-}
-
-/// Copies `len` values from `src` to `dst`.
-///
-/// # Safety
-/// Both ranges lie in live buffers, do not overlap, and nobody else touches `dst`'s range
-/// meanwhile.
-pub(crate) unsafe fn copy_raw(dst: SendPtr<f32>, src: *const f32, len: usize) {
-    std::ptr::copy_nonoverlapping(src, dst.get(), len);
 }
 
 #[cfg(test)]
