@@ -248,6 +248,7 @@ function onRunStarted({ run }) {
   chart.add(run.history);
   state.bestVal = null;
   noteBest(run.history);
+  renderBestLoss();
   $('resume-banner').hidden = true;
   const last = run.history[run.history.length - 1];
   $('stat-train').textContent = formatLoss(last?.trainLoss);
@@ -277,7 +278,7 @@ function onProgress(p) {
   state.maxSteps = p.maxSteps;
   state.lastProgress = p;
   chart.add(p.points);
-  noteBest(p.points, false);
+  noteBest(p.points);
   if (!progressRender) progressRender = setTimeout(renderProgress, PROGRESS_RENDER_MS);
 }
 
@@ -306,14 +307,13 @@ function renderProgress() {
   renderStep();
 }
 
-/** Keeps the run's lowest validation loss (and its step) from loss points; `render` shows it now. */
-function noteBest(points, render = true) {
+/** Keeps the run's lowest validation loss (and its step) from loss points. */
+function noteBest(points) {
   for (const p of points) {
     if (p.valLoss != null && (state.bestVal == null || p.valLoss < state.bestVal.loss)) {
       state.bestVal = { loss: p.valLoss, step: p.step };
     }
   }
-  if (render) renderBestLoss();
 }
 
 function renderBestLoss() {
