@@ -10,7 +10,7 @@ use crate::error::CpuBackendError;
 use crate::fast::FastKernels;
 use crate::parallel::Parallel;
 use crate::pool::BufferPool;
-use crate::spin_pool::SpinPool;
+use crate::spin_pool::{AwakeHold, SpinPool};
 use crate::storage::CpuBuffer;
 use crate::{KernelVariant, Kernels};
 
@@ -146,6 +146,19 @@ impl CpuBackend {
     /// The kernel variant this backend runs.
     pub fn variant(&self) -> KernelVariant {
         self.variant
+    }
+
+    /// Keeps the threads of an awake pool ([`CpuBackend::try_new_on_this_thread`],
+    /// [`CpuBackend::awake_on_global_pool`]) spinning between ops until the hold is dropped,
+    /// instead of napping and then sleeping when an op does not follow within microseconds:
+    /// for a run in progress. In a browser a nap is an atomic wait that the browser rounds
+    /// up, so an op started while the others napped waited for them. Other backends need
+    /// none, and get a hold that does nothing.
+    pub fn stay_awake(&self) -> AwakeHold {
+        match &self.par {
+            Parallel::Spin(pool) => pool.hold_awake(),
+            _ => AwakeHold::none(),
+        }
     }
 
     /// Number of threads kernels run on.

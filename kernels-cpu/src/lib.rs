@@ -28,6 +28,7 @@ mod variant;
 
 pub use backend::CpuBackend;
 pub use error::CpuBackendError;
+pub use spin_pool::AwakeHold;
 pub use storage::CpuBuffer;
 pub use variant::{KernelVariant, Kernels};
 

@@ -13,6 +13,9 @@
 //! the others claim the rest one at a time, and the call returns once every item is done.
 //! Which thread runs an item never changes what it computes (the kernels' pieces are chosen
 //! by problem size, see `parallel.rs`), so results are the same bits as on one thread.
+//!
+//! While the pool is held awake ([`SpinPool::hold_awake`]: a run in progress, whose ops come
+//! one after another) its threads only spin: none yields, naps or sleeps between ops.
 
 use std::cell::{Cell, UnsafeCell};
 use std::panic::{self, AssertUnwindSafe};
@@ -56,6 +59,8 @@ struct Shared {
     /// The first panic of the current op's items, raised by [`SpinPool::run`] afterwards.
     panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
     sleeping: AtomicUsize,
+    /// Live [`AwakeHold`]s: while any is, idle threads and a waiting caller only spin.
+    holds: AtomicUsize,
     stop: AtomicBool,
     lock: Mutex<()>,
     wake: Condvar,
@@ -67,6 +72,10 @@ unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
 
 impl Shared {
+    fn held_awake(&self) -> bool {
+        self.holds.load(Ordering::SeqCst) > 0
+    }
+
     fn has_work(&self) -> bool {
         let t = self.ticket.load(Ordering::SeqCst);
         t & INDEX_MASK < (t >> INDEX_BITS) & INDEX_MASK
@@ -94,7 +103,8 @@ impl Shared {
     }
 
     /// A started thread: runs items while there are any, spins and yields for [`AWAKE`]
-    /// after the last, then sleeps until woken.
+    /// after the last (or spins for as long as the pool is held awake), then sleeps until
+    /// woken.
     fn work(&self) {
         IN_OP.set(true);
         let mut idle_since = IdleClock::now();
@@ -112,6 +122,12 @@ impl Shared {
                 std::hint::spin_loop();
                 continue;
             }
+            if self.held_awake() {
+                // The idle time counts from the hold's end.
+                idle_rounds = 0;
+                std::hint::spin_loop();
+                continue;
+            }
             let idle = idle_since.elapsed(idle_rounds);
             if idle < SPIN {
                 std::hint::spin_loop();
@@ -121,7 +137,9 @@ impl Shared {
             } else {
                 let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
                 self.sleeping.fetch_add(1, Ordering::SeqCst);
-                if !self.has_work() && !self.stop.load(Ordering::SeqCst) {
+                // Under the lock that `hold_awake` and `run` notify under, so a hold or an op
+                // that comes now either is seen here or wakes this thread.
+                if !self.has_work() && !self.held_awake() && !self.stop.load(Ordering::SeqCst) {
                     drop(self.wake.wait(guard).unwrap_or_else(|e| e.into_inner()));
                 }
                 self.sleeping.fetch_sub(1, Ordering::SeqCst);
@@ -242,6 +260,7 @@ impl SpinPool {
             done: AtomicUsize::new(0),
             panic: Mutex::new(None),
             sleeping: AtomicUsize::new(0),
+            holds: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             lock: Mutex::new(()),
             wake: Condvar::new(),
@@ -251,6 +270,21 @@ impl SpinPool {
 
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Keeps the pool's threads spinning between ops until the hold is dropped, and a
+    /// caller waiting for another thread's last item spinning too: for a run in progress,
+    /// whose next op comes within microseconds. Not held, they yield after [`SPIN`] and
+    /// sleep after [`AWAKE`]; on wasm32 a yield is a nap, an atomic wait whose timeout the
+    /// browser rounds up, so an op could start while the others napped and wait for them.
+    /// Holds nest.
+    pub fn hold_awake(&self) -> AwakeHold {
+        self.shared.holds.fetch_add(1, Ordering::SeqCst);
+        if self.shared.sleeping.load(Ordering::SeqCst) > 0 {
+            let _guard = self.shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.wake.notify_all();
+        }
+        AwakeHold(Some(Arc::clone(&self.shared)))
     }
 
     /// Calls `f(i)` for every `i` in `0..n`, spread over the pool's threads and the calling
@@ -284,7 +318,7 @@ impl SpinPool {
         let mut rounds = 0u32;
         while shared.done.load(Ordering::Acquire) < n {
             rounds = rounds.wrapping_add(1);
-            if rounds < 1 << 12 {
+            if rounds < 1 << 12 || shared.held_awake() {
                 std::hint::spin_loop();
             } else {
                 give_way();
@@ -309,6 +343,32 @@ impl Drop for SpinPool {
         }
         for worker in self.workers.drain(..) {
             let _ = worker.join();
+        }
+    }
+}
+
+/// Keeps a CPU backend's threads spinning between ops while it lives
+/// ([`crate::CpuBackend::stay_awake`]); a backend without such threads gives one that does
+/// nothing.
+#[must_use = "the threads stay awake only while the hold lives"]
+pub struct AwakeHold(Option<Arc<Shared>>);
+
+impl AwakeHold {
+    pub(crate) fn none() -> AwakeHold {
+        AwakeHold(None)
+    }
+}
+
+impl std::fmt::Debug for AwakeHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwakeHold").finish_non_exhaustive()
+    }
+}
+
+impl Drop for AwakeHold {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.0 {
+            shared.holds.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -372,6 +432,33 @@ mod tests {
         drop(pool);
         // The global pool still runs work after the pool is gone.
         assert_eq!(rayon::join(|| 1, || 2), (1, 2));
+    }
+
+    /// Waits up to a second for `done`.
+    fn within_a_second(done: impl Fn() -> bool) -> bool {
+        let start = Instant::now();
+        while !done() && start.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        done()
+    }
+
+    #[test]
+    fn a_held_pool_keeps_its_threads_awake_and_they_sleep_once_the_hold_ends() {
+        let pool = SpinPool::new(3).unwrap();
+        let asleep = || pool.shared.sleeping.load(Ordering::SeqCst);
+        assert_eq!(pool.map(64, |i| i + 1), (1..=64).collect::<Vec<_>>());
+        assert!(within_a_second(|| asleep() == 2), "idle threads sleep after AWAKE");
+        let hold = pool.hold_awake();
+        let nested = pool.hold_awake();
+        assert!(within_a_second(|| asleep() == 0), "a hold wakes sleeping threads");
+        drop(nested);
+        std::thread::sleep(AWAKE * 5);
+        assert_eq!(asleep(), 0, "held threads never sleep");
+        assert_eq!(pool.map(64, |i| i * 2), (0..64).map(|i| i * 2).collect::<Vec<_>>());
+        drop(hold);
+        assert!(within_a_second(|| asleep() == 2), "once the last hold ends they sleep again");
+        assert_eq!(pool.map(64, |i| i + 1), (1..=64).collect::<Vec<_>>());
     }
 
     #[test]
