@@ -165,6 +165,13 @@ impl Engine {
         clock: &dyn Clock,
         interrupt: &Interrupt,
     ) -> Result<TickOutcome, WorkerError> {
+        // A tick runs ops back to back, so the CPU kernels' threads stay awake through it
+        // (between ticks, and while paused, they nap and then sleep as usual).
+        let _awake = match self {
+            Engine::Cpu(s) => Some(s.backend().inner().stay_awake()),
+            Engine::CheckedCpu(s) => Some(s.backend().inner().inner().stay_awake()),
+            Engine::Webgpu(_) => None,
+        };
         on_session!(self, s => s.tick_async(budget_ms, clock, interrupt).await)
     }
 

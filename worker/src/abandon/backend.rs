@@ -24,6 +24,10 @@ impl<B: Backend> Abandonable<B> {
         Abandonable { inner, abandon }
     }
 
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+
     /// `op` on `B`, or `skipped` (zeros of the output sizes) once the unit is being given up.
     fn run<T>(&self, skipped: impl FnOnce(&B) -> T, op: impl FnOnce(&B) -> T) -> T {
         if self.abandon.skip_op() {
