@@ -63,6 +63,9 @@ test('tiny trains in the worker: loss falls, no long task, pause/resume/stop ans
     });
     await page.click('#train');
     await waitStep(page, 150);
+    // At least six progress messages to time the gaps between (150 steps of tiny can take
+    // under half a second on the threads build).
+    await page.waitForFunction(() => window.__progressTimes.length >= 6, null, { timeout: 60_000 });
 
     // Training runs in the worker: the main thread had no task over 200 ms meanwhile, the
     // answer time the page promises for pause and stop. The page's own work per message is
