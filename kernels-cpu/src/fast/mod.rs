@@ -183,7 +183,8 @@ pub(crate) fn attention_forward(
     assert!(out.len() == len && q.len() == len && k.len() == len && v.len() == len);
     assert_eq!(lse.len(), dims.batch * dims.heads * dims.seq, "attention: lse length");
     let (out, lse) = (SharedOut(out.as_mut_ptr()), SharedOut(lse.as_mut_ptr()));
-    par.map(dims.batch * dims.heads, |bh| {
+    par.map(dims.batch * dims.heads, |i| {
+        let bh = head_of_item(i, dims);
         // SAFETY: pair `bh` writes only its head's columns of `out` and its `seq` values of
         // `lse` (both sized as asserted); `kernels` is a supported variant's.
         unsafe {
@@ -191,6 +192,13 @@ pub(crate) fn attention_forward(
             (kernels.attention)(&HeadForward { q, k, v, dims, bh, out, lse })
         }
     });
+}
+
+/// The (batch, head) pair `b · heads + h` that parallel item `i` computes: batch-major
+/// order, so items that run at the same time are usually in different batch rows and do not
+/// write neighbouring columns of the same rows of C (cache lines two threads would share).
+fn head_of_item(i: usize, dims: AttentionDims) -> usize {
+    (i % dims.batch) * dims.heads + i / dims.batch
 }
 
 /// Gradients of [`attention_forward`] from its saved `lse`, into `dq`, `dk`, `dv`
@@ -213,7 +221,8 @@ pub(crate) fn attention_backward(
     }
     assert_eq!(lse.len(), dims.batch * dims.heads * dims.seq, "attention_backward: lse length");
     let [dq, dk, dv] = [dq, dk, dv].map(|b| SharedOut(b.as_mut_ptr()));
-    par.map(dims.batch * dims.heads, |bh| {
+    par.map(dims.batch * dims.heads, |i| {
+        let bh = head_of_item(i, dims);
         let lse = &lse[bh * dims.seq..][..dims.seq];
         let job = HeadBackward { dout, q, k, v, lse, dims, bh, dq, dk, dv };
         // SAFETY: as in `attention_forward`: pair `bh` writes only its head's columns.
