@@ -56,6 +56,13 @@ const NC_WIDE: usize = 768;
 const ROW_BLOCKS_FOR_WIDE: usize = 4;
 /// Room for the largest `mr × nr` tile, for the partial tiles at the edges of C.
 const MAX_TILE: usize = 512;
+/// A transposed op(A) whose stored rows lie a multiple of this many values (2 KiB) apart is
+/// packed, not read where it lies: a tile's `KC` rows of `MR` values then fall in a few cache
+/// sets. The weight gradients with `m` = 512 and 1024 (`medium`'s and `xl`'s `fc`) ran at
+/// 0.65–0.72 of the FMA peak read in place; packed, `512x128x1536:tn` went from a median of
+/// 80 to 94 GFLOP/s on one thread and `1024x256x1024:tn` from 94 to 104. Other strides
+/// (m = 192, 256, 384, 576, 768) were level or slower packed (`matmul_bench`, BENCHMARKS.md).
+const ALIASED_STRIDE: usize = 512;
 /// Rows and columns of a [`Split::Deep`] piece: a multiple of every variant's `mr` and `nr`
 /// (and so is its half, which [`deep_piece`] takes to make at least [`DEEP_PIECES`]).
 const DEEP_SIDE: usize = 192;
@@ -481,6 +488,9 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     // panels. Transposed (a weight gradient's output gradient; [`ColumnsOfA`]): a tile's
     // `MR` values at each `p` lie side by side in one stored row.
     let rows_of_a = a.col_stride == 1;
+    // Except where those rows lie a multiple of [`ALIASED_STRIDE`] apart: then every panel
+    // is packed per k slice.
+    let pack_all = !rows_of_a && a.col_stride.is_multiple_of(ALIASED_STRIDE);
     // `pack_a` writes every value a slice reads, so the kept buffer is not zeroed first.
     at_least(&mut a_pack, rows.len().div_ceil(MR) * MR * KC.min(k));
     let mut b_pack = match b {
@@ -492,7 +502,7 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
         // `onto`, where this slice finishes the sums.
         let onto = onto.filter(|_| pc + kc == k);
         // Only a last, partial panel is packed (with zeros past the last row).
-        let full = rows.len() / MR * MR;
+        let full = if pack_all { 0 } else { rows.len() / MR * MR };
         if full < rows.len() {
             let dst = &mut a_pack[(full / MR) * kc * MR..];
             pack_a::<MR>(dst, a, rows.start + full..rows.end, pc, kc);
@@ -520,7 +530,10 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
                 // this function's `#[target_feature]`s.
                 macro_rules! tile {
                     ($c:expr, $ldc:expr, $start:expr, $onto:expr) => {
-                        if h == MR && rows_of_a {
+                        if pack_all {
+                            let a = PackedA::<MR>(a_pack[ip * kc * MR..][..kc * MR].as_ptr());
+                            microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start, $onto)
+                        } else if h == MR && rows_of_a {
                             let a = RowsOfA::new(a.data.as_ptr().add(i0 * a.row_stride + pc), a.row_stride);
                             microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start, $onto)
                         } else if h == MR {
@@ -736,7 +749,8 @@ mod tests {
         let mut rng = tinygpt_tensor::Rng::new(7);
         for kernel in kernels() {
             // (70, 300, 96): a long k and whole panels, so the row split reads a row-major B
-            // in place and the deep split packs it.
+            // in place and the deep split packs it. (512, 300, 40): a transposed A whose rows
+            // lie `ALIASED_STRIDE` apart, packed whole.
             for (m, k, n) in [
                 (150, 67, 133),
                 (100, 520, 300),
@@ -744,6 +758,7 @@ mod tests {
                 (250, 300, 70),
                 (37, 1000, 45),
                 (70, 300, 96),
+                (512, 300, 40),
             ] {
                 let a: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
                 let b: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
