@@ -61,7 +61,7 @@ const MAX_TILE: usize = 512;
 /// sets. The weight gradients with `m` = 512 and 1024 (`medium`'s and `xl`'s `fc`) ran at
 /// 0.65–0.72 of the FMA peak read in place; packed, `512x128x1536:tn` went from a median of
 /// 80 to 94 GFLOP/s on one thread and `1024x256x1024:tn` from 94 to 104. Other strides
-/// (m = 192, 256, 384, 576, 768) were level or slower packed (`matmul_bench`, BENCHMARKS.md).
+/// (m = 192, 256, 576, 768) were level or slower packed (`matmul_bench`, BENCHMARKS.md).
 const ALIASED_STRIDE: usize = 512;
 /// Rows and columns of a [`Split::Deep`] piece: a multiple of every variant's `mr` and `nr`
 /// (and so is its half, which [`deep_piece`] takes to make at least [`DEEP_PIECES`]).
