@@ -76,6 +76,14 @@ impl Shared {
         self.holds.load(Ordering::SeqCst) > 0
     }
 
+    /// Wakes the threads sleeping in [`Shared::work`], under the lock they check their
+    /// reasons to sleep under (a new op, a hold, stop), so none misses the change that the
+    /// caller made before calling this.
+    fn wake_sleepers(&self) {
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.wake.notify_all();
+    }
+
     fn has_work(&self) -> bool {
         let t = self.ticket.load(Ordering::SeqCst);
         t & INDEX_MASK < (t >> INDEX_BITS) & INDEX_MASK
@@ -281,8 +289,7 @@ impl SpinPool {
     pub fn hold_awake(&self) -> AwakeHold {
         self.shared.holds.fetch_add(1, Ordering::SeqCst);
         if self.shared.sleeping.load(Ordering::SeqCst) > 0 {
-            let _guard = self.shared.lock.lock().unwrap_or_else(|e| e.into_inner());
-            self.shared.wake.notify_all();
+            self.shared.wake_sleepers();
         }
         AwakeHold(Some(Arc::clone(&self.shared)))
     }
@@ -309,8 +316,7 @@ impl SpinPool {
         let ticket = (*generation << GEN_SHIFT) | ((n as u64) << INDEX_BITS);
         shared.ticket.store(ticket, Ordering::SeqCst);
         if shared.sleeping.load(Ordering::SeqCst) > 0 {
-            let _guard = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
-            shared.wake.notify_all();
+            shared.wake_sleepers();
         }
         IN_OP.set(true);
         while shared.run_one().is_some() {}
@@ -337,10 +343,7 @@ impl SpinPool {
 impl Drop for SpinPool {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        {
-            let _guard = self.shared.lock.lock().unwrap_or_else(|e| e.into_inner());
-            self.shared.wake.notify_all();
-        }
+        self.shared.wake_sleepers();
         for worker in self.workers.drain(..) {
             let _ = worker.join();
         }

@@ -58,10 +58,10 @@ const ROW_BLOCKS_FOR_WIDE: usize = 4;
 const MAX_TILE: usize = 512;
 /// A transposed op(A) whose stored rows lie a multiple of this many values (2 KiB) apart is
 /// packed, not read where it lies: a tile's `KC` rows of `MR` values then fall in a few cache
-/// sets. The weight gradients with `m` = 512 and 1024 (`medium`'s and `xl`'s `fc`) ran at
-/// 0.65–0.72 of the FMA peak read in place; packed, `512x128x1536:tn` went from a median of
-/// 80 to 94 GFLOP/s on one thread and `1024x256x1024:tn` from 94 to 104. Other strides
-/// (m = 192, 256, 576, 768) were level or slower packed (`matmul_bench`, BENCHMARKS.md).
+/// sets. The weight gradients with `m` = 512 and 1024 (`medium`'s and `xl`'s `fc`), packed:
+/// `512x128x1536:tn` went from a median of 80 to 94 GFLOP/s on one thread (0.70 to 0.82 of
+/// the FMA peak) and `1024x256x1024:tn` from 94 to 104. Other strides (m = 192, 256, 576,
+/// 768) were level or slower packed (`matmul_bench`, BENCHMARKS.md).
 const ALIASED_STRIDE: usize = 512;
 /// Rows and columns of a [`Split::Deep`] piece: a multiple of every variant's `mr` and `nr`
 /// (and so is its half, which [`deep_piece`] takes to make at least [`DEEP_PIECES`]).
@@ -491,6 +491,8 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
     // Except where those rows lie a multiple of [`ALIASED_STRIDE`] apart: then every panel
     // is packed per k slice.
     let pack_all = !rows_of_a && a.col_stride.is_multiple_of(ALIASED_STRIDE);
+    // How many of the piece's rows make full-height tiles read where they lie.
+    let in_place_rows = if pack_all { 0 } else { rows.len() / MR * MR };
     // `pack_a` writes every value a slice reads, so the kept buffer is not zeroed first.
     at_least(&mut a_pack, rows.len().div_ceil(MR) * MR * KC.min(k));
     let mut b_pack = match b {
@@ -501,11 +503,10 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
         let kc = KC.min(k - pc);
         // `onto`, where this slice finishes the sums.
         let onto = onto.filter(|_| pc + kc == k);
-        // Only a last, partial panel is packed (with zeros past the last row).
-        let full = if pack_all { 0 } else { rows.len() / MR * MR };
-        if full < rows.len() {
-            let dst = &mut a_pack[(full / MR) * kc * MR..];
-            pack_a::<MR>(dst, a, rows.start + full..rows.end, pc, kc);
+        // The rest is packed (a last, partial panel with zeros past the last row).
+        if in_place_rows < rows.len() {
+            let dst = &mut a_pack[(in_place_rows / MR) * kc * MR..];
+            pack_a::<MR>(dst, a, rows.start + in_place_rows..rows.end, pc, kc);
         }
         // This slice's B panels for the piece's columns, each `panel_len` after the last,
         // whose rows lie `ldb` apart.
@@ -525,18 +526,16 @@ pub(crate) unsafe fn piece<S: Simd, const MR: usize, const NV: usize>(job: &Piec
             for (ip, i0) in rows.clone().step_by(MR).enumerate() {
                 let h = MR.min(rows.end - i0);
                 let corner = c.add(i0 * n + j0);
+                let in_place = ip * MR < in_place_rows;
                 // The microkernel on this tile's rows of A: read where they lie (full height)
                 // or from the packed panel. A macro, not a closure, which would not inherit
                 // this function's `#[target_feature]`s.
                 macro_rules! tile {
                     ($c:expr, $ldc:expr, $start:expr, $onto:expr) => {
-                        if pack_all {
-                            let a = PackedA::<MR>(a_pack[ip * kc * MR..][..kc * MR].as_ptr());
-                            microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start, $onto)
-                        } else if h == MR && rows_of_a {
+                        if in_place && rows_of_a {
                             let a = RowsOfA::new(a.data.as_ptr().add(i0 * a.row_stride + pc), a.row_stride);
                             microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start, $onto)
-                        } else if h == MR {
+                        } else if in_place {
                             let a = ColumnsOfA(a.data.as_ptr().add(pc * a.col_stride + i0), a.col_stride);
                             microkernel::<S, MR, NV>(kc, a, b_panel, $c, $ldc, $start, $onto)
                         } else {

@@ -196,7 +196,8 @@ pub(crate) fn attention_forward(
 
 /// The (batch, head) pair `b · heads + h` that parallel item `i` computes: batch-major
 /// order, so items that run at the same time are usually in different batch rows and do not
-/// write neighbouring columns of the same rows of C (cache lines two threads would share).
+/// write neighbouring columns of the same rows of `out`, `dq`, `dk` and `dv` (cache lines
+/// two threads would share).
 fn head_of_item(i: usize, dims: AttentionDims) -> usize {
     (i % dims.batch) * dims.heads + i / dims.batch
 }
