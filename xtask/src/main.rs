@@ -7,7 +7,8 @@
 //! - `build-web`: both wasm builds of the worker and the page, into `dist/`.
 //! - `serve [--port 8080] [--host 127.0.0.1] [--no-build]`: builds and serves `dist/`.
 //! - `test-web [--no-build] [--filter NAME]`: the page's tests in headless Chromium.
-//! - `bench-web [--no-build] [--steps N]`: training speed of the scalar and SIMD builds in Chromium.
+//! - `bench-web [--no-build] [--steps N]`: training speed of the five wasm builds in Chromium,
+//!   each timed over at least N steps (12) and at least 4 s (`TINYGPT_BENCH_MIN_MS`).
 //! - `test`: setup, `cargo test --workspace`, the ckpt browser tests and `test-web`.
 
 mod bench;
