@@ -4,7 +4,7 @@
 //! - `bench`: native training-step benchmarks, reference vs fast CPU kernels (and PyTorch with `--pytorch PYTHON`).
 //! - `bench-gpu`: training-step and matmul benchmarks on the wgpu backend.
 //! - `setup`: installs the wasm target, wasm-bindgen-cli, Chromium and the npm packages (only what is missing).
-//! - `build-web`: both wasm builds of the worker and the page, into `dist/`.
+//! - `build-web`: the five wasm builds of the worker and the page, into `dist/`.
 //! - `serve [--port 8080] [--host 127.0.0.1] [--no-build]`: builds and serves `dist/`.
 //! - `test-web [--no-build] [--filter NAME]`: the page's tests in headless Chromium.
 //! - `bench-web [--no-build] [--steps N]`: training speed of the five wasm builds in Chromium,

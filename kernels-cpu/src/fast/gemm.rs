@@ -19,7 +19,8 @@
 //!   op(A), read where they lie (row-major or transposed alike); only a last, partial tile
 //!   is packed into an `mr`-row panel, zero past the last row. (Packing a transposed A,
 //!   a weight gradient's output gradient, made those products 2–9% slower than reading it
-//!   in place, `matmul_bench`.)
+//!   in place, `matmul_bench`, except where its stored rows lie a multiple of
+//!   [`ALIASED_STRIDE`] apart: that one is packed whole.)
 //! - Every output starts at its bias (or 0) and gets `a(i,p)·b(p,j)` added by one
 //!   multiply-add per `p`, in ascending `p`, whatever the piece or thread. The first k
 //!   slice's tiles start their registers from the bias, so C is written once per slice
