@@ -67,14 +67,14 @@ async function run(context, backend, preset, start = startFull) {
     window.tinygpt.client.on('progress', (m) => window.__progress.push([performance.now(), m.step]));
   });
   await start(page, total);
-  await page.waitForFunction((n) => window.tinygpt.state.step >= n, total, { timeout: 590_000, polling: 500 });
+  // Until `total` steps and at least MIN_MS between the first and last timed reports.
   await page.waitForFunction(
-    ([warmup, ms]) => {
+    ([n, warmup, ms]) => {
       const timed = window.__progress.filter(([, step]) => step >= warmup);
-      return timed.length > 1 && timed[timed.length - 1][0] - timed[0][0] >= ms;
+      return window.tinygpt.state.step >= n && timed.length > 1 && timed[timed.length - 1][0] - timed[0][0] >= ms;
     },
-    [WARMUP, MIN_MS],
-    { timeout: 590_000, polling: 250 },
+    [total, WARMUP, MIN_MS],
+    { timeout: 590_000, polling: 500 },
   );
   const records = await page.evaluate(() => window.__progress);
   const pauseMs = [];
