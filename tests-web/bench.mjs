@@ -10,11 +10,20 @@
 // `webgpu` among the backends Chromium starts with WebGPU on (SwiftShader headless), e.g.
 // TINYGPT_BENCH_BACKENDS=webgpu TINYGPT_BENCH_PRESETS=tiny,small,medium,large.
 //
+// TINYGPT_BENCH_ROUNDS (1) repeats every run that many times, in turn; the ratio lines take
+// each build's best run. TINYGPT_BENCH_PYTORCH (a Python that imports torch; `cargo xtask
+// bench-web --pytorch PYTHON`) runs the PyTorch twin (bench/pytorch_twin.py, on the CPU) right
+// after each CPU build's run, at its preset and thread count, and adds `pytorch_tok_per_s` and
+// `over_pytorch` to the run's line: the tab against PyTorch back to back, a ratio that holds
+// from one machine to another where tok/s alone does not.
+//
 // TINYGPT_BENCH_LORA (comma-separated LoRA presets, e.g. `qv-r4`) adds adapter training runs
 // through the LoRA panel: the bundled `medium` base (frozen) over
 // tests-web/fixtures/lora-text.rs.txt at the base's batch size, timed the same way
 // (`preset` is `lora-<preset>`; `adapter_over_full` compares with `medium` full training of
 // the same backend in this run, when PRESETS includes it).
+
+import { execFileSync } from 'node:child_process';
 
 import { BUILDS, backendOf } from '../www/lib/builds.js';
 import { WEBGPU_FLAGS, openBrowser, openPage, setField } from './harness.mjs';
@@ -28,6 +37,15 @@ const STEPS = Number(process.env.TINYGPT_BENCH_STEPS || 12);
 // and five runs in a row gave 9,877 to 12,416 tok/s.
 const MIN_MS = Number(process.env.TINYGPT_BENCH_MIN_MS || 4_000);
 const LORA = list('TINYGPT_BENCH_LORA', []);
+const ROUNDS = Number(process.env.TINYGPT_BENCH_ROUNDS || 1);
+const PYTORCH = process.env.TINYGPT_BENCH_PYTORCH;
+
+/** The PyTorch twin's tok/s at `preset` on `threads` CPU threads (its last JSON line). */
+function pytorchTokPerS(preset, threads) {
+  const args = ['bench/pytorch_twin.py', '--device', 'cpu', '--threads', String(threads), '--presets', preset, '--steps', '20'];
+  const lines = execFileSync(PYTORCH, args, { encoding: 'utf8' }).trim().split('\n');
+  return JSON.parse(lines[lines.length - 1]).tok_per_s;
+}
 
 /** Starts full training of the preset (the Training card). */
 async function startFull(page, total) {
@@ -131,17 +149,28 @@ function answerMs(page, button, type, value) {
 const browser = await openBrowser({ args: BACKENDS.includes('webgpu') ? WEBGPU_FLAGS : [] });
 try {
   const results = [];
-  for (const preset of PRESETS) {
-    for (const backend of BACKENDS) {
-      const r = await run(browser.context, backend, preset);
-      results.push(r);
-      console.log(JSON.stringify(r));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const preset of PRESETS) {
+      for (const backend of BACKENDS) {
+        const r = await run(browser.context, backend, preset);
+        if (PYTORCH && backend !== 'webgpu') {
+          r.pytorch_tok_per_s = pytorchTokPerS(preset, r.threads);
+          r.over_pytorch = +(r.tok_per_s / r.pytorch_tok_per_s).toFixed(3);
+        }
+        results.push(r);
+        console.log(JSON.stringify(r));
+      }
     }
   }
+  /** The fastest of `backend`'s runs at `preset`. */
+  const best = (preset, backend) =>
+    results
+      .filter((r) => r.preset === preset && r.backend === backend)
+      .reduce((a, r) => (a && a.tok_per_s >= r.tok_per_s ? a : r), undefined);
   for (const lora of LORA) {
     for (const backend of BACKENDS) {
       const r = await run(browser.context, backend, `lora-${lora}`, startAdapter(lora));
-      const full = results.find((f) => f.preset === 'medium' && f.backend === backend);
+      const full = best('medium', backend);
       if (full) r.adapter_over_full = +(r.tok_per_s / full.tok_per_s).toFixed(3);
       results.push(r);
       console.log(JSON.stringify(r));
@@ -149,7 +178,7 @@ try {
   }
   for (const preset of PRESETS) {
     // This preset's result for each build, by the build's name (not the table's order).
-    const of = (build) => results.find((r) => r.preset === preset && r.backend === backendOf(build));
+    const of = (build) => best(preset, backendOf(build));
     const [scalar, simd, relaxed, threads, relaxedThreads] =
       ['scalar', 'simd', 'relaxed-simd', 'simd-threads', 'relaxed-simd-threads'].map(of);
     const ratio = (a, b) => (a && b ? +(a.tok_per_s / b.tok_per_s).toFixed(3) : undefined);
@@ -161,6 +190,17 @@ try {
       relaxed_over_threads: ratio(relaxedThreads, threads),
     };
     if (Object.values(line).some((v) => typeof v === 'number')) console.log(JSON.stringify(line));
+    // Each build's runs against PyTorch: the median and the lowest of the rounds' ratios.
+    for (const backend of BACKENDS) {
+      const ratios = results
+        .filter((r) => r.preset === preset && r.backend === backend && r.over_pytorch !== undefined)
+        .map((r) => r.over_pytorch)
+        .sort((a, b) => a - b);
+      if (ratios.length === 0) continue;
+      const mid = ratios.length >> 1;
+      const median = ratios.length % 2 ? ratios[mid] : +((ratios[mid - 1] + ratios[mid]) / 2).toFixed(3);
+      console.log(JSON.stringify({ preset, backend, runs: ratios.length, over_pytorch_median: median, over_pytorch_min: ratios[0] }));
+    }
   }
 } finally {
   await browser.close();

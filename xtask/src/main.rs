@@ -7,8 +7,10 @@
 //! - `build-web`: the five wasm builds of the worker and the page, into `dist/`.
 //! - `serve [--port 8080] [--host 127.0.0.1] [--no-build]`: builds and serves `dist/`.
 //! - `test-web [--no-build] [--filter NAME]`: the page's tests in headless Chromium.
-//! - `bench-web [--no-build] [--steps N]`: training speed of the five wasm builds in Chromium,
-//!   each timed over at least N steps (12) and at least 4 s (`TINYGPT_BENCH_MIN_MS`).
+//! - `bench-web [--no-build] [--steps N] [--rounds N] [--pytorch PYTHON]`: training speed of
+//!   the five wasm builds in Chromium, each timed over at least N steps (12) and at least 4 s
+//!   (`TINYGPT_BENCH_MIN_MS`), every run `--rounds` times (1); with `--pytorch`, each run
+//!   followed by the PyTorch twin at its preset and thread count.
 //! - `test`: setup, `cargo test --workspace`, the ckpt browser tests and `test-web`.
 
 mod bench;

@@ -24,12 +24,20 @@ pub fn test_task(args: &[String]) -> Result<(), String> {
     with_server(&opts, node)
 }
 
+/// `--steps`, `--rounds` and `--pytorch` reach tests-web/bench.mjs as its environment
+/// variables (documented there).
 pub fn bench_task(args: &[String]) -> Result<(), String> {
-    let opts = parse_options(args, &["--no-build", "--steps"])?;
+    let opts = parse_options(args, &["--no-build", "--steps", "--rounds", "--pytorch"])?;
     let mut node = Command::new("node");
     node.arg("tests-web/bench.mjs");
-    if let Some((_, steps)) = opts.iter().find(|(n, _)| *n == "--steps") {
-        node.env("TINYGPT_BENCH_STEPS", steps);
+    for (option, variable) in [
+        ("--steps", "TINYGPT_BENCH_STEPS"),
+        ("--rounds", "TINYGPT_BENCH_ROUNDS"),
+        ("--pytorch", "TINYGPT_BENCH_PYTORCH"),
+    ] {
+        if let Some((_, value)) = opts.iter().find(|(n, _)| *n == option) {
+            node.env(variable, value);
+        }
     }
     with_server(&opts, node)
 }
