@@ -190,8 +190,8 @@ try {
       relaxed_over_threads: ratio(relaxedThreads, threads),
     };
     if (Object.values(line).some((v) => typeof v === 'number')) console.log(JSON.stringify(line));
-    // Each build's runs against PyTorch: the median and the lowest of the rounds' ratios.
-    for (const backend of BACKENDS) {
+    // Each build's runs against PyTorch, over several rounds: the median and the lowest ratio.
+    for (const backend of ROUNDS > 1 ? BACKENDS : []) {
       const ratios = results
         .filter((r) => r.preset === preset && r.backend === backend && r.over_pytorch !== undefined)
         .map((r) => r.over_pytorch)
