@@ -42,7 +42,8 @@ const PYTORCH = process.env.TINYGPT_BENCH_PYTORCH;
 
 /** The PyTorch twin's tok/s at `preset` on `threads` CPU threads (its last JSON line). */
 function pytorchTokPerS(preset, threads) {
-  const args = ['bench/pytorch_twin.py', '--device', 'cpu', '--threads', String(threads), '--presets', preset, '--steps', '20'];
+  const args = ['bench/pytorch_twin.py', '--device', 'cpu', '--threads', String(threads)];
+  args.push('--presets', preset, '--steps', '20');
   const lines = execFileSync(PYTORCH, args, { encoding: 'utf8' }).trim().split('\n');
   return JSON.parse(lines[lines.length - 1]).tok_per_s;
 }
@@ -199,7 +200,8 @@ try {
       if (ratios.length === 0) continue;
       const mid = ratios.length >> 1;
       const median = ratios.length % 2 ? ratios[mid] : +((ratios[mid - 1] + ratios[mid]) / 2).toFixed(3);
-      console.log(JSON.stringify({ preset, backend, runs: ratios.length, over_pytorch_median: median, over_pytorch_min: ratios[0] }));
+      const line = { preset, backend, runs: ratios.length, over_pytorch_median: median, over_pytorch_min: ratios[0] };
+      console.log(JSON.stringify(line));
     }
   }
 } finally {
