@@ -164,12 +164,15 @@ impl<B: Backend> Backend for Checked<B> {
         onto: &Self::Storage,
         a: &Self::Storage,
         b: &Self::Storage,
+        bias: Option<&Self::Storage>,
         dims: MatmulDims,
     ) -> Self::Storage {
         let MatmulDims { m, k, n, .. } = dims;
-        let ins = vec![In::finite("onto", onto, m * n), In::finite("a", a, m * k), In::finite("b", b, k * n)];
+        let mut ins =
+            vec![In::finite("onto", onto, m * n), In::finite("a", a, m * k), In::finite("b", b, k * n)];
+        ins.extend(bias.map(|bias| In::finite("bias", bias, n)));
         let shape = || matmul_shape(&dims);
-        let run = |be: &B| be.matmul_onto(onto, a, b, dims);
+        let run = |be: &B| be.matmul_onto(onto, a, b, bias, dims);
         self.op("matmul_onto", shape, ins, run, |y| vec![In::finite("out", y, m * n)])
     }
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {

@@ -93,8 +93,8 @@ impl Backend for Counting {
     fn matmul(&self, a: &S, b: &S, bias: Option<&S>, dims: MatmulDims) -> S {
         self.count("matmul").matmul(a, b, bias, dims)
     }
-    fn matmul_onto(&self, onto: &S, a: &S, b: &S, dims: MatmulDims) -> S {
-        self.count("matmul_onto").matmul_onto(onto, a, b, dims)
+    fn matmul_onto(&self, onto: &S, a: &S, b: &S, bias: Option<&S>, dims: MatmulDims) -> S {
+        self.count("matmul_onto").matmul_onto(onto, a, b, bias, dims)
     }
     fn embedding(&self, table: &S, ids: &I, n: usize, dim: usize) -> S {
         self.count("embedding").embedding(table, ids, n, dim)

@@ -210,16 +210,18 @@ impl Backend for CpuBackend {
         onto: &Self::Storage,
         a: &Self::Storage,
         b: &Self::Storage,
+        bias: Option<&Self::Storage>,
         dims: MatmulDims,
     ) -> Self::Storage {
         let Some(fast) = self.fast else {
-            let product = self.matmul(a, b, None, dims);
+            let product = self.matmul(a, b, bias, dims);
             return self.add(onto, &product, dims.m * dims.n);
         };
         expect_len("matmul_onto", "onto", onto, dims.m * dims.n);
-        let (onto, a, b) = (&onto.read(), &a.read(), &b.read());
+        let bias = bias.map(|b| b.read());
+        let (onto, a, b, bias) = (&onto.read(), &a.read(), &b.read(), bias.as_deref().map(|b| &b[..]));
         self.produce_all(dims.m * dims.n, |out| {
-            fast::matmul(fast, &self.par, out, a, b, None, Some(onto), dims)
+            fast::matmul(fast, &self.par, out, a, b, bias, Some(onto), dims)
         })
     }
 

@@ -342,8 +342,14 @@ impl Backend for WgpuBackend {
         onto: &Self::Storage,
         a: &Self::Storage,
         b: &Self::Storage,
+        bias: Option<&Self::Storage>,
         dims: MatmulDims,
     ) -> Self::Storage {
+        if bias.is_some() {
+            // The shader adds one extra term to its tile (a bias or a prior), not both.
+            let product = self.matmul(a, b, bias, dims);
+            return self.add(onto, &product, dims.m * dims.n);
+        }
         let MatmulDims { m, k, n, .. } = dims;
         expect_len("matmul_onto", "A", a, m * k);
         expect_len("matmul_onto", "B", b, k * n);

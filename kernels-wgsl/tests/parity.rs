@@ -139,7 +139,7 @@ fn matmul_tile_rules_at_the_recipes_shapes() {
         // product, then `add`.
         let prior = p.gpu.upload(&normal(&mut rng, m * n));
         let (ga, gb) = (p.gpu.upload(&a), p.gpu.upload(&b));
-        let fused = p.gpu_read(&gpu.matmul_onto(&prior, &ga, &gb, dims));
+        let fused = p.gpu_read(&gpu.matmul_onto(&prior, &ga, &gb, None, dims));
         let unfused = p.gpu_read(&gpu.add(&prior, &gpu.matmul(&ga, &gb, None, dims), m * n));
         let differs = fused.iter().zip(&unfused).position(|(f, u)| f.to_bits() != u.to_bits());
         assert_eq!(differs, None, "matmul_onto {dims:?}: not the bits of matmul then add");

@@ -150,18 +150,20 @@ pub trait Backend: Clone + Debug + 'static {
         (self.matmul(a, b, None, dims), self.sum_rows(a, dims.k, dims.m))
     }
 
-    /// `onto + op(A) · op(B)` for `onto` `[m, n]`: a product added to a gradient its input
-    /// already has (the input gradient of a linear whose input feeds others too), in the
-    /// product's last pass where a backend fuses it. The default, `matmul` then `add`, makes
-    /// the same sums in the same order.
+    /// `onto + (op(A) · op(B) + bias)` for `onto` `[m, n]`: a product added to a gradient its
+    /// input already has (the input gradient of a linear whose input feeds others too), or a
+    /// linear's output added to the residual stream, in the product's last pass where a
+    /// backend fuses it. The default, `matmul` then `add`, makes the same sums in the same
+    /// order.
     fn matmul_onto(
         &self,
         onto: &Self::Storage,
         a: &Self::Storage,
         b: &Self::Storage,
+        bias: Option<&Self::Storage>,
         dims: MatmulDims,
     ) -> Self::Storage {
-        let product = self.matmul(a, b, None, dims);
+        let product = self.matmul(a, b, bias, dims);
         self.add(onto, &product, dims.m * dims.n)
     }
 

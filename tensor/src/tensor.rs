@@ -177,14 +177,25 @@ impl<B: Backend> Tensor<B> {
         self.wrap(out, shape)
     }
 
-    /// `onto + op(self) · op(rhs)` ([`Backend::matmul_onto`]), shaped as [`Tensor::matmul`]'s
-    /// result; `onto` holds its m·n values in any shape.
-    pub fn matmul_onto(&self, rhs: &Self, onto: &Self, trans_a: bool, trans_b: bool) -> Self {
+    /// `onto + (op(self) · op(rhs) + bias)` ([`Backend::matmul_onto`]), shaped as
+    /// [`Tensor::matmul`]'s result; `onto` holds its m·n values in any shape.
+    pub fn matmul_onto(
+        &self,
+        rhs: &Self,
+        bias: Option<&Self>,
+        onto: &Self,
+        trans_a: bool,
+        trans_b: bool,
+    ) -> Self {
         let (dims, shape) = self.matmul_dims("matmul_onto", rhs, trans_a, trans_b);
+        if let Some(b) = bias {
+            check("matmul_onto", b.dims() == [dims.n], || format!("bias {} for {} columns", b.shape, dims.n));
+        }
         check("matmul_onto", onto.numel() == dims.m * dims.n, || {
             format!("onto {} for a [{}, {}] product", onto.shape, dims.m, dims.n)
         });
-        let out = self.backend.matmul_onto(&onto.storage, &self.storage, &rhs.storage, dims);
+        let bias = bias.map(|b| &b.storage);
+        let out = self.backend.matmul_onto(&onto.storage, &self.storage, &rhs.storage, bias, dims);
         self.wrap(out, shape)
     }
 

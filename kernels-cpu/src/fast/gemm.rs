@@ -3,8 +3,8 @@
 //! `NV` vectors) and instantiates [`piece`] behind its `#[target_feature]` (x86.rs, wasm.rs).
 //!
 //! matmul: A, B, bias [n] -> C [m, n], C = op(A) · op(B) (+ bias), as the reference
-//! (`kernels/matmul.rs`) defines it; or, given `onto` [m, n], C = onto + op(A) · op(B)
-//! (`Backend::matmul_onto`).
+//! (`kernels/matmul.rs`) defines it; or, given `onto` [m, n], C = onto + (op(A) · op(B)
+//! (+ bias)) (`Backend::matmul_onto`).
 //!
 //! Layout of the work:
 //! - op(B) is packed into `nr`-column panels (`[kc][nr]` each, zero past `n`), so the
@@ -161,7 +161,7 @@ impl Split {
     }
 }
 
-/// `c = [onto +] op(a) · op(b) [+ bias]` (at most one of `bias` and `onto`).
+/// `c = [onto +] (op(a) · op(b) [+ bias])`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul(
     kernel: &Microkernel,
@@ -190,7 +190,7 @@ fn matmul_split(
 ) {
     let MatmulDims { m, k, n, trans_a, trans_b } = dims;
     crate::kernels::matmul::check_operands(c, a, b, bias, dims);
-    assert!(onto.is_none_or(|onto| onto.len() == m * n && bias.is_none()));
+    assert!(onto.is_none_or(|onto| onto.len() == m * n));
     assert!(
         kernel.mr * kernel.nr <= MAX_TILE
             && matches!(kernel.nr, 8 | 16 | 32)

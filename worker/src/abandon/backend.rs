@@ -150,9 +150,10 @@ impl<B: Backend> Backend for Abandonable<B> {
         onto: &Self::Storage,
         a: &Self::Storage,
         b: &Self::Storage,
+        bias: Option<&Self::Storage>,
         dims: MatmulDims,
     ) -> Self::Storage {
-        self.run(|s| s.zeros(dims.m * dims.n), |be| be.matmul_onto(onto, a, b, dims))
+        self.run(|s| s.zeros(dims.m * dims.n), |be| be.matmul_onto(onto, a, b, bias, dims))
     }
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
         self.run(|s| s.zeros(n * dim), |b| b.embedding(table, ids, n, dim))

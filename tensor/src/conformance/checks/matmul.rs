@@ -80,26 +80,36 @@ pub async fn matmul_sum_rows<B: Backend>(backend: &B) {
     }
 }
 
-/// `matmul_onto` (every transpose) against the f64 reference `onto + op(A)·op(B)`, and bit
-/// for bit against the backend's own `matmul` then `add`: autograd adds a gradient onto the
-/// one an input already has with it, and must get the sum it got before.
+/// `matmul_onto` (every transpose, with and without a bias) against the f64 reference
+/// `onto + (op(A)·op(B) + bias)`, and bit for bit against the backend's own `matmul` then
+/// `add`: autograd adds a gradient onto the one an input already has with it, and a
+/// residual block adds a linear's output onto the stream with it, and each must get the
+/// sum it got before.
 pub async fn matmul_onto<B: Backend>(backend: &B) {
     let mut rng = Rng::new(0x3A70);
     for (m, k, n) in SHAPES {
         for (trans_a, trans_b) in layouts() {
-            let dims = MatmulDims { m, k, n, trans_a, trans_b };
-            let (a, b, onto) =
-                (normal(&mut rng, m * k, 1.0), normal(&mut rng, k * n, 1.0), normal(&mut rng, m * n, 1.0));
-            let (ua, ub, uonto) = (backend.upload(&a), backend.upload(&b), backend.upload(&onto));
-            let what = format!("matmul_onto {dims:?}");
-            let got = read(backend, &backend.matmul_onto(&uonto, &ua, &ub, dims), &what).await;
-            let product = dense::matmul(&a, &b, None, dims);
-            let want: Vec<f64> = onto.iter().zip(&product).map(|(&o, p)| o as f64 + p).collect();
-            Tolerance::ACCUMULATED.assert_close(&what, &got, &want);
-            let unfused = backend.add(&uonto, &backend.matmul(&ua, &ub, None, dims), m * n);
-            assert_same_bits(&what, &got, &read(backend, &unfused, "matmul then add").await);
-            let inputs = [(&uonto, &onto[..], "onto"), (&ua, &a[..], "a"), (&ub, &b[..], "b")];
-            assert_inputs_unchanged(backend, &what, &inputs).await;
+            for with_bias in [false, true] {
+                let dims = MatmulDims { m, k, n, trans_a, trans_b };
+                let (a, b, onto) = (
+                    normal(&mut rng, m * k, 1.0),
+                    normal(&mut rng, k * n, 1.0),
+                    normal(&mut rng, m * n, 1.0),
+                );
+                let bias = with_bias.then(|| normal(&mut rng, n, 1.0));
+                let (ua, ub, uonto) = (backend.upload(&a), backend.upload(&b), backend.upload(&onto));
+                let ubias = bias.as_deref().map(|bias| backend.upload(bias));
+                let what = format!("matmul_onto {dims:?}, bias {with_bias}");
+                let fused = backend.matmul_onto(&uonto, &ua, &ub, ubias.as_ref(), dims);
+                let got = read(backend, &fused, &what).await;
+                let product = dense::matmul(&a, &b, bias.as_deref(), dims);
+                let want: Vec<f64> = onto.iter().zip(&product).map(|(&o, p)| o as f64 + p).collect();
+                Tolerance::ACCUMULATED.assert_close(&what, &got, &want);
+                let unfused = backend.add(&uonto, &backend.matmul(&ua, &ub, ubias.as_ref(), dims), m * n);
+                assert_same_bits(&what, &got, &read(backend, &unfused, "matmul then add").await);
+                let inputs = [(&uonto, &onto[..], "onto"), (&ua, &a[..], "a"), (&ub, &b[..], "b")];
+                assert_inputs_unchanged(backend, &what, &inputs).await;
+            }
         }
     }
 }
