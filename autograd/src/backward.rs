@@ -48,16 +48,16 @@ impl<B: Backend> Tape<B> {
     }
 }
 
-/// The most inputs an op sends gradients to (a linear's input, weight and bias; attention's
-/// q, k and v; a LayerNorm's x, gamma and beta).
-const MAX_INPUTS: usize = 3;
+/// The most inputs an op sends gradients to (a linear's input, weight, bias and the stream
+/// it was added onto; attention's q, k and v; a LayerNorm's x, gamma and beta).
+const MAX_INPUTS: usize = 4;
 
 /// What one op sends back: up to [`MAX_INPUTS`] (input, gradient) pairs, held inline.
 struct Sends<B: Backend>([Option<(usize, Tensor<B>)>; MAX_INPUTS]);
 
 impl<B: Backend> Sends<B> {
     fn push(&mut self, pair: (usize, Tensor<B>)) {
-        let slot = self.0.iter_mut().find(|slot| slot.is_none()).expect("an op has at most three inputs");
+        let slot = self.0.iter_mut().find(|slot| slot.is_none()).expect("an op has at most four inputs");
         *slot = Some(pair);
     }
 }
@@ -83,7 +83,7 @@ fn input_grads<B: Backend>(
 ) -> Sends<B> {
     let wants = |id: usize| nodes[id].requires_grad;
     let value = |id: usize| &nodes[id].value;
-    let mut out = Sends([None, None, None]);
+    let mut out = Sends(std::array::from_fn(|_| None));
     match &node.op {
         Op::Leaf => {}
         Op::Add { a, b } => {
@@ -103,8 +103,12 @@ fn input_grads<B: Backend>(
                 out.push((*x, dout.reshape(value(*x).shape().clone())));
             }
         }
-        Op::Matmul { a, b, bias, trans_a, trans_b } => {
-            // C[m,n] = op(A)[m,k] · op(B)[k,n] + bias; A may carry leading dims (folded into m).
+        Op::Matmul { a, b, bias, onto, trans_a, trans_b } => {
+            // C[m,n] = [onto +] op(A)[m,k] · op(B)[k,n] + bias; A may carry leading dims (folded
+            // into m). `onto` gets C's gradient as it is, as an `add`'s input would.
+            if let Some(onto) = onto.filter(|&onto| wants(onto)) {
+                out.push((onto, dout.clone()));
+            }
             let (ta, tb) = (*trans_a, *trans_b);
             let a_val = value(*a);
             let a2 =

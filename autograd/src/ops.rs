@@ -34,7 +34,7 @@ impl<B: Backend> Tape<B> {
         trans_b: bool,
     ) -> Var<B> {
         let value = a.value.matmul(&b.value, bias.map(|v| &v.value), trans_a, trans_b);
-        let op = Op::Matmul { a: a.id, b: b.id, bias: bias.map(|v| v.id), trans_a, trans_b };
+        let op = Op::Matmul { a: a.id, b: b.id, bias: bias.map(|v| v.id), onto: None, trans_a, trans_b };
         match bias {
             Some(bias) => self.record(op, value, &[a, b, bias]),
             None => self.record(op, value, &[a, b]),
@@ -44,6 +44,21 @@ impl<B: Backend> Tape<B> {
     /// A linear layer with PyTorch's weight layout: `x · weightᵀ + bias`, `weight` `[out, in]`.
     pub fn linear(&self, x: &Var<B>, weight: &Var<B>, bias: Option<&Var<B>>) -> Var<B> {
         self.matmul(x, weight, bias, false, true)
+    }
+
+    /// `onto + linear(x, weight, bias)`, `onto` shaped as the linear's output: a residual
+    /// block's last layer added to the stream in the product's last pass
+    /// ([`Tensor::matmul_onto`]) instead of in an `add` of its own. The same values and
+    /// gradients as [`Tape::linear`] then [`Tape::add`].
+    pub fn linear_onto(&self, onto: &Var<B>, x: &Var<B>, weight: &Var<B>, bias: Option<&Var<B>>) -> Var<B> {
+        let value = x.value.matmul_onto(&weight.value, bias.map(|v| &v.value), &onto.value, false, true);
+        let (a, b) = (x.id, weight.id);
+        let op =
+            Op::Matmul { a, b, bias: bias.map(|v| v.id), onto: Some(onto.id), trans_a: false, trans_b: true };
+        match bias {
+            Some(bias) => self.record(op, value, &[x, weight, bias, onto]),
+            None => self.record(op, value, &[x, weight, onto]),
+        }
     }
 
     /// Rows of `table` picked by `ids`.

@@ -46,6 +46,8 @@ pub(crate) enum Op<B: Backend> {
         a: usize,
         b: usize,
         bias: Option<usize>,
+        /// What the product was added to (a residual stream), which gets the output's gradient.
+        onto: Option<usize>,
         trans_a: bool,
         trans_b: bool,
     },

@@ -49,6 +49,52 @@ fn matmul_every_transpose_combination_with_bias_and_leading_dims() {
 }
 
 #[test]
+fn linear_onto_a_stream_with_and_without_bias() {
+    let b = backend();
+    let (k, n) = (3, 4);
+    let inputs = [
+        randn(&b, &[2, 3, n], 20, 1.0),
+        randn(&b, &[2, 3, k], 21, 1.0),
+        randn(&b, &[n, k], 22, 1.0),
+        randn(&b, &[n], 23, 1.0),
+    ];
+    let check = GradCheck::default();
+    let with = check.run(&inputs, |t, v| t.linear_onto(&v[0], &v[1], &v[2], Some(&v[3])));
+    assert_passes("linear_onto with bias", with);
+    let without = check.run(&inputs[..3], |t, v| t.linear_onto(&v[0], &v[1], &v[2], None));
+    assert_passes("linear_onto without bias", without);
+}
+
+/// A residual block's `linear_onto` must give the same bits as the `linear` then `add` it
+/// replaced (values and every gradient), or training would change with it.
+#[test]
+fn linear_onto_is_linear_then_add_bit_for_bit() {
+    let b = backend();
+    let (rows, k, n) = (37, 40, 48);
+    let (stream, x) = (randn(&b, &[rows, n], 24, 1.0), randn(&b, &[rows, k], 25, 1.0));
+    let (w, bias) = (randn(&b, &[n, k], 26, 0.2), randn(&b, &[n], 27, 0.2));
+    let targets = Indices::new(&b, &(0..rows as u32).map(|i| i * 7 % n as u32).collect::<Vec<_>>());
+    let run = |fused: bool| {
+        let tape = Tape::new();
+        let vars = [&stream, &x, &w, &bias].map(|t| tape.leaf(t, true));
+        let y = if fused {
+            tape.linear_onto(&vars[0], &vars[1], &vars[2], Some(&vars[3]))
+        } else {
+            tape.add(&vars[0], &tape.linear(&vars[1], &vars[2], Some(&vars[3])))
+        };
+        let grads = tape.backward(&tape.cross_entropy(&y, &targets));
+        let mut out = vec![y.value().to_vec().unwrap()];
+        out.extend(vars.iter().map(|v| grads.get(v).unwrap().to_vec().unwrap()));
+        out
+    };
+    let (fused, unfused) = (run(true), run(false));
+    for (i, (f, u)) in fused.iter().zip(&unfused).enumerate() {
+        let same = f.iter().zip(u).all(|(f, u)| f.to_bits() == u.to_bits());
+        assert!(same, "output {i} (value, then the gradients of stream, x, weight, bias) differs");
+    }
+}
+
+#[test]
 fn embedding_with_repeated_ids() {
     let b = backend();
     let ids = Indices::new(&b, &[2, 0, 2, 5, 2]);
