@@ -194,18 +194,16 @@ impl<B: Backend> Gpt<B> {
             let v = layer.linear(&h, LinearKind::VProj);
             let probs_mask = mask(Site::AttentionProbs(i), c.n_heads * seq * seq);
             let a = tape.attention_with_dropout(&q, &k, &v, c.n_heads, probs_mask);
-            let o = layer.linear(&a, LinearKind::OProj);
             x = match mask(Site::AttentionOut(i), width) {
-                Some(m) => tape.dropout_add(&x, &o, m),
-                None => tape.add(&x, &o),
+                Some(m) => tape.dropout_add(&x, &layer.linear(&a, LinearKind::OProj), m),
+                None => layer.linear_onto(&x, &a, LinearKind::OProj),
             };
             // MLP: x += fc_out(gelu(fc_in(ln2(x)))), [B, T, F] in between.
             let h = layer.layer_norm(&x, &block.ln2);
             let f = tape.gelu(&layer.linear(&h, LinearKind::FcIn));
-            let o = layer.linear(&f, LinearKind::FcOut);
             x = match mask(Site::MlpOut(i), width) {
-                Some(m) => tape.dropout_add(&x, &o, m),
-                None => tape.add(&x, &o),
+                Some(m) => tape.dropout_add(&x, &layer.linear(&f, LinearKind::FcOut), m),
+                None => layer.linear_onto(&x, &f, LinearKind::FcOut),
             };
         }
 
@@ -280,5 +278,17 @@ impl<B: Backend> BlockVars<'_, B> {
             Some(term) => self.tape.add(&y, &term),
             None => y,
         }
+    }
+
+    /// `stream + linear(x)`: without adapters, added in the product's last pass
+    /// ([`Tape::linear_onto`]: a whole pass over the stream fewer, twice a block, with the
+    /// same bits). With them, [`BlockVars::linear`] then an add, so the adapter's ops keep
+    /// their place on the tape and its gradients their order of additions.
+    fn linear_onto(&self, stream: &Var<B>, x: &Var<B>, kind: LinearKind) -> Var<B> {
+        if self.delta.is_some() {
+            return self.tape.add(stream, &self.linear(x, kind));
+        }
+        let Linear { weight, bias } = self.block.linear(kind);
+        self.tape.linear_onto(stream, x, &self.params[*weight], Some(&self.params[*bias]))
     }
 }
