@@ -214,8 +214,7 @@ impl Backend for CpuBackend {
         dims: MatmulDims,
     ) -> Self::Storage {
         let Some(fast) = self.fast else {
-            let product = self.matmul(a, b, bias, dims);
-            return self.add(onto, &product, dims.m * dims.n);
+            return tinygpt_tensor::matmul_then_add(self, onto, a, b, bias, dims);
         };
         expect_len("matmul_onto", "onto", onto, dims.m * dims.n);
         let bias = bias.map(|b| b.read());

@@ -347,8 +347,7 @@ impl Backend for WgpuBackend {
     ) -> Self::Storage {
         if bias.is_some() {
             // The shader adds one extra term to its tile (a bias or a prior), not both.
-            let product = self.matmul(a, b, bias, dims);
-            return self.add(onto, &product, dims.m * dims.n);
+            return tinygpt_tensor::matmul_then_add(self, onto, a, b, bias, dims);
         }
         let MatmulDims { m, k, n, .. } = dims;
         expect_len("matmul_onto", "A", a, m * k);

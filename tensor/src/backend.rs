@@ -154,7 +154,7 @@ pub trait Backend: Clone + Debug + 'static {
     /// input already has (the input gradient of a linear whose input feeds others too), or a
     /// linear's output added to the residual stream, in the product's last pass where a
     /// backend fuses it. The default, `matmul` then `add`, makes the same sums in the same
-    /// order.
+    /// order ([`matmul_then_add`]).
     fn matmul_onto(
         &self,
         onto: &Self::Storage,
@@ -163,8 +163,7 @@ pub trait Backend: Clone + Debug + 'static {
         bias: Option<&Self::Storage>,
         dims: MatmulDims,
     ) -> Self::Storage {
-        let product = self.matmul(a, b, bias, dims);
-        self.add(onto, &product, dims.m * dims.n)
+        matmul_then_add(self, onto, a, b, bias, dims)
     }
 
     /// Rows of `table` `[table_rows, dim]` picked by `ids` `[n]` → `[n, dim]`.
@@ -350,6 +349,20 @@ pub trait Backend: Clone + Debug + 'static {
         hp: &AdamWStep,
         len: usize,
     );
+}
+
+/// [`Backend::matmul_onto`] unfused: `matmul` (with the bias), then `add` onto `onto`. The
+/// default, and what a backend that fuses only some cases does for the others.
+pub fn matmul_then_add<B: Backend>(
+    backend: &B,
+    onto: &B::Storage,
+    a: &B::Storage,
+    b: &B::Storage,
+    bias: Option<&B::Storage>,
+    dims: MatmulDims,
+) -> B::Storage {
+    let product = backend.matmul(a, b, bias, dims);
+    backend.add(onto, &product, dims.m * dims.n)
 }
 
 /// The bounds rule of [`Backend::copy`], written once so every backend refuses the same

@@ -19,7 +19,7 @@ mod rng;
 mod shape;
 mod tensor;
 
-pub use backend::{assert_copy_in_bounds, Backend};
+pub use backend::{assert_copy_in_bounds, matmul_then_add, Backend};
 pub use dims::{
     AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims, CopyRange,
     CrossEntropySaved, LayerNormGrads, LayerNormOut, MatmulDims,

@@ -52,6 +52,13 @@ fn check(op: &str, ok: bool, detail: impl FnOnce() -> String) {
     assert!(ok, "{op}: shape mismatch: {}", detail());
 }
 
+/// A matmul's bias, if any, must be `[n]`.
+fn check_bias<B: Backend>(op: &str, bias: Option<&Tensor<B>>, n: usize) {
+    if let Some(b) = bias {
+        check(op, b.dims() == [n], || format!("bias {} for {n} columns", b.shape));
+    }
+}
+
 impl<B: Backend> Tensor<B> {
     /// Wraps a backend buffer; `storage` must hold `shape.numel()` values.
     pub fn from_storage(backend: &B, storage: B::Storage, shape: impl Into<Shape>) -> Self {
@@ -170,9 +177,7 @@ impl<B: Backend> Tensor<B> {
     /// dimensions when `trans_a` is false (they fold into rows). See [`MatmulDims`].
     pub fn matmul(&self, rhs: &Self, bias: Option<&Self>, trans_a: bool, trans_b: bool) -> Self {
         let (dims, shape) = self.matmul_dims("matmul", rhs, trans_a, trans_b);
-        if let Some(b) = bias {
-            check("matmul", b.dims() == [dims.n], || format!("bias {} for {} columns", b.shape, dims.n));
-        }
+        check_bias("matmul", bias, dims.n);
         let out = self.backend.matmul(&self.storage, &rhs.storage, bias.map(|b| &b.storage), dims);
         self.wrap(out, shape)
     }
@@ -188,9 +193,7 @@ impl<B: Backend> Tensor<B> {
         trans_b: bool,
     ) -> Self {
         let (dims, shape) = self.matmul_dims("matmul_onto", rhs, trans_a, trans_b);
-        if let Some(b) = bias {
-            check("matmul_onto", b.dims() == [dims.n], || format!("bias {} for {} columns", b.shape, dims.n));
-        }
+        check_bias("matmul_onto", bias, dims.n);
         check("matmul_onto", onto.numel() == dims.m * dims.n, || {
             format!("onto {} for a [{}, {}] product", onto.shape, dims.m, dims.n)
         });
