@@ -14,7 +14,11 @@ import { openBrowser, openPage, setField } from './harness.mjs';
 const STEPS = 20;
 const RELATIVE_TOLERANCE = 1e-5;
 
-async function relativeDifferences(a, b, what, tolerance) {
+// Synchronous, so a failed assertion throws inside the calling test (an `async` version
+// returned a rejected promise that nobody awaited).
+function relativeDifferences(a, b, what, tolerance) {
+  assert.equal(b.train.length, a.train.length, `${what}: train loss count`);
+  assert.equal(b.val.length, a.val.length, `${what}: val loss count`);
   let worst = 0;
   const pairs = [...a.train.map((x, i) => [x, b.train[i], `train step ${i + 1}`]), ...a.val.map((x, i) => [x, b.val[i], `val ${i + 1}`])];
   for (const [x, y, where] of pairs) {
