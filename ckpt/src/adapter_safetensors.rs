@@ -12,7 +12,7 @@ use crate::adapter::{named_tensors, AdapterCheckpoint, AdapterConfigFile, ADAPTE
 use crate::encode::f32_le_bytes;
 use crate::error::{CkptError, Result};
 use crate::json::{from_json, to_json};
-use crate::safetensors::{canonical_header, check_unique_names};
+use crate::safetensors::{canonical_header, check_names, header, scan_header};
 
 /// PEFT's prefix before a module path.
 pub const PEFT_PREFIX: &str = "base_model.model.";
@@ -54,17 +54,12 @@ pub fn import_adapter_safetensors(
     bytes: &[u8],
     model: &ModelConfig,
 ) -> Result<(AdapterConfigFile, LoraConfig, Vec<f32>)> {
-    let header_len = bytes.get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-    if let Some(header) = header_len.and_then(|n| bytes.get(8..8usize.checked_add(usize::try_from(n).ok()?)?))
-    {
-        check_unique_names(header)?;
-    }
-    let (_, header) = SafeTensors::read_metadata(bytes).map_err(st_error)?;
-    let tensors = SafeTensors::deserialize(bytes).map_err(st_error)?;
-    let text = header
-        .metadata()
-        .as_ref()
-        .and_then(|m| m.get(ADAPTER_CONFIG))
+    // The header is walked (bounded: one name at a time) for the config, and its names are
+    // checked against the config's, before the safetensors crate builds its structure.
+    let header = header(bytes).map_err(st_error)?;
+    let metadata = scan_header(header, |_, _| Ok(())).map_err(st_error)?;
+    let text = metadata
+        .get(ADAPTER_CONFIG)
         .ok_or_else(|| st_error(format!("__metadata__ has no {ADAPTER_CONFIG}")))?;
     let config: AdapterConfigFile = from_json(ADAPTER_CONFIG, text.as_bytes())?;
     let targets: Vec<&str> = config.target_modules.iter().map(String::as_str).collect();
@@ -72,6 +67,11 @@ pub fn import_adapter_safetensors(
         .and_then(|l| l.validate(model).map(|()| l))
         .map_err(|source| CkptError::InvalidConfig { file: ADAPTER_CONFIG.into(), source })?;
     let specs = lora.tensor_specs(model);
+    let names: std::collections::HashSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let known = |n: &str| n.strip_prefix(PEFT_PREFIX).is_some_and(|n| names.contains(n));
+    check_names(header, known, |n| format!("tensor {n:?} is not a tensor of this adapter"))
+        .map_err(st_error)?;
+    let tensors = SafeTensors::deserialize(bytes).map_err(st_error)?;
     if tensors.len() != specs.len() {
         let extra = tensors
             .names()

@@ -84,7 +84,7 @@ pub use nanogpt::{
 };
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{create_dir_durably, write_file_atomically, DirStore};
-pub use safetensors::{export_safetensors, import_safetensors};
+pub use safetensors::{export_safetensors, import_safetensors, read_safetensors, MAX_HEADER_BYTES};
 pub use store::{BlobInfo, BlobStore};
 
 /// The README's examples, compiled and run as doctests (natively: the example uses the

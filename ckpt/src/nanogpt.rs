@@ -22,7 +22,7 @@
 //! tensor of another shape, a missing or unknown tensor, and an `lm_head.weight` that is
 //! not bit-for-bit `wte` (an untied head).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ::safetensors::tensor::TensorView;
 use ::safetensors::{Dtype, SafeTensors};
@@ -36,7 +36,7 @@ use crate::checkpoint::{check_finite, Checkpoint};
 use crate::encode::f32_le_bytes;
 use crate::error::{CkptError, Result};
 use crate::layout::{check_model_config, WEIGHTS};
-use crate::safetensors::{canonical_header, check_unique_names};
+use crate::safetensors::{canonical_header, check_names, header, scan_header};
 
 /// nanoGPT's tied output head, written as a copy of `wte`.
 pub const LM_HEAD: &str = "lm_head.weight";
@@ -211,14 +211,10 @@ pub struct ImportDefaults {
 /// what is refused). Our run documents in `__metadata__` are used when present;
 /// otherwise the run starts at step 0 with `defaults`.
 pub fn import_nanogpt(bytes: &[u8], defaults: ImportDefaults) -> Result<Checkpoint> {
-    if let Some(header) = header_bytes(bytes) {
-        check_unique_names(header)?;
-    }
-    let (_, header) = SafeTensors::read_metadata(bytes).map_err(refuse)?;
-    let tensors = SafeTensors::deserialize(bytes).map_err(refuse)?;
-    let meta: Metadata =
-        header.metadata().iter().flat_map(|m| m.iter()).map(|(k, v)| (k.clone(), v.clone())).collect();
-    let meta = &meta;
+    // The header is walked (bounded: one name at a time) for the config, and its names are
+    // checked against the config's, before the safetensors crate builds its structure.
+    let header = header(bytes).map_err(refuse)?;
+    let meta = &scan_header(header, |_, _| Ok(())).map_err(refuse)?;
     let config = config_from_metadata(meta)?;
     let params = check_model_config("nanoGPT __metadata__", &config)?;
     check_mlp(&config)?;
@@ -226,14 +222,16 @@ pub fn import_nanogpt(bytes: &[u8], defaults: ImportDefaults) -> Result<Checkpoi
     let table = nanogpt_tensors(config.n_layers);
     let all_specs = config.tensor_specs();
     let specs: HashMap<&str, &TensorSpec> = all_specs.iter().map(|s| (s.name.as_str(), s)).collect();
-    for name in tensors.names() {
-        if !table.iter().any(|t| t.name == *name) && !is_causal_mask(name) {
-            return Err(refuse(format!(
-                "tensor {name:?} is not a parameter of nanoGPT's GPT with these sizes (n_layer {})",
-                config.n_layers
-            )));
-        }
-    }
+    let names: HashSet<&str> = table.iter().map(|t| t.name.as_str()).collect();
+    let known = |n: &str| names.contains(n) || is_causal_mask(n, config.n_layers);
+    let unknown = |n: &str| {
+        format!(
+            "tensor {n:?} is not a parameter of nanoGPT's GPT with these sizes (n_layer {})",
+            config.n_layers
+        )
+    };
+    check_names(header, known, unknown).map_err(refuse)?;
+    let tensors = SafeTensors::deserialize(bytes).map_err(refuse)?;
     // Every tensor is checked (F32, its shape) before the weights are allocated.
     let mut views = Vec::with_capacity(table.len());
     for tensor in &table {
@@ -300,12 +298,13 @@ pub fn import_nanogpt(bytes: &[u8], defaults: ImportDefaults) -> Result<Checkpoi
     Ok(ckpt)
 }
 
-/// nanoGPT registers a causal-mask buffer `attn.bias` (`[1, 1, T, T]`) when PyTorch lacks
-/// flash attention; `state_dict()` includes it, but it is no parameter, so import skips it.
-fn is_causal_mask(name: &str) -> bool {
+/// nanoGPT registers a causal-mask buffer `attn.bias` (`[1, 1, T, T]`) in each of its
+/// `n_layers` blocks when PyTorch lacks flash attention; `state_dict()` includes it, but it
+/// is no parameter, so import skips it.
+fn is_causal_mask(name: &str, n_layers: usize) -> bool {
     name.strip_prefix("transformer.h.")
         .and_then(|rest| rest.split_once('.'))
-        .is_some_and(|(i, rest)| i.parse::<usize>().is_ok() && rest == "attn.bias")
+        .is_some_and(|(i, rest)| i.parse::<usize>().is_ok_and(|i| i < n_layers) && rest == "attn.bias")
 }
 
 /// The model config from nanoGPT's `GPTConfig` keys, refusing what TinyGPT cannot run.
@@ -360,12 +359,6 @@ fn doc<T: DeserializeOwned>(meta: &Metadata, key: &str) -> Result<Option<T>> {
         .transpose()
 }
 
-/// The header's JSON, when the length prefix fits the file.
-fn header_bytes(bytes: &[u8]) -> Option<&[u8]> {
-    let n = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
-    bytes.get(8..8usize.checked_add(usize::try_from(n).ok()?)?)
-}
-
 /// A run document as compact JSON (plain data: serializing cannot fail).
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("run documents serialize")
@@ -390,8 +383,9 @@ mod tests {
 
     #[test]
     fn the_causal_mask_buffer_is_recognised() {
-        assert!(is_causal_mask("transformer.h.3.attn.bias"));
-        assert!(!is_causal_mask("transformer.h.3.attn.c_attn.bias"));
-        assert!(!is_causal_mask("transformer.h.x.attn.bias"));
+        assert!(is_causal_mask("transformer.h.3.attn.bias", 4));
+        assert!(!is_causal_mask("transformer.h.4.attn.bias", 4));
+        assert!(!is_causal_mask("transformer.h.3.attn.c_attn.bias", 4));
+        assert!(!is_causal_mask("transformer.h.x.attn.bias", 4));
     }
 }
