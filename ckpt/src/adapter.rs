@@ -13,11 +13,14 @@
 //!     trainer_state.json           as a full checkpoint's: progress, files {name: {bytes,
 //!                                  sha256}} and state_sha256
 //! ```
-//! A save writes a new generation, reads every file back, then moves `latest.json` to it
-//! with an atomic put, so a crash leaves the previous adapter loadable. A load checks every
-//! checksum, sizes against the config before reading, and refuses NaN. Loading onto a base
-//! whose weights hash differs from `base_model.weights_sha256` is refused in one line
-//! naming both ([`AdapterCheckpoint::check_base`]).
+//! The generations are the run's protocol ([`Generations`] of [`AdapterFiles`]): the same
+//! pointer flip after a verified write, best.json, pruning of only this adapter's own
+//! generations, and refusal of a folder holding anything else (a run, another kind's
+//! generations, stray files) before anything is written. A load checks every checksum,
+//! sizes against the config before reading, and refuses NaN. Loading onto a base whose
+//! weights hash differs from `base_model.weights_sha256`, or whose shape differs from the
+//! one the adapter was trained on, is refused in one line naming both
+//! ([`AdapterCheckpoint::check_base`]).
 
 use std::collections::BTreeMap;
 
@@ -27,8 +30,10 @@ use tinygpt_run::{
 };
 
 use crate::checkpoint::check_finite;
-use crate::encode::f32_le_bytes;
+use crate::decode::{f32_from_le_bytes, parse_trainer_state, Files};
+use crate::encode::{f32_le_bytes, EncodedFile};
 use crate::error::{CkptError, Result};
+use crate::generations::{GenerationKind, Generations, SaveReport};
 use crate::json::{from_json, to_json};
 use crate::layout::{
     sha256_hex, FileEntry, TrainerState, DATASET_MANIFEST, FORMAT_VERSION, LOSS_HISTORY, MAX_JSON_BYTES,
@@ -44,7 +49,6 @@ pub const ADAPTER_WEIGHTS: &str = "adapter.f32";
 pub const ADAPTER_M: &str = "adapter_m.f32";
 /// The adapter's AdamW second moments, flat f32.
 pub const ADAPTER_V: &str = "adapter_v.f32";
-const POINTER: &str = "latest.json";
 const FILES: [&str; 8] = [
     ADAPTER_CONFIG,
     TRAINING_CONFIG,
@@ -123,7 +127,7 @@ impl AdapterCheckpoint {
     pub fn check_base(&self, base_name: &str, base_weights: &[f32]) -> Result<()> {
         let found = base_weights_sha256(base_weights);
         if found != self.base.weights_sha256 {
-            return Err(CkptError::InvalidCheckpoint {
+            return Err(CkptError::AdapterBase {
                 reason: format!(
                     "this adapter was trained on base {} (weights sha256 {}), not on {base_name} (weights sha256 {found})",
                     self.base.name, self.base.weights_sha256
@@ -165,7 +169,7 @@ impl AdapterCheckpoint {
     }
 
     /// The files in write order, trainer_state.json last (it records the others' checksums).
-    fn encode(&self) -> Result<Vec<(&'static str, Vec<u8>)>> {
+    fn encode(&self) -> Result<Vec<EncodedFile>> {
         let specs = self.check()?;
         let config = AdapterConfigFile {
             base_model: self.base.clone(),
@@ -174,21 +178,22 @@ impl AdapterCheckpoint {
             target_modules: self.lora.target_modules.clone(),
             params: specs,
         };
+        let file = |name: &'static str, bytes: Vec<u8>| EncodedFile { name, bytes };
         let mut files = vec![
-            (ADAPTER_CONFIG, to_json(ADAPTER_CONFIG, &config, 2)?),
-            (TRAINING_CONFIG, to_json(TRAINING_CONFIG, &self.training_config, 2)?),
-            (DATASET_MANIFEST, to_json(DATASET_MANIFEST, &self.dataset, 2)?),
-            (LOSS_HISTORY, to_json(LOSS_HISTORY, &self.loss_history, 1)?),
-            (ADAPTER_WEIGHTS, f32_le_bytes(&self.weights)),
+            file(ADAPTER_CONFIG, to_json(ADAPTER_CONFIG, &config, 2)?),
+            file(TRAINING_CONFIG, to_json(TRAINING_CONFIG, &self.training_config, 2)?),
+            file(DATASET_MANIFEST, to_json(DATASET_MANIFEST, &self.dataset, 2)?),
+            file(LOSS_HISTORY, to_json(LOSS_HISTORY, &self.loss_history, 1)?),
+            file(ADAPTER_WEIGHTS, f32_le_bytes(&self.weights)),
         ];
         if !self.adam_m.is_empty() {
-            files.push((ADAPTER_M, f32_le_bytes(&self.adam_m)));
-            files.push((ADAPTER_V, f32_le_bytes(&self.adam_v)));
+            files.push(file(ADAPTER_M, f32_le_bytes(&self.adam_m)));
+            files.push(file(ADAPTER_V, f32_le_bytes(&self.adam_v)));
         }
         let table = files
             .iter()
-            .map(|(name, bytes)| {
-                (name.to_string(), FileEntry { bytes: bytes.len() as u64, sha256: sha256_hex(bytes) })
+            .map(|f| {
+                (f.name.to_string(), FileEntry { bytes: f.bytes.len() as u64, sha256: sha256_hex(&f.bytes) })
             })
             .collect();
         let p = &self.progress;
@@ -203,21 +208,49 @@ impl AdapterCheckpoint {
             state_sha256: None,
         };
         state.state_sha256 = Some(state.checksum());
-        files.push((TRAINER_STATE, to_json(TRAINER_STATE, &state, 2)?));
+        files.push(file(TRAINER_STATE, to_json(TRAINER_STATE, &state, 2)?));
         Ok(files)
     }
 }
 
-/// latest.json of an adapter store.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Pointer {
-    format_version: u32,
-    latest: String,
-    previous: Vec<String>,
+/// The files of an adapter generation, read for a base of shape `base` (an adapter's
+/// tensors are sized by the base it adapts, which is not stored with it).
+#[derive(Clone, Debug, Default)]
+pub struct AdapterFiles {
+    base: Option<ModelConfig>,
 }
 
-/// One adapter's saved generations in a [`BlobStore`] (a folder beside the base, OPFS, …).
+impl GenerationKind for AdapterFiles {
+    type Value = AdapterCheckpoint;
+    const WHAT: &'static str = "LoRA adapter";
+    const FILES: &'static [&'static str] = &FILES;
+    const RESERVED_GROUPS: &'static [&'static str] = &[];
+    const BARE_ROOT: bool = false;
+
+    fn encode(&self, value: &AdapterCheckpoint) -> Result<Vec<EncodedFile>> {
+        value.encode()
+    }
+
+    async fn decode<S: BlobStore>(&self, storage: &S, prefix: &str) -> Result<AdapterCheckpoint> {
+        let base = self.base.as_ref().ok_or_else(|| CkptError::InvalidCheckpoint {
+            reason: "an adapter is read for a base: its shape sizes the adapter".into(),
+        })?;
+        read_adapter(storage, prefix, base).await
+    }
+
+    fn step(value: &AdapterCheckpoint) -> usize {
+        value.progress.step
+    }
+
+    fn val_loss_at_step(value: &AdapterCheckpoint) -> Option<f32> {
+        let step = value.progress.step;
+        value.loss_history.iter().rev().find(|p| p.step == step).and_then(|p| p.val_loss)
+    }
+}
+
+/// One adapter's saved generations in a [`BlobStore`] (a folder such as
+/// `<run>/adapters/<name>/`, one name on an [`crate::AdapterShelf`], …): [`Generations`]
+/// of [`AdapterFiles`], sized for the base each call names.
 pub struct AdapterStore<S> {
     storage: S,
 }
@@ -233,201 +266,156 @@ impl<S: BlobStore> AdapterStore<S> {
         &self.storage
     }
 
+    /// The generations, read for a base of shape `base` (`None`: nothing is decoded).
+    pub fn generations(&self, base: Option<&ModelConfig>) -> Generations<&S, AdapterFiles> {
+        Generations::with_kind(&self.storage, AdapterFiles { base: base.cloned() })
+    }
+
+    /// Refuses a folder an adapter cannot be saved into (a run, another kind's
+    /// generations, stray files), naming what is there; see [`Generations::check_writable`].
+    pub async fn check_writable(&self) -> Result<()> {
+        self.generations(None).check_writable().await
+    }
+
     /// Saves `ckpt` as a new generation and makes it the latest; keeps the one before it
-    /// and removes older ones. Returns the generation's id.
-    pub async fn save(&self, ckpt: &AdapterCheckpoint) -> Result<String> {
-        let files = ckpt.encode()?;
-        let pointer = self.read_pointer().await?;
-        let mut taken: Vec<u64> = Vec::new();
-        for blob in self.storage.list("").await? {
-            if let Some(n) = blob.key.split_once('/').and_then(|(g, _)| parse_generation(g)) {
-                taken.push(n);
-            }
-        }
-        let id = format!("gen-{:06}", taken.iter().max().map_or(1, |n| n + 1));
-        for (name, bytes) in &files {
-            self.storage.put(&format!("{id}/{name}"), bytes).await?;
-        }
-        for (name, bytes) in &files {
-            let key = format!("{id}/{name}");
-            if self.storage.get(&key).await?.as_deref() != Some(&bytes[..]) {
-                let reason = "the bytes read back differ from those written".to_string();
-                return Err(CkptError::WriteVerification { file: self.storage.location(&key), reason });
-            }
-        }
-        let previous: Vec<String> = pointer.map(|p| p.latest).into_iter().collect();
-        let new = Pointer { format_version: FORMAT_VERSION, latest: id.clone(), previous: previous.clone() };
-        self.storage.put_atomic(POINTER, &to_json(POINTER, &new, 1)?).await?;
-        for n in taken {
-            let old = format!("gen-{n:06}");
-            if !previous.contains(&old) {
-                self.storage.delete(&format!("{old}/")).await?;
-            }
-        }
-        Ok(id)
+    /// (and the best) and removes this adapter's older generations.
+    pub async fn save(&self, ckpt: &AdapterCheckpoint) -> Result<SaveReport> {
+        self.generations(Some(&ckpt.model_config)).save(ckpt).await
     }
 
     /// The latest adapter, fully checked, sized for a base of shape `model_config`.
     pub async fn load_latest(&self, model_config: &ModelConfig) -> Result<AdapterCheckpoint> {
-        let pointer = self.read_pointer().await?.ok_or_else(|| CkptError::NoCheckpoint {
-            location: self.storage.location(""),
-            detail: format!("no {POINTER}: not an adapter folder, or nothing saved yet"),
-        })?;
-        self.load(&pointer.latest, model_config).await
+        let generations = self.generations(Some(model_config));
+        if generations.latest_id().await?.is_none() && generations.generation_ids().await?.is_empty() {
+            generations.check_writable().await?;
+            return Err(CkptError::NoCheckpoint {
+                location: self.storage.location(""),
+                detail: "no latest.json: not an adapter folder, or nothing saved yet".into(),
+            });
+        }
+        generations.load_latest().await
     }
 
     /// The adapter's config (base reference, rank, targets) without reading its tensors.
     pub async fn config(&self) -> Result<AdapterConfigFile> {
-        let pointer = self.read_pointer().await?.ok_or_else(|| CkptError::NoCheckpoint {
+        let generations = self.generations(None);
+        let latest = generations.latest_id().await?.ok_or_else(|| CkptError::NoCheckpoint {
             location: self.storage.location(""),
-            detail: format!("no {POINTER}"),
+            detail: "no latest.json: not an adapter folder, or nothing saved yet".into(),
         })?;
-        let key = format!("{}/{ADAPTER_CONFIG}", pointer.latest);
-        let bytes = self.read(&key, MAX_JSON_BYTES).await?;
-        from_json(&self.storage.location(&key), &bytes)
-    }
-
-    async fn load(&self, id: &str, model_config: &ModelConfig) -> Result<AdapterCheckpoint> {
-        let key = |name: &str| format!("{id}/{name}");
-        let state_bytes = self.read(&key(TRAINER_STATE), MAX_JSON_BYTES).await?;
-        let state: TrainerState = from_json(&self.storage.location(&key(TRAINER_STATE)), &state_bytes)?;
-        let location = self.storage.location(&key(TRAINER_STATE));
-        if state.format_version != FORMAT_VERSION {
-            let found = state.format_version.into();
-            return Err(CkptError::UnsupportedVersion { file: location, found, supported: FORMAT_VERSION });
-        }
-        if let Some(expected) = &state.state_sha256 {
-            let actual = state.checksum();
-            if &actual != expected {
-                return Err(CkptError::ChecksumMismatch {
-                    file: location,
-                    expected: expected.clone(),
-                    actual,
-                });
-            }
-        }
-        if let Some(name) = state.files.keys().find(|n| !FILES.contains(&n.as_str())) {
-            return Err(CkptError::InvalidJson {
-                file: location,
-                reason: format!("lists unknown file {name:?}"),
-            });
-        }
-        let checked = |name: &'static str, limit: u64| {
-            let state = &state;
-            async move {
-                let file = self.storage.location(&key(name));
-                let entry =
-                    state.files.get(name).ok_or_else(|| CkptError::MissingFile { file: file.clone() })?;
-                if entry.bytes > limit {
-                    return Err(CkptError::TooLarge { file, bytes: entry.bytes, limit });
-                }
-                let bytes = self.read(&key(name), limit).await?;
-                if bytes.len() as u64 != entry.bytes {
-                    return Err(CkptError::SizeMismatch {
-                        file,
-                        expected: entry.bytes,
-                        actual: bytes.len() as u64,
-                    });
-                }
-                let actual = sha256_hex(&bytes);
-                if actual != entry.sha256 {
-                    return Err(CkptError::ChecksumMismatch { file, expected: entry.sha256.clone(), actual });
-                }
-                Ok(bytes)
-            }
-        };
-        let config_file: AdapterConfigFile = from_json(
-            &self.storage.location(&key(ADAPTER_CONFIG)),
-            &checked(ADAPTER_CONFIG, MAX_JSON_BYTES).await?,
-        )?;
-        let targets: Vec<&str> = config_file.target_modules.iter().map(String::as_str).collect();
-        let lora = LoraConfig::new(config_file.rank, config_file.alpha, &targets)
-            .and_then(|l| l.validate(model_config).map(|()| l))
-            .map_err(|source| CkptError::InvalidConfig {
-                file: self.storage.location(&key(ADAPTER_CONFIG)),
-                source,
-            })?;
-        let specs = lora.tensor_specs(model_config);
-        if config_file.params != specs {
-            return Err(CkptError::TensorTableMismatch {
-                file: self.storage.location(&key(ADAPTER_CONFIG)),
-                reason: "params do not match rank, targets and the base's shape".into(),
-            });
-        }
-        let f32_bytes = specs.iter().map(TensorSpec::numel).sum::<usize>() as u64 * 4;
-        let floats = |bytes: Vec<u8>| -> Vec<f32> {
-            bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()
-        };
-        let weights = floats(checked(ADAPTER_WEIGHTS, f32_bytes).await?);
-        let (adam_m, adam_v) = if state.files.contains_key(ADAPTER_M) {
-            (floats(checked(ADAPTER_M, f32_bytes).await?), floats(checked(ADAPTER_V, f32_bytes).await?))
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        let ckpt = AdapterCheckpoint {
-            base: config_file.base_model,
-            model_config: model_config.clone(),
-            lora,
-            training_config: from_json(
-                &self.storage.location(&key(TRAINING_CONFIG)),
-                &checked(TRAINING_CONFIG, MAX_JSON_BYTES).await?,
-            )?,
-            dataset: from_json(
-                &self.storage.location(&key(DATASET_MANIFEST)),
-                &checked(DATASET_MANIFEST, MAX_JSON_BYTES).await?,
-            )?,
-            progress: TrainerProgress {
-                step: state.step,
-                tokens_seen: state.tokens_seen,
-                best_val_loss: state.best_val_loss,
-                wall_time_sec: state.wall_time_sec,
-                rng_state: state.rng_state,
-            },
-            loss_history: from_json(
-                &self.storage.location(&key(LOSS_HISTORY)),
-                &checked(LOSS_HISTORY, MAX_LOSS_HISTORY_BYTES).await?,
-            )?,
-            weights,
-            adam_m,
-            adam_v,
-        };
-        ckpt.check()?;
-        Ok(ckpt)
-    }
-
-    async fn read(&self, key: &str, limit: u64) -> Result<Vec<u8>> {
-        let file = self.storage.location(key);
-        let bytes =
-            self.storage.get(key).await?.ok_or_else(|| CkptError::MissingFile { file: file.clone() })?;
-        if bytes.len() as u64 > limit {
-            return Err(CkptError::TooLarge { file, bytes: bytes.len() as u64, limit });
-        }
-        Ok(bytes)
-    }
-
-    async fn read_pointer(&self) -> Result<Option<Pointer>> {
-        let Some(bytes) = self.storage.get(POINTER).await? else { return Ok(None) };
-        let file = self.storage.location(POINTER);
-        if bytes.len() > 64 << 10 {
-            return Err(CkptError::TooLarge { file, bytes: bytes.len() as u64, limit: 64 << 10 });
-        }
-        let pointer: Pointer = from_json(&file, &bytes)?;
-        if pointer.format_version != FORMAT_VERSION {
-            let found = pointer.format_version.into();
-            return Err(CkptError::UnsupportedVersion { file, found, supported: FORMAT_VERSION });
-        }
-        if parse_generation(&pointer.latest).is_none() {
-            return Err(CkptError::InvalidJson {
-                file,
-                reason: format!("{:?} is not a generation", pointer.latest),
-            });
-        }
-        Ok(Some(pointer))
+        let prefix = format!("{latest}/");
+        let files = Files::list(&self.storage, &prefix, &FILES, AdapterFiles::WHAT).await?;
+        from_json(&files.location(ADAPTER_CONFIG), &files.read(ADAPTER_CONFIG, MAX_JSON_BYTES, None).await?)
     }
 }
 
-fn parse_generation(id: &str) -> Option<u64> {
-    id.strip_prefix("gen-").filter(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()
+/// Reads the adapter whose files are `prefix + name` in `storage`, for a base of shape
+/// `model_config`: trainer_state.json and adapter_config.json first, every size checked
+/// against the config before the tensors are read.
+async fn read_adapter<S: BlobStore>(
+    storage: &S,
+    prefix: &str,
+    model_config: &ModelConfig,
+) -> Result<AdapterCheckpoint> {
+    let files = Files::list(storage, prefix, &FILES, AdapterFiles::WHAT).await?;
+    let state_bytes = files.read(TRAINER_STATE, MAX_JSON_BYTES, None).await?;
+    let state: TrainerState = parse_trainer_state(&files.location(TRAINER_STATE), &state_bytes)?;
+    if let Some(name) = state.files.keys().find(|n| !FILES.contains(&n.as_str()) || *n == TRAINER_STATE) {
+        return Err(CkptError::InvalidJson {
+            file: files.location(TRAINER_STATE),
+            reason: format!("lists unknown file {name:?}"),
+        });
+    }
+    let config_file: AdapterConfigFile = from_json(
+        &files.location(ADAPTER_CONFIG),
+        &files.read(ADAPTER_CONFIG, MAX_JSON_BYTES, Some(&state)).await?,
+    )?;
+    let targets: Vec<&str> = config_file.target_modules.iter().map(String::as_str).collect();
+    let lora = LoraConfig::new(config_file.rank, config_file.alpha, &targets)
+        .map_err(|source| CkptError::InvalidConfig { file: files.location(ADAPTER_CONFIG), source })?;
+    let specs = lora.tensor_specs(model_config);
+    if lora.validate(model_config).is_err() || config_file.params != specs {
+        return Err(CkptError::AdapterBase {
+            reason: format!(
+                "{}: this adapter was trained on base {} with {}; the base given has {}: use the adapter with the base it was trained on",
+                files.location(ADAPTER_CONFIG),
+                config_file.base_model.name,
+                trained_shape(&config_file.params),
+                base_shape(model_config)
+            ),
+        });
+    }
+    let f32_bytes = specs.iter().map(TensorSpec::numel).sum::<usize>() as u64 * 4;
+    let tensor = |name: &'static str| {
+        let (files, state) = (&files, &state);
+        async move {
+            let listed = files.listed(name)?;
+            if listed != f32_bytes {
+                let file = files.location(name);
+                return Err(CkptError::SizeMismatch { file, expected: f32_bytes, actual: listed });
+            }
+            Ok(f32_from_le_bytes(&files.read(name, f32_bytes, Some(state)).await?))
+        }
+    };
+    let weights = tensor(ADAPTER_WEIGHTS).await?;
+    let (adam_m, adam_v) = if state.files.contains_key(ADAPTER_M) || files.has(ADAPTER_M) {
+        (tensor(ADAPTER_M).await?, tensor(ADAPTER_V).await?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let ckpt = AdapterCheckpoint {
+        base: config_file.base_model,
+        model_config: model_config.clone(),
+        lora,
+        training_config: from_json(
+            &files.location(TRAINING_CONFIG),
+            &files.read(TRAINING_CONFIG, MAX_JSON_BYTES, Some(&state)).await?,
+        )?,
+        dataset: from_json(
+            &files.location(DATASET_MANIFEST),
+            &files.read(DATASET_MANIFEST, MAX_JSON_BYTES, Some(&state)).await?,
+        )?,
+        progress: TrainerProgress {
+            step: state.step,
+            tokens_seen: state.tokens_seen,
+            best_val_loss: state.best_val_loss,
+            wall_time_sec: state.wall_time_sec,
+            rng_state: state.rng_state,
+        },
+        loss_history: from_json(
+            &files.location(LOSS_HISTORY),
+            &files.read(LOSS_HISTORY, MAX_LOSS_HISTORY_BYTES, Some(&state)).await?,
+        )?,
+        weights,
+        adam_m,
+        adam_v,
+    };
+    ckpt.check()?;
+    Ok(ckpt)
+}
+
+/// A base's shape in words, as an adapter error names it.
+fn base_shape(model: &ModelConfig) -> String {
+    format!("{} layers of width {} (MLP {})", model.n_layers, model.d_model, model.d_mlp)
+}
+
+/// The base shape an adapter's tensor table was made for, read from its names
+/// (`blocks.<layer>.…`) and the shapes of its `lora_A` (`[rank, in]`) and `lora_B`
+/// (`[out, rank]`) tensors.
+fn trained_shape(params: &[TensorSpec]) -> String {
+    let layers = params
+        .iter()
+        .filter_map(|p| p.name.strip_prefix("blocks.")?.split('.').next()?.parse::<usize>().ok())
+        .max()
+        .map_or(0, |l| l + 1);
+    let width = params
+        .iter()
+        .find(|p| p.name.ends_with("lora_A.weight") && !p.name.contains("fc_out"))
+        .and_then(|p| p.shape.get(1).copied());
+    match width {
+        Some(width) => format!("{layers} layers of width {width}"),
+        None => format!("{layers} layers ({} adapter tensors)", params.len()),
+    }
 }
 
 /// The adapter tensors keyed by canonical name (for exports).

@@ -9,7 +9,7 @@ use tinygpt_tensor::block_on;
 use crate::checkpoint::Checkpoint;
 use crate::decode::LoadOptions;
 use crate::error::Result;
-use crate::generations::{BestLoad, CheckpointStore, GenerationInfo, SaveReport};
+use crate::generations::{BestLoad, CheckpointStore, GenerationInfo, PointerProblems, SaveReport};
 use crate::native::DirStore;
 
 /// Checkpoint generations in a local directory.
@@ -62,6 +62,16 @@ impl CheckpointDir {
     /// Every generation, oldest first.
     pub fn list(&self) -> Result<Vec<GenerationInfo>> {
         block_on(self.store.list())
+    }
+
+    /// See [`CheckpointStore::pointer_problems`].
+    pub fn pointer_problems(&self) -> Result<PointerProblems> {
+        block_on(self.store.pointer_problems())
+    }
+
+    /// See [`CheckpointStore::check_writable`].
+    pub fn check_writable(&self) -> Result<()> {
+        block_on(self.store.check_writable())
     }
 
     /// Removes generation `id` (never the latest).

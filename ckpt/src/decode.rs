@@ -34,18 +34,7 @@ pub(crate) async fn read_checkpoint<S: BlobStore>(
     prefix: &str,
     options: &LoadOptions,
 ) -> Result<Checkpoint> {
-    let mut listing = BTreeMap::new();
-    for blob in storage.list(prefix).await? {
-        let name = &blob.key[prefix.len()..];
-        if !FILES.contains(&name) {
-            return Err(CkptError::ForeignFiles {
-                location: storage.location(prefix),
-                found: format!("{name:?} is not a file of the checkpoint layout"),
-            });
-        }
-        listing.insert(name.to_string(), blob.bytes);
-    }
-    let files = Files { storage, prefix, listing };
+    let files = Files::list(storage, prefix, &FILES, "checkpoint").await?;
 
     let state_bytes = files.read(TRAINER_STATE, MAX_JSON_BYTES, None).await?;
     let state = parse_trainer_state(&files.location(TRAINER_STATE), &state_bytes)?;
@@ -106,25 +95,53 @@ pub(crate) async fn read_checkpoint<S: BlobStore>(
     Ok(Checkpoint { model_config, training_config, dataset, progress, loss_history, weights, adam_m, adam_v })
 }
 
-/// The files of one checkpoint: the store's listing, read with size and checksum checks.
-struct Files<'a, S> {
+/// The files of one generation: the store's listing, read with size and checksum checks.
+pub(crate) struct Files<'a, S> {
     storage: &'a S,
     prefix: &'a str,
     listing: BTreeMap<String, u64>,
 }
 
-impl<S: BlobStore> Files<'_, S> {
-    fn location(&self, name: &str) -> String {
+impl<'a, S: BlobStore> Files<'a, S> {
+    /// The blobs under `prefix`, refused when one is not among `allowed` (the files of a
+    /// `what` generation).
+    pub(crate) async fn list(
+        storage: &'a S,
+        prefix: &'a str,
+        allowed: &[&str],
+        what: &'static str,
+    ) -> Result<Files<'a, S>> {
+        let mut listing = BTreeMap::new();
+        for blob in storage.list(prefix).await? {
+            let name = &blob.key[prefix.len()..];
+            if !allowed.contains(&name) {
+                return Err(CkptError::ForeignFiles {
+                    location: storage.location(prefix),
+                    what,
+                    found: format!("{name:?} is not a file of a {what} generation"),
+                });
+            }
+            listing.insert(name.to_string(), blob.bytes);
+        }
+        Ok(Files { storage, prefix, listing })
+    }
+
+    pub(crate) fn location(&self, name: &str) -> String {
         self.storage.location(&format!("{}{name}", self.prefix))
     }
 
-    fn listed(&self, name: &str) -> Result<u64> {
+    /// Whether the listing has `name`.
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.listing.contains_key(name)
+    }
+
+    pub(crate) fn listed(&self, name: &str) -> Result<u64> {
         self.listing.get(name).copied().ok_or_else(|| CkptError::MissingFile { file: self.location(name) })
     }
 
     /// Reads `name` if it is at most `cap` bytes; with `state`, also checks the size and
     /// checksum trainer_state.json records for it.
-    async fn read(&self, name: &str, cap: u64, state: Option<&TrainerState>) -> Result<Vec<u8>> {
+    pub(crate) async fn read(&self, name: &str, cap: u64, state: Option<&TrainerState>) -> Result<Vec<u8>> {
         let file = self.location(name);
         let listed = self.listed(name)?;
         let entry: Option<&FileEntry> = match state {

@@ -11,10 +11,12 @@ use crate::layout::{
     LOSS_HISTORY, MODEL_CONFIG, TRAINER_STATE, TRAINING_CONFIG, WEIGHTS,
 };
 
-/// One file of the layout.
+/// One file of a generation, as a [`crate::GenerationKind`] writes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct EncodedFile {
+pub struct EncodedFile {
+    /// Its name in the generation.
     pub name: &'static str,
+    /// Its bytes.
     pub bytes: Vec<u8>,
 }
 

@@ -55,8 +55,17 @@ pub enum CkptError {
     NonFinite { file: String, tensor: String, index: usize, value: f32 },
 
     /// The folder holds files that are not a checkpoint's.
-    #[error("{location} holds files that are not part of a TinyGPT checkpoint ({found}); use an empty directory or a checkpoint directory")]
-    ForeignFiles { location: String, found: String },
+    #[error("{location} holds files that are not part of a TinyGPT {what} ({found}); nothing was written or removed: use an empty folder or one that holds a {what}")]
+    ForeignFiles { location: String, what: &'static str, found: String },
+
+    /// An adapter does not belong to the base it is used with.
+    #[error("{reason}")]
+    AdapterBase { reason: String },
+
+    /// A store would be placed where it breaks another (inside a run, a generation, or
+    /// over the base an adapter adapts).
+    #[error("{path}: {reason}")]
+    Placement { path: String, reason: String },
 
     /// Another process holds the run folder's lock.
     #[error(

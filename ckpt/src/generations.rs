@@ -1,4 +1,5 @@
-//! Crash-safe saves as generations under one root, behind a pointer.
+//! Crash-safe saves as generations under one root, behind a pointer: one protocol for
+//! every kind of generation (a run's checkpoint, a LoRA adapter; see [`GenerationKind`]).
 //!
 //! ```text
 //! <root>/latest.json      {"format_version": 1, "latest": "gen-000042", "previous": ["gen-000041"]}
@@ -33,6 +34,17 @@
 //! [`CheckpointStore::load_best`], which says why) recomputes the best from the
 //! generations that verify.
 //!
+//! What a root may hold is the kind's business: its generations' files, the two pointers,
+//! and the groups it reserves for others (a run's `adapters/`). Anything else — another
+//! kind's generations, stray files — is *foreign*: a save refuses the root before it writes
+//! anything, and nothing foreign is ever pruned. [`Generations::check_writable`] runs the
+//! same check before any work is done (before a step is trained). A pointer that cannot be
+//! read does not stop a save from an intact generation: the save rewrites it atomically,
+//! and prunes nothing but interrupted saves, since which generations were kept is unknown.
+//!
+//! Readers take no lock. A reader whose generation was pruned between reading the pointer
+//! and reading the files (a writer saving every step moved on twice) reads the newer one.
+//!
 //! One writer per root: two processes saving into the same root at once is not supported
 //! (natively, `WriterLock` enforces it).
 
@@ -42,7 +54,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::Checkpoint;
 use crate::decode::{read_checkpoint, LoadOptions};
-use crate::encode::encode;
+use crate::encode::{encode, EncodedFile};
 use crate::error::{CkptError, Result};
 use crate::json::{from_json, to_json};
 use crate::layout::{sha256_hex, FILES, FORMAT_VERSION, TRAINER_STATE};
@@ -53,6 +65,70 @@ pub const POINTER: &str = "latest.json";
 /// The best generation's pointer key.
 pub const BEST_POINTER: &str = "best.json";
 const MAX_POINTER_BYTES: u64 = 64 << 10;
+/// How often a reader follows a pointer that moved while it read (see the module docs).
+const READ_ATTEMPTS: usize = 5;
+
+/// What one generation holds and how it is written and read back. The protocol around it
+/// (pointers, verification, pruning, the best generation, foreign files) is
+/// [`Generations`]', the same for every kind; a kind only says which files are its own.
+#[allow(async_fn_in_trait)]
+pub trait GenerationKind {
+    /// What a generation is read back as.
+    type Value;
+    /// What a generation is called in messages ("checkpoint", "LoRA adapter").
+    const WHAT: &'static str;
+    /// Every file a generation of this kind may hold; trainer_state.json (the same format
+    /// for every kind: progress and the other files' checksums) among them.
+    const FILES: &'static [&'static str];
+    /// Groups beside the generations that belong to someone else: never foreign, never
+    /// touched (a run's `adapters/`).
+    const RESERVED_GROUPS: &'static [&'static str];
+    /// Whether a root holding the files directly, without generations, is read as one.
+    const BARE_ROOT: bool;
+
+    /// The files of `value` in write order, trainer_state.json last.
+    fn encode(&self, value: &Self::Value) -> Result<Vec<EncodedFile>>;
+    /// The value whose files are `prefix + name` in `storage`, trusting nothing.
+    async fn decode<S: BlobStore>(&self, storage: &S, prefix: &str) -> Result<Self::Value>;
+    /// The step `value` was saved at.
+    fn step(value: &Self::Value) -> usize;
+    /// The validation loss measured on exactly `value`'s weights, if one was.
+    fn val_loss_at_step(value: &Self::Value) -> Option<f32>;
+}
+
+/// A run's checkpoint: the layout's eight files (see `layout`), read with these options.
+#[derive(Clone, Debug, Default)]
+pub struct RunFiles {
+    options: LoadOptions,
+}
+
+/// The folder in a run's root that holds its LoRA adapters (`<run>/adapters/<name>/`),
+/// reserved by the run's store: one layout in which a run and its adapters live together.
+pub const ADAPTERS_GROUP: &str = "adapters";
+
+impl GenerationKind for RunFiles {
+    type Value = Checkpoint;
+    const WHAT: &'static str = "checkpoint";
+    const FILES: &'static [&'static str] = &FILES;
+    const RESERVED_GROUPS: &'static [&'static str] = &[ADAPTERS_GROUP];
+    const BARE_ROOT: bool = true;
+
+    fn encode(&self, value: &Checkpoint) -> Result<Vec<EncodedFile>> {
+        encode(value, true)
+    }
+
+    async fn decode<S: BlobStore>(&self, storage: &S, prefix: &str) -> Result<Checkpoint> {
+        read_checkpoint(storage, prefix, &self.options).await
+    }
+
+    fn step(value: &Checkpoint) -> usize {
+        value.progress.step
+    }
+
+    fn val_loss_at_step(value: &Checkpoint) -> Option<f32> {
+        val_loss_at_step(value)
+    }
+}
 
 /// latest.json: the current generation and the older ones still kept, newest first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,16 +162,30 @@ pub struct BestInfo {
     pub val_loss: f32,
 }
 
-/// What [`CheckpointStore::load_best`] read.
+/// What [`Generations::load_best`] read.
 #[derive(Clone, Debug, PartialEq)]
-pub struct BestLoad {
+pub struct BestLoad<T = Checkpoint> {
     /// Which generation is best.
     pub best: BestInfo,
     /// That generation.
-    pub checkpoint: Checkpoint,
+    pub checkpoint: T,
     /// Why best.json was not used (missing or corrupt, naming it), when the best was
     /// recomputed from the generations that verify instead.
     pub fallback: Option<String>,
+}
+
+/// What is wrong with a root's pointers, in words a person can act on (see
+/// [`Generations::pointer_problems`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PointerProblems {
+    /// Why latest.json cannot be followed (missing while generations exist, corrupt, or
+    /// naming a generation that is gone), and what to do.
+    pub latest: Option<String>,
+    /// Why best.json is not used (the same words `load_best` reports), and which
+    /// generation is the best of those that verify.
+    pub best: Option<String>,
+    /// The best recomputed from the generations that verify, when best.json is not used.
+    pub recomputed_best: Option<BestInfo>,
 }
 
 /// The validation loss measured on `ckpt`'s own weights: its history's point at its step.
@@ -133,22 +223,28 @@ pub struct GenerationInfo {
     pub best: bool,
 }
 
-/// Saves, loads and lists checkpoints in a [`BlobStore`].
+/// Saves, loads and lists generations of kind `K` in a [`BlobStore`].
 #[derive(Debug)]
-pub struct CheckpointStore<S> {
+pub struct Generations<S, K> {
     storage: S,
     keep: usize,
-    options: LoadOptions,
+    kind: K,
 }
+
+/// A run's checkpoints: [`Generations`] of the layout's files.
+pub type CheckpointStore<S> = Generations<S, RunFiles>;
 
 /// What the root holds.
 #[derive(Default)]
 struct RootScan {
-    /// Generation number → (file names, total bytes).
+    /// Generation number → (file names, total bytes), only those of this kind.
     generations: BTreeMap<u64, (Vec<String>, u64)>,
     /// Layout files directly in the root (a plain checkpoint directory).
     bare_files: Vec<String>,
     foreign: Vec<String>,
+    /// Generations holding a file that is not this kind's (also named in `foreign`): never
+    /// pruned; a load of one reports the file.
+    mixed: Vec<u64>,
 }
 
 fn generation_id(n: u64) -> String {
@@ -163,10 +259,28 @@ fn parse_generation(id: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// Whether `name` could name a generation (`gen-` and at least six digits).
+pub fn is_generation_name(name: &str) -> bool {
+    parse_generation(name).is_some()
+}
+
 impl<S: BlobStore> CheckpointStore<S> {
     /// A store keeping the last 2 generations, loading strictly.
     pub fn new(storage: S) -> Self {
-        CheckpointStore { storage, keep: 2, options: LoadOptions::default() }
+        Generations::with_kind(storage, RunFiles::default())
+    }
+
+    /// These load options (e.g. verification) for every load.
+    pub fn with_load_options(mut self, options: LoadOptions) -> Self {
+        self.kind.options = options;
+        self
+    }
+}
+
+impl<S: BlobStore, K: GenerationKind> Generations<S, K> {
+    /// Generations of `kind` in `storage`, keeping the last 2.
+    pub fn with_kind(storage: S, kind: K) -> Self {
+        Generations { storage, keep: 2, kind }
     }
 
     /// Keeps the last `keep` generations (at least 1).
@@ -175,29 +289,39 @@ impl<S: BlobStore> CheckpointStore<S> {
         self
     }
 
-    /// These load options (e.g. verification) for every load.
-    pub fn with_load_options(mut self, options: LoadOptions) -> Self {
-        self.options = options;
-        self
-    }
-
     /// The underlying store.
     pub fn storage(&self) -> &S {
         &self.storage
     }
 
-    /// Writes `ckpt` as a new generation, verifies it, points latest.json at it and prunes.
-    /// On failure the previous checkpoint is untouched; a quota error reports the bytes the
-    /// whole generation needs.
-    pub async fn save(&self, ckpt: &Checkpoint) -> Result<SaveReport> {
-        let files = encode(ckpt, true)?;
+    /// Refuses a root this store could not save into (foreign files or another kind's
+    /// generations, named), so that a caller learns it before any work is done.
+    pub async fn check_writable(&self) -> Result<()> {
         let scan = self.scan().await?;
+        self.refuse_foreign(&scan)
+    }
+
+    fn refuse_foreign(&self, scan: &RootScan) -> Result<()> {
         if !scan.foreign.is_empty() || !scan.bare_files.is_empty() {
             let mut found = scan.foreign.clone();
             found.extend(scan.bare_files.iter().cloned());
             return Err(self.foreign_error(&found));
         }
-        let pointer = self.read_pointer().await?;
+        Ok(())
+    }
+
+    /// Writes `value` as a new generation, verifies it, points latest.json at it and prunes.
+    /// On failure the previous generation is untouched; a quota error reports the bytes the
+    /// whole generation needs.
+    pub async fn save(&self, value: &K::Value) -> Result<SaveReport> {
+        let files = self.kind.encode(value)?;
+        let scan = self.scan().await?;
+        self.refuse_foreign(&scan)?;
+        // An unreadable pointer is rewritten; which generations it kept is then unknown,
+        // so only interrupted saves are pruned (see the module docs).
+        let pointer = self.read_pointer().await;
+        let pointer_known = matches!(pointer, Ok(Some(_))) || scan.generations.is_empty();
+        let pointer = pointer.ok().flatten();
         // The best so far, before anything changes: a missing or corrupt best.json is
         // recomputed from the generations that verify.
         let old_best = match self.verified_best().await {
@@ -246,7 +370,7 @@ impl<S: BlobStore> CheckpointStore<S> {
         }
 
         // The new generation becomes the best when its own validation loss beats the best's.
-        let new_val = val_loss_at_step(ckpt);
+        let new_val = K::val_loss_at_step(value);
         let is_best = new_val.is_some_and(|v| old_best.as_ref().is_none_or(|b| v < b.val_loss));
         let kept_best = if is_best {
             let state =
@@ -254,7 +378,7 @@ impl<S: BlobStore> CheckpointStore<S> {
             let best = BestPointer {
                 format_version: FORMAT_VERSION,
                 best: id.clone(),
-                step: ckpt.progress.step,
+                step: K::step(value),
                 val_loss: new_val.expect("is_best"),
                 trainer_state_sha256: sha256_hex(&state.bytes),
             };
@@ -278,9 +402,11 @@ impl<S: BlobStore> CheckpointStore<S> {
         };
 
         let mut pruned = Vec::new();
-        for &n in scan.generations.keys() {
+        for (&n, (names, _)) in &scan.generations {
             let old = generation_id(n);
-            if !new_pointer.previous.contains(&old) && kept_best.as_ref() != Some(&old) {
+            let interrupted = !names.iter().any(|f| f == TRAINER_STATE);
+            let kept = new_pointer.previous.contains(&old) || kept_best.as_ref() == Some(&old);
+            if !kept && (pointer_known || interrupted) {
                 self.storage
                     .delete(&format!("{old}/"))
                     .await
@@ -288,15 +414,28 @@ impl<S: BlobStore> CheckpointStore<S> {
                 pruned.push(old);
             }
         }
-        Ok(SaveReport { id, step: ckpt.progress.step, bytes, pruned, best: is_best })
+        Ok(SaveReport { id, step: K::step(value), bytes, pruned, best: is_best })
     }
 
-    /// The checkpoint latest.json points at (see the module docs for what happens when it
-    /// is corrupt).
-    pub async fn load_latest(&self) -> Result<Checkpoint> {
-        if let Some(pointer) = self.read_pointer().await? {
-            return self.load(&pointer.latest).await;
+    /// The generation latest.json points at (see the module docs for what happens when it
+    /// is corrupt, and when a writer prunes it meanwhile).
+    pub async fn load_latest(&self) -> Result<K::Value> {
+        let mut attempts = 0;
+        loop {
+            let Some(pointer) = self.read_pointer().await? else { return self.load_without_pointer().await };
+            let error = match self.load(&pointer.latest).await {
+                Ok(value) => return Ok(value),
+                Err(e) => e,
+            };
+            attempts += 1;
+            let moved = matches!(self.read_pointer().await, Ok(Some(ref p)) if p.latest != pointer.latest);
+            if !moved || attempts == READ_ATTEMPTS {
+                return Err(error);
+            }
         }
+    }
+
+    async fn load_without_pointer(&self) -> Result<K::Value> {
         let scan = self.scan().await?;
         if !scan.foreign.is_empty() {
             return Err(self.foreign_error(&scan.foreign));
@@ -306,7 +445,7 @@ impl<S: BlobStore> CheckpointStore<S> {
                 let found = format!("{} next to a plain checkpoint", generation_id(*n));
                 return Err(self.foreign_error(&[found]));
             }
-            return read_checkpoint(&self.storage, "", &self.options).await;
+            return self.kind.decode(&self.storage, "").await;
         }
         let detail = match scan.generations.keys().next_back() {
             Some(&n) if scan.generations[&n].0.iter().any(|f| f == TRAINER_STATE) => {
@@ -326,19 +465,21 @@ impl<S: BlobStore> CheckpointStore<S> {
     }
 
     /// The generation `id` (as in [`GenerationInfo::id`]).
-    pub async fn load(&self, id: &str) -> Result<Checkpoint> {
-        let n = parse_generation(id);
-        if n.is_none() || !self.scan().await?.generations.contains_key(&n.unwrap_or_default()) {
+    pub async fn load(&self, id: &str) -> Result<K::Value> {
+        let Some(n) = parse_generation(id) else { return Err(self.not_found(id).await) };
+        let scan = self.scan().await?;
+        if !scan.generations.contains_key(&n) && !scan.mixed.contains(&n) {
             return Err(self.not_found(id).await);
         }
-        read_checkpoint(&self.storage, &format!("{id}/"), &self.options).await
+        self.kind.decode(&self.storage, &format!("{id}/")).await
     }
 
-    /// Every generation whose trainer_state.json can be read, oldest first. Files are not
-    /// verified here; [`CheckpointStore::load`] does that.
+    /// Every generation of this kind whose trainer_state.json can be read, oldest first.
+    /// Files are not verified here; [`Generations::load`] does that. A corrupt pointer
+    /// marks nothing (see [`Generations::pointer_problems`]).
     pub async fn list(&self) -> Result<Vec<GenerationInfo>> {
         let scan = self.scan().await?;
-        let latest = self.read_pointer().await?.map(|p| p.latest);
+        let latest = self.read_pointer().await.ok().flatten().map(|p| p.latest);
         let best = self.checked_best_pointer().await.ok().flatten().map(|b| b.best);
         let mut out = Vec::new();
         for (&n, (names, bytes)) in &scan.generations {
@@ -355,6 +496,75 @@ impl<S: BlobStore> CheckpointStore<S> {
             }
         }
         Ok(out)
+    }
+
+    /// Every generation folder of this kind, listed or not by [`Generations::list`]
+    /// (those whose trainer_state.json cannot be read are only here), oldest first.
+    pub async fn generation_ids(&self) -> Result<Vec<String>> {
+        Ok(self.scan().await?.generations.keys().map(|&n| generation_id(n)).collect())
+    }
+
+    /// What is wrong with latest.json and best.json, each in one sentence that says what
+    /// happens next; nothing when both can be followed.
+    pub async fn pointer_problems(&self) -> Result<PointerProblems> {
+        let mut problems = PointerProblems::default();
+        let has_generations = !self.scan().await?.generations.is_empty();
+        let intact = || async { self.newest_intact(None).await.ok().flatten() };
+        let use_intact = |found: Option<GenerationInfo>| {
+            match found {
+            Some(g) => format!(
+                "the newest generation that verifies is {} (step {}): pass --generation {} to use it; the next save rewrites {POINTER}",
+                g.id, g.step, g.id
+            ),
+            None => "no generation verifies".to_string(),
+        }
+        };
+        match self.read_pointer().await {
+            Ok(Some(p)) => {
+                if !self.generation_ids().await?.contains(&p.latest) {
+                    let file = self.storage.location(POINTER);
+                    problems.latest = Some(format!(
+                        "{file}: names {}, which is gone; {}",
+                        p.latest,
+                        use_intact(intact().await)
+                    ));
+                }
+            }
+            Ok(None) if has_generations => {
+                let file = self.storage.location(POINTER);
+                problems.latest = Some(format!("{file}: missing; {}", use_intact(intact().await)));
+            }
+            Ok(None) => {}
+            Err(e) => problems.latest = Some(format!("{e}; {}", use_intact(intact().await))),
+        }
+        if let Some((why, best)) = self.best_fallback().await? {
+            problems.best = Some(match &best {
+                Some(b) => format!(
+                    "{why}; the best generation that verifies is {} (step {}, val loss {:.4}), and the next save rewrites {BEST_POINTER}",
+                    b.id, b.step, b.val_loss
+                ),
+                None => format!("{why}; no generation that verifies has a validation loss at its own step"),
+            });
+            problems.recomputed_best = best;
+        }
+        Ok(problems)
+    }
+
+    /// When best.json is not used: why, and the best recomputed from the generations
+    /// that verify. `None` when best.json verifies, or when there is no best.json and no
+    /// generation that could be one.
+    async fn best_fallback(&self) -> Result<Option<(String, Option<BestInfo>)>> {
+        let why = match self.verified_best().await {
+            Ok(Some(_)) => return Ok(None),
+            Ok(None) => format!("{} is missing", self.storage.location(BEST_POINTER)),
+            Err(e) => e.to_string(),
+        };
+        let best = self.recompute_best(None).await?.map(|(best, _)| best);
+        let missing = self.storage.get(BEST_POINTER).await?.is_none();
+        if missing && best.is_none() {
+            return Ok(None);
+        }
+        Ok(Some((why, best)))
     }
 
     /// The newest generation that loads and verifies, other than `except` (the one that
@@ -400,12 +610,12 @@ impl<S: BlobStore> CheckpointStore<S> {
     pub async fn verified_best(&self) -> Result<Option<BestInfo>> {
         let Some(pointer) = self.checked_best_pointer().await? else { return Ok(None) };
         let file = self.storage.location(BEST_POINTER);
-        let ckpt = self.load(&pointer.best).await.map_err(|e| CkptError::InvalidJson {
+        let value = self.load(&pointer.best).await.map_err(|e| CkptError::InvalidJson {
             file: file.clone(),
             reason: format!("it names {}, which does not load: {e}", pointer.best),
         })?;
-        if val_loss_at_step(&ckpt).map(f32::to_bits) != Some(pointer.val_loss.to_bits())
-            || ckpt.progress.step != pointer.step
+        if K::val_loss_at_step(&value).map(f32::to_bits) != Some(pointer.val_loss.to_bits())
+            || K::step(&value) != pointer.step
         {
             return Err(CkptError::InvalidJson {
                 file,
@@ -415,9 +625,10 @@ impl<S: BlobStore> CheckpointStore<S> {
         Ok(Some(BestInfo { id: pointer.best, step: pointer.step, val_loss: pointer.val_loss }))
     }
 
-    /// The best generation's checkpoint. When best.json is missing or corrupt, the best is
-    /// recomputed from the generations that verify and [`BestLoad::fallback`] says why.
-    pub async fn load_best(&self) -> Result<BestLoad> {
+    /// The best generation. When best.json is missing or corrupt, the best is recomputed
+    /// from the generations that verify and [`BestLoad::fallback`] says why, in the words
+    /// [`Generations::pointer_problems`] uses.
+    pub async fn load_best(&self) -> Result<BestLoad<K::Value>> {
         let fallback = match self.verified_best().await {
             Ok(Some(best)) => {
                 let checkpoint = self.load(&best.id).await?;
@@ -427,7 +638,13 @@ impl<S: BlobStore> CheckpointStore<S> {
             Err(e) => e.to_string(),
         };
         match self.recompute_best(None).await? {
-            Some((best, checkpoint)) => Ok(BestLoad { best, checkpoint, fallback: Some(fallback) }),
+            Some((best, checkpoint)) => {
+                let why = format!(
+                    "{fallback}; the best generation that verifies is {} (step {}, val loss {:.4}), and the next save rewrites {BEST_POINTER}",
+                    best.id, best.step, best.val_loss
+                );
+                Ok(BestLoad { best, checkpoint, fallback: Some(why) })
+            }
             None => Err(CkptError::NoCheckpoint {
                 location: self.storage.location(""),
                 detail: format!(
@@ -439,17 +656,17 @@ impl<S: BlobStore> CheckpointStore<S> {
 
     /// The generation (other than `except`) with the lowest validation loss at its own
     /// step among those that load with every check.
-    async fn recompute_best(&self, except: Option<&str>) -> Result<Option<(BestInfo, Checkpoint)>> {
-        let mut best: Option<(BestInfo, Checkpoint)> = None;
+    async fn recompute_best(&self, except: Option<&str>) -> Result<Option<(BestInfo, K::Value)>> {
+        let mut best: Option<(BestInfo, K::Value)> = None;
         for &n in self.scan().await?.generations.keys() {
             let id = generation_id(n);
             if Some(id.as_str()) == except {
                 continue;
             }
-            let Ok(ckpt) = self.load(&id).await else { continue };
-            let Some(val) = val_loss_at_step(&ckpt) else { continue };
+            let Ok(value) = self.load(&id).await else { continue };
+            let Some(val) = K::val_loss_at_step(&value) else { continue };
             if best.as_ref().is_none_or(|(b, _)| val < b.val_loss) {
-                best = Some((BestInfo { id, step: ckpt.progress.step, val_loss: val }, ckpt));
+                best = Some((BestInfo { id, step: K::step(&value), val_loss: val }, value));
             }
         }
         Ok(best)
@@ -462,12 +679,13 @@ impl<S: BlobStore> CheckpointStore<S> {
             .get(&key)
             .await?
             .ok_or(CkptError::MissingFile { file: self.storage.location(&key) })?;
-        let ckpt = self.load(id).await?;
+        let value = self.load(id).await?;
         let best = BestPointer {
             format_version: FORMAT_VERSION,
             best: id.to_string(),
-            step: ckpt.progress.step,
-            val_loss: val_loss_at_step(&ckpt).ok_or_else(|| CkptError::InvalidCheckpoint {
+            step: K::step(&value),
+            val_loss: K::val_loss_at_step(&value).ok_or_else(|| CkptError::InvalidJson {
+                file: self.storage.location(BEST_POINTER),
                 reason: format!("{id} has no validation loss at its step"),
             })?,
             trainer_state_sha256: sha256_hex(&state),
@@ -567,22 +785,43 @@ impl<S: BlobStore> CheckpointStore<S> {
         Ok(Some(pointer))
     }
 
+    /// What the root holds, sorted into this kind's generations, bare layout files and
+    /// foreign entries (including generations holding files that are not this kind's).
     async fn scan(&self) -> Result<RootScan> {
         let mut scan = RootScan::default();
+        let mut not_ours: BTreeMap<u64, String> = BTreeMap::new();
         for blob in self.storage.list("").await? {
             match blob.key.split_once('/') {
                 Some((group, name)) => match parse_generation(group) {
                     Some(n) => {
+                        // An empty group ("gen-…/" alone) is an interrupted save of ours.
+                        if !name.is_empty() && !K::FILES.contains(&name) {
+                            not_ours.entry(n).or_insert_with(|| name.to_string());
+                        }
                         let entry = scan.generations.entry(n).or_default();
-                        entry.0.push(name.to_string());
+                        if !name.is_empty() {
+                            entry.0.push(name.to_string());
+                        }
                         entry.1 += blob.bytes;
                     }
+                    None if K::RESERVED_GROUPS.contains(&group) => {}
                     None => scan.foreign.push(format!("{group}/")),
                 },
                 None if blob.key == POINTER || blob.key == BEST_POINTER => {}
-                None if FILES.contains(&blob.key.as_str()) => scan.bare_files.push(blob.key),
+                None if K::BARE_ROOT && K::FILES.contains(&blob.key.as_str()) => {
+                    scan.bare_files.push(blob.key)
+                }
                 None => scan.foreign.push(blob.key),
             }
+        }
+        for (n, name) in not_ours {
+            scan.generations.remove(&n);
+            scan.mixed.push(n);
+            scan.foreign.push(format!(
+                "{}/{name} (not a file of a {} generation)",
+                generation_id(n),
+                K::WHAT
+            ));
         }
         scan.foreign.dedup();
         Ok(scan)
@@ -605,7 +844,11 @@ impl<S: BlobStore> CheckpointStore<S> {
         if found.len() > 3 {
             shown.push(format!("and {} more", found.len() - 3));
         }
-        CkptError::ForeignFiles { location: self.storage.location(""), found: shown.join(", ") }
+        CkptError::ForeignFiles {
+            location: self.storage.location(""),
+            what: K::WHAT,
+            found: shown.join(", "),
+        }
     }
 }
 

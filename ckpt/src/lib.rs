@@ -49,14 +49,16 @@ mod memory;
 mod nanogpt;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
+#[cfg(not(target_arch = "wasm32"))]
+mod placement;
 mod safetensors;
 mod store;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 
 pub use adapter::{
-    base_weights_sha256, AdapterCheckpoint, AdapterConfigFile, AdapterStore, BaseRef, ADAPTER_CONFIG,
-    ADAPTER_M, ADAPTER_V, ADAPTER_WEIGHTS, BUILTIN_BASE_NAME,
+    base_weights_sha256, AdapterCheckpoint, AdapterConfigFile, AdapterFiles, AdapterStore, BaseRef,
+    ADAPTER_CONFIG, ADAPTER_M, ADAPTER_V, ADAPTER_WEIGHTS, BUILTIN_BASE_NAME,
 };
 pub use adapter_safetensors::{export_adapter_safetensors, import_adapter_safetensors, PEFT_PREFIX};
 pub use adapter_shelf::{check_name as check_adapter_name, AdapterShelf, Shelved, MAX_ADAPTER_NAME};
@@ -65,11 +67,14 @@ pub use blocking::CheckpointDir;
 pub use checkpoint::Checkpoint;
 pub use compat::check_compatible;
 pub use decode::LoadOptions;
+pub use encode::EncodedFile;
 pub use error::{CkptError, Result};
 #[cfg(feature = "test-util")]
 pub use fault::{Fault, FaultyStore};
 pub use generations::{
-    val_loss_at_step, BestInfo, BestLoad, CheckpointStore, GenerationInfo, SaveReport, BEST_POINTER, POINTER,
+    is_generation_name, val_loss_at_step, BestInfo, BestLoad, CheckpointStore, GenerationInfo,
+    GenerationKind, Generations, PointerProblems, RunFiles, SaveReport, ADAPTERS_GROUP, BEST_POINTER,
+    POINTER,
 };
 pub use layout::{
     ADAM_M, ADAM_V, DATASET_MANIFEST, FILES, FORMAT_VERSION, LOSS_HISTORY, MODEL_CONFIG, TRAINER_STATE,
@@ -84,6 +89,8 @@ pub use nanogpt::{
 };
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{create_dir_durably, write_file_atomically, DirStore};
+#[cfg(not(target_arch = "wasm32"))]
+pub use placement::{check_placement, StoreRole};
 pub use safetensors::{export_safetensors, import_safetensors, read_safetensors, MAX_HEADER_BYTES};
 pub use store::{BlobInfo, BlobStore};
 

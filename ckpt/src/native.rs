@@ -45,26 +45,37 @@ impl DirStore {
     /// Lists one directory level: files as `prefix + name`, subdirectories as
     /// `prefix + name + "/"` (with 0 bytes) unless `descend` lists their files instead
     /// (an empty subdirectory is then still listed as `name/`).
-    fn list_dir(&self, dir: &Path, prefix: &str, descend: bool, out: &mut Vec<BlobInfo>) -> Result<()> {
+    /// Lists `dir` into `out`; `false` when `dir` is gone. An entry removed while it is
+    /// listed (a writer pruning an old generation) is left out, not an error: readers run
+    /// during saves.
+    fn list_dir(&self, dir: &Path, prefix: &str, descend: bool, out: &mut Vec<BlobInfo>) -> Result<bool> {
         if dir.is_file() {
             return Err(CkptError::NotADirectory { path: dir.display().to_string() });
         }
         let entries = match fs::read_dir(dir) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(self.io_error(prefix)(e)),
         };
         for entry in entries {
-            let entry = entry.map_err(self.io_error(prefix))?;
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(self.io_error(prefix)(e)),
+            };
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with('.') {
                 continue;
             }
-            let meta = entry.metadata().map_err(self.io_error(&format!("{prefix}{name}")))?;
+            let meta = match entry.metadata() {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(self.io_error(&format!("{prefix}{name}"))(e)),
+            };
             if meta.is_dir() && descend {
                 let before = out.len();
-                self.list_dir(&entry.path(), &format!("{prefix}{name}/"), false, out)?;
-                if out.len() == before {
+                let exists = self.list_dir(&entry.path(), &format!("{prefix}{name}/"), false, out)?;
+                if exists && out.len() == before {
                     // An empty group (or one holding only temp files) is still listed,
                     // so that it is noticed and cleaned up.
                     out.push(BlobInfo { key: format!("{prefix}{name}/"), bytes: 0 });
@@ -75,7 +86,7 @@ impl DirStore {
                 out.push(BlobInfo { key: format!("{prefix}{name}"), bytes: meta.len() });
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -162,9 +173,11 @@ impl BlobStore for DirStore {
         let mut out = Vec::new();
         match prefix.split_once('/') {
             Some((group, _)) => {
-                self.list_dir(&self.root.join(group), &format!("{group}/"), false, &mut out)?
+                self.list_dir(&self.root.join(group), &format!("{group}/"), false, &mut out)?;
             }
-            None => self.list_dir(&self.root, "", true, &mut out)?,
+            None => {
+                self.list_dir(&self.root, "", true, &mut out)?;
+            }
         }
         out.retain(|b| b.key.starts_with(prefix));
         out.sort_by(|a, b| a.key.cmp(&b.key));

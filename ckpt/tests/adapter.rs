@@ -45,8 +45,10 @@ fn model() -> ModelConfig {
 fn an_adapter_round_trips_and_keeps_one_previous_generation() {
     let store = AdapterStore::new(MemoryStore::new());
     for seed in 1..=3 {
-        let ckpt = adapter(seed, seed != 2);
-        let id = block_on(store.save(&ckpt)).unwrap();
+        let mut ckpt = adapter(seed, seed != 2);
+        // Each is better than the last, so best.json keeps no older one.
+        ckpt.loss_history[0].val_loss = Some(2.0 - seed as f32 / 10.0);
+        let id = block_on(store.save(&ckpt)).unwrap().id;
         assert_eq!(id, format!("gen-00000{seed}"));
         assert_eq!(block_on(store.load_latest(&model())).unwrap(), ckpt);
     }

@@ -65,6 +65,14 @@ pub fn adapter_dir(base: &Base, arg: &Path) -> PathBuf {
 /// The adapter stored in `dir`, checked against `base` (a different base's weights are
 /// refused in one line naming both).
 pub fn load_adapter(base: &Base, dir: &Path) -> Result<AdapterCheckpoint, CliError> {
+    if dir.is_file() {
+        return Err(CliError::Usage(format!(
+            "--adapter {} is a file, not an adapter folder; a .safetensors adapter is read into a folder by \
+             `tinygpt lora import --base … --in {} --out <folder>` first",
+            dir.display(),
+            dir.display()
+        )));
+    }
     if !dir.is_dir() {
         let hint = match &base.dir {
             Some(b) => format!(" (`tinygpt lora list --base {}` lists this base's adapters)", b.display()),

@@ -41,19 +41,8 @@ pub fn load(dir: &Path, generation: Option<&str>) -> Result<Checkpoint, CliError
         return Ok(store.load(&generation_id(arg)?)?);
     }
     // A writer may prune the generation being read once two newer saves completed; the
-    // pointer has moved on then, and reading again gets the new latest.
-    let latest_id = || block_on(store.store().latest_id()).ok().flatten();
-    let mut result;
-    let mut attempts = 0;
-    loop {
-        let pointed = latest_id();
-        result = store.load_latest();
-        attempts += 1;
-        if result.is_ok() || attempts == 3 || latest_id() == pointed {
-            break;
-        }
-    }
-    result.map_err(|source| {
+    // store then reads the new latest (see tinygpt_ckpt's generations).
+    store.load_latest().map_err(|source| {
         let latest = block_on(store.store().latest_id()).ok().flatten();
         match block_on(store.store().newest_intact(latest.as_deref())) {
             Ok(Some(intact)) => CliError::IntactGeneration {
@@ -72,7 +61,7 @@ pub fn load(dir: &Path, generation: Option<&str>) -> Result<Checkpoint, CliError
 fn load_best(store: &CheckpointDir) -> Result<Checkpoint, CliError> {
     let loaded = store.load_best()?;
     if let Some(why) = &loaded.fallback {
-        eprintln!("{why}; using the best generation that verifies instead");
+        eprintln!("{why}");
     }
     let best = &loaded.best;
     eprintln!("best generation: {} (step {}, val loss {:.4})", best.id, best.step, best.val_loss);

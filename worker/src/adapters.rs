@@ -81,7 +81,7 @@ impl<S: BlobStore> Adapters<S> {
     /// Saves `ckpt` as adapter `name`'s newest generation: `(generation id, bytes)`.
     pub async fn save(&self, name: &str, ckpt: &AdapterCheckpoint) -> Result<(String, u64), WorkerError> {
         let store = self.shelf.adapter(name).map_err(name_error)?;
-        let id = store.save(ckpt).await.map_err(ckpt_error)?;
+        let id = store.save(ckpt).await.map_err(ckpt_error)?.id;
         let floats = ckpt.weights.len() + ckpt.adam_m.len() + ckpt.adam_v.len();
         Ok((id, 4 * floats as u64))
     }

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use tinygpt_ckpt::{
-    export_adapter_safetensors, import_adapter_safetensors, AdapterCheckpoint, AdapterStore, BaseRef,
-    Checkpoint, CheckpointDir, DirStore,
+    check_placement, export_adapter_safetensors, import_adapter_safetensors, AdapterCheckpoint, AdapterStore,
+    BaseRef, Checkpoint, CheckpointDir, DirStore, StoreRole,
 };
 use tinygpt_model::{Dataset, Gpt, LoraConfig, Params, Split};
 use tinygpt_optim::{adapter_training_config, GroupOptions, Trainer, TrainingConfig, DEFAULT_ADAPTER_STEPS};
@@ -57,6 +57,9 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
     crate::compute::threads(&args.compute)?;
     let base = load_base(&args.base, None)?;
     let (name, bytes) = text::load(Some(&args.data))?;
+    // The folder is checked before a step is trained: never inside a run or a generation,
+    // never over a base, and holding nothing but this adapter's generations.
+    check_adapter_out(&args.out)?;
     let store_has_adapter = args.out.join("latest.json").exists();
     let resume = match (store_has_adapter, args.resume) {
         (true, true) => Some(load_adapter(&base, &args.out)?),
@@ -182,6 +185,13 @@ impl WithBackend for TrainAdapter {
     }
 }
 
+/// Refuses an adapter `--out` folder that would break a run or hold something else, before
+/// any work is done (see `tinygpt_ckpt::check_placement`).
+pub fn check_adapter_out(out: &Path) -> Result<(), CliError> {
+    check_placement(out, StoreRole::Adapter)?;
+    Ok(block_on(AdapterStore::new(DirStore::open(out)?).check_writable())?)
+}
+
 fn save<B: Backend>(
     store: &AdapterStore<DirStore>,
     trainer: &Trainer<B>,
@@ -204,7 +214,10 @@ pub fn merge(args: LoraMergeArgs) -> Result<(), CliError> {
             args.out.display()
         )));
     }
-    let report = CheckpointDir::open(&args.out)?.save(&ckpt)?;
+    check_placement(&args.out, StoreRole::Run)?;
+    let out = CheckpointDir::open(&args.out)?;
+    out.check_writable()?;
+    let report = out.save(&ckpt)?;
     eprintln!(
         "wrote {} (base {} + adapter {}: rank {}, {}), {} bytes",
         args.out.display(),
@@ -217,22 +230,26 @@ pub fn merge(args: LoraMergeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `tinygpt lora list`: one line per adapter in `<base>/adapters/`.
+/// `tinygpt lora list`: one line per adapter in `<base>/adapters/`; anything else there is
+/// named on stderr, not a reason to list nothing.
 pub fn list(args: LoraListArgs) -> Result<(), CliError> {
     let base = load_base(&args.base, None)?;
     let dir = args.base.join(ADAPTERS_DIR);
-    let mut names: Vec<String> = match std::fs::read_dir(&dir) {
-        Ok(entries) => {
-            entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect()
-        }
+    let mut entries: Vec<(String, bool)> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok())
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path().is_dir()))
+            .filter(|(name, _)| !name.starts_with('.'))
+            .collect(),
         Err(_) => Vec::new(),
     };
-    names.sort();
-    if names.is_empty() {
+    entries.sort();
+    let (folders, stray): (Vec<_>, Vec<_>) = entries.into_iter().partition(|(_, is_dir)| *is_dir);
+    if folders.is_empty() {
         eprintln!("no adapters in {}", dir.display());
     }
     let sha = base.weights_sha256();
-    for name in names {
+    for (name, _) in folders {
         let store = AdapterStore::new(DirStore::open(dir.join(&name))?);
         match block_on(store.config()) {
             Ok(c) => println!(
@@ -244,6 +261,9 @@ pub fn list(args: LoraListArgs) -> Result<(), CliError> {
             ),
             Err(e) => println!("{name}  unreadable: {e}"),
         }
+    }
+    for (name, _) in stray {
+        eprintln!("{}: not an adapter folder (a file); left as it is", dir.join(name).display());
     }
     Ok(())
 }
@@ -261,6 +281,7 @@ pub fn export(args: LoraExportArgs) -> Result<(), CliError> {
 /// `tinygpt lora import`: a PEFT-named `.safetensors` into an adapter folder (weights only).
 pub fn import(args: LoraImportArgs) -> Result<(), CliError> {
     let base = load_base(&args.base, None)?;
+    check_adapter_out(&args.out)?;
     let bytes = std::fs::read(&args.input).map_err(|source| CliError::Io {
         what: "cannot read",
         path: args.input.clone(),

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tinygpt_ckpt::{
-    check_compatible, Checkpoint, CheckpointDir, CkptError, WriterLock, BEST_POINTER, POINTER,
+    check_compatible, check_placement, Checkpoint, CheckpointDir, CkptError, StoreRole, WriterLock,
+    ADAPTERS_GROUP, BEST_POINTER, POINTER,
 };
 use tinygpt_model::{Dataset, ModelConfig, Split};
 use tinygpt_optim::{LossPoint, Trainer, TrainerProgress, TrainingConfig};
@@ -73,9 +74,13 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
 
     // Everything cheap is checked; now the folder, before any training can be lost.
     let out = args.out.clone().or(args.resume.clone()).unwrap_or_else(|| PathBuf::from("out"));
+    check_placement(&out, StoreRole::Run)?;
     let lock = WriterLock::acquire(&out)?;
     let resuming_here = args.resume.as_deref().is_some_and(|r| same_folder(r, &out));
     check_out_folder(&out, resuming_here, args.overwrite)?;
+    // What the first save would refuse (foreign files, another kind's generations) is
+    // refused now, before a step is trained.
+    CheckpointDir::open(&out)?.check_writable()?;
 
     let (start, dataset) = match (fresh, &args.resume) {
         (Some(fresh), _) => fresh,
@@ -142,7 +147,9 @@ fn check_out_folder(out: &Path, resuming_here: bool, overwrite: bool) -> Result<
     if entries.is_empty() || resuming_here {
         return Ok(());
     }
-    let is_run = entries.iter().all(|n| n == POINTER || n == BEST_POINTER || n.starts_with("gen-"));
+    let is_run = entries
+        .iter()
+        .all(|n| n == POINTER || n == BEST_POINTER || n == ADAPTERS_GROUP || n.starts_with("gen-"));
     if !is_run {
         return Err(CliError::Usage(format!(
             "--out {} holds files that are not a TinyGPT run ({}); choose an empty or new folder",
@@ -156,6 +163,14 @@ fn check_out_folder(out: &Path, resuming_here: bool, overwrite: bool) -> Result<
              --overwrite, or choose another --out",
             out.display(),
             entries.join(", ")
+        )));
+    }
+    if entries.iter().any(|n| n == ADAPTERS_GROUP) {
+        return Err(CliError::Usage(format!(
+            "--overwrite: {} holds adapters trained on this run ({}); --overwrite never deletes them: \
+             move them out first, or choose another --out",
+            out.display(),
+            out.join(ADAPTERS_GROUP).display()
         )));
     }
     let remove = |name: &str| -> Result<(), CliError> {
