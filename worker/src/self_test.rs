@@ -14,7 +14,7 @@
 //! for a whole backend (different summation orders in 70-term dot products and in row
 //! reductions), not a per-kernel parity test; a broken kernel is off by far more.
 
-use tinygpt_kernels_cpu::CpuBackend;
+use tinygpt_kernels_cpu::{CpuBackend, Kernels};
 use tinygpt_tensor::{Backend, MatmulDims, TensorError};
 
 /// Largest allowed `|candidate - reference|` as a fraction of the reference's scale.
@@ -33,7 +33,8 @@ pub enum SelfTestError {
 
 /// Runs the check on `candidate`; `Ok` when every output matches the CPU reference.
 pub async fn self_test<B: Backend>(candidate: &B) -> Result<(), SelfTestError> {
-    let reference = CpuBackend::new(1);
+    // The scalar kernels, explicitly: `CpuBackend::new` picks the fast variant.
+    let reference = CpuBackend::new(1).with_kernels(Kernels::Reference);
     let expected = run_ops(&reference).await?;
     let got = run_ops(candidate).await?;
     for ((op, want), (_, have)) in expected.iter().zip(&got) {
@@ -116,9 +117,13 @@ fn pseudo_random(len: usize, seed: u32) -> Vec<f32> {
 mod tests {
     use super::*;
 
+    /// The CPU backend's fast kernels against the scalar ones (where this CPU has a fast
+    /// variant; the reference against itself elsewhere, which checks only the plumbing).
     #[test]
-    fn the_cpu_backend_passes_its_own_check() {
-        tinygpt_tensor::block_on(self_test(&CpuBackend::new(1))).unwrap();
+    fn the_fast_cpu_kernels_pass_the_check() {
+        let fast = CpuBackend::new(1).with_kernels(Kernels::Fast);
+        eprintln!("checked: the {} CPU kernels against the reference", fast.variant());
+        tinygpt_tensor::block_on(self_test(&fast)).unwrap();
     }
 
     #[test]
