@@ -15,6 +15,7 @@ mod dims;
 pub mod dropout;
 mod error;
 mod executor;
+mod forward;
 mod rng;
 mod shape;
 mod tensor;
@@ -27,6 +28,7 @@ pub use dims::{
 pub use dropout::DropoutMask;
 pub use error::{BadValue, TensorError};
 pub use executor::block_on;
+pub use forward::FORWARDED_BACKEND_METHODS;
 pub use rng::Rng;
 pub use shape::Shape;
 pub use tensor::{Indices, Tensor};

@@ -5,6 +5,11 @@
 //! fast path: the results stay right and only the speed is lost, so no op test notices.
 //! This check reads the trait's source, as the worker's protocol test reads `protocol.d.ts`.
 //!
+//! A wrapper that only forwards (with a hook, e.g. counting calls) should not be written by
+//! hand: [`crate::forward_backend!`] generates every method from one list, which the test
+//! here compares with the trait. The text check on an impl is for wrappers that do more
+//! than forward (checking operands, skipping ops).
+//!
 //! [`Backend`]: crate::Backend
 
 /// The source of the trait, read at compile time.
@@ -46,6 +51,17 @@ mod tests {
             assert!(methods.contains(&m), "{m} missing from {methods:?}");
         }
         assert!(methods.len() >= 30, "{methods:?}");
+    }
+
+    /// `forward_backend!`'s list against the trait: a defaulted method added to the trait
+    /// but not to the list would otherwise run its default in every generated wrapper.
+    #[test]
+    fn the_forwarding_macro_implements_every_method() {
+        let mut forwarded = crate::FORWARDED_BACKEND_METHODS.to_vec();
+        let mut declared = backend_methods();
+        forwarded.sort_unstable();
+        declared.sort_unstable();
+        assert_eq!(forwarded, declared, "tensor/src/forward.rs's list against the Backend trait");
     }
 
     #[test]
