@@ -4,6 +4,16 @@
 //! slots, batch and per-step lists from one step to the next. A buffer coming back would add
 //! an allocation per tensor, about 300 a `small` step; a shape on the heap, about 500.
 //!
+//! Checked on the variant `Kernels::Fast` picks here (the one the CLI trains on), named in
+//! the output and in a failure. A CPU without a fast variant fails the test rather than
+//! passing it empty: there would be nothing to check (the reference kernels are not
+//! promised allocation-free).
+//!
+//! Known flaky (2026-12-05): on a loaded 2-core machine (load average 4 to 5, other builds
+//! running) the two-thread spin pool made 1 to 8 allocations in its 5 steady-state steps
+//! in about one run of three, AVX-512 and AVX2+FMA alike (in another series it passed 6
+//! of 6). Left to the kernels' owners, not hidden here.
+//!
 //! The backends are the ones the CLI and the browser's threads build train on: inline on
 //! one thread, and the spin pool (`CpuBackend::try_new_on_this_thread`) on two. A rayon pool
 //! (`CpuBackend::new(2)`) is left out: rayon's job queue allocates a block for every 63
@@ -45,11 +55,14 @@ unsafe impl GlobalAlloc for CountingAllocator {
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 #[test]
+#[cfg_attr(not(target_arch = "x86_64"), ignore = "native fast kernels exist only for x86-64")]
 fn a_steady_state_step_on_the_fast_kernels_allocates_nothing() {
-    if Kernels::Fast.variant() == KernelVariant::Reference {
-        eprintln!("skipped: this CPU has no fast kernel variant");
-        return;
-    }
+    let variant = Kernels::Fast.variant();
+    assert_ne!(
+        variant,
+        KernelVariant::Reference,
+        "this CPU has no fast kernel variant (AVX2+FMA or AVX-512): nothing to check here"
+    );
     let preset = Preset::by_name("small").unwrap();
     let model = preset.model;
     let training = TrainingConfig { batch_size: 4, max_steps: 100, ..Default::default() };
@@ -58,7 +71,7 @@ fn a_steady_state_step_on_the_fast_kernels_allocates_nothing() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert!(cores >= 2, "this test needs two cores for the spin pool (it would fall back to rayon's)");
     for threads in [1, 2] {
-        let backend = CpuBackend::try_new_on_this_thread(threads).unwrap().with_kernels(Kernels::Fast);
+        let backend = CpuBackend::try_new_on_this_thread(threads).unwrap().with_variant(variant).unwrap();
         let mut trainer = Trainer::new(&backend, model.clone(), training.clone(), dataset.clone()).unwrap();
         // The first steps fill the pool, the kernels' scratch and the trainer's lists.
         for _ in 0..3 {
@@ -70,10 +83,10 @@ fn a_steady_state_step_on_the_fast_kernels_allocates_nothing() {
             trainer.step().unwrap();
         }
         let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
-        eprintln!("{threads} thread(s): {allocations} allocations in {steps} steady-state steps");
-        assert_eq!(
-            allocations, 0,
-            "{threads} thread(s): {allocations} allocations in {steps} steady-state steps"
+        let what = format!(
+            "{variant}, {threads} thread(s): {allocations} allocations in {steps} steady-state steps"
         );
+        eprintln!("{what}");
+        assert_eq!(allocations, 0, "{what}");
     }
 }

@@ -5,8 +5,14 @@
 //! tests under wasm-bindgen-test in headless Chromium → the conformance kit on kernels-cpu's
 //! simd128 variant under Node's WASI → the backend conformance kit on WebGPU
 //! in headless Chromium → the page's browser tests (`test-web`).
+//!
+//! After the workspace tests and after each WASI run it prints which of kernels-cpu's kernel
+//! variants the conformance kit checked, read from the test lines themselves (passed,
+//! ignored because this CPU lacks the instructions, failed), so a variant that did not run
+//! is named as such rather than hidden in a green count.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
 use crate::util::{parse_options, run, workspace_root};
 use crate::{setup, web_test};
@@ -21,10 +27,15 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
     run(Command::new(&cargo).current_dir(workspace_root()).args(["fmt", "--all", "--", "--check"]))?;
     setup::setup()?;
     // setup installed Python's safetensors, so the export must really be read by it here.
-    run(Command::new(&cargo)
-        .current_dir(workspace_root())
-        .args(["test", "--workspace"])
-        .env("TINYGPT_REQUIRE_PYTHON", "1"))?;
+    let workspace = run_keeping_stdout(
+        Command::new(&cargo)
+            .current_dir(workspace_root())
+            .args(["test", "--workspace"])
+            .env("TINYGPT_REQUIRE_PYTHON", "1"),
+    );
+    let (Ok(stdout) | Err((_, stdout))) = &workspace;
+    print_cpu_variants_checked("cargo test --workspace", stdout);
+    workspace.map_err(|(e, _)| e)?;
     docs_without_warnings(&cargo)?;
     publish_dry_run(&cargo)?;
     ckpt_browser_tests(&cargo)?;
@@ -137,15 +148,127 @@ fn simd128_conformance_tests(cargo: &str) -> Result<(), String> {
     let runner = workspace_root().join("kernels-cpu/tests/wasi/run.mjs");
     for (target_dir, features) in [("wasi-simd", "+simd128"), ("wasi-relaxed-simd", "+simd128,+relaxed-simd")]
     {
-        run(Command::new(cargo)
-            .current_dir(workspace_root())
-            .args(["test", "-p", "tinygpt-kernels-cpu", "--test", "conformance"])
-            .args(["--target", "wasm32-wasip1", "--target-dir"])
-            .arg(workspace_root().join("target").join(target_dir))
-            .args(["--", "one_thread", "--skip", "copy_misuse_panics"])
-            .env("RUSTFLAGS", format!("-C target-feature={features}"))
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env("CARGO_TARGET_WASM32_WASIP1_RUNNER", format!("node {}", runner.display())))?;
+        let result = run_keeping_stdout(
+            Command::new(cargo)
+                .current_dir(workspace_root())
+                .args(["test", "-p", "tinygpt-kernels-cpu", "--test", "conformance"])
+                .args(["--target", "wasm32-wasip1", "--target-dir"])
+                .arg(workspace_root().join("target").join(target_dir))
+                .args(["--", "one_thread", "--skip", "copy_misuse_panics"])
+                .env("RUSTFLAGS", format!("-C target-feature={features}"))
+                .env_remove("CARGO_ENCODED_RUSTFLAGS")
+                .env("CARGO_TARGET_WASM32_WASIP1_RUNNER", format!("node {}", runner.display())),
+        );
+        let (Ok(stdout) | Err((_, stdout))) = &result;
+        print_cpu_variants_checked(&format!("wasm32-wasip1 {features}"), stdout);
+        result.map_err(|(e, _)| e)?;
     }
     Ok(())
+}
+
+/// The module of each of kernels-cpu's kernel variants in its conformance tests
+/// (`tests/conformance.rs`), and the variant's name.
+const CPU_VARIANT_MODULES: [(&str, &str); 5] = [
+    ("reference", "reference"),
+    ("avx2_fma", "avx2-fma"),
+    ("avx512", "avx512"),
+    ("simd128", "simd128"),
+    ("simd128_relaxed", "simd128-relaxed"),
+];
+
+/// Prints [`cpu_variant_lines`] of `stdout`, under a heading naming the `run`.
+fn print_cpu_variants_checked(run: &str, stdout: &str) {
+    println!("xtask: CPU kernel variants checked by kernels-cpu's conformance tests ({run}):");
+    let lines = cpu_variant_lines(stdout);
+    for line in &lines {
+        println!("xtask:   {line}");
+    }
+    // optim's allocation test runs the variant `Kernels::Fast` picks, the best one this CPU
+    // has (the same probe that decides which conformance tests above are not ignored).
+    let allocations = "test a_steady_state_step_on_the_fast_kernels_allocates_nothing ... ";
+    if let Some(outcome) = stdout.lines().find_map(|l| l.strip_prefix(allocations)) {
+        let best = ["avx512", "avx2-fma"]
+            .into_iter()
+            .find(|v| lines.iter().any(|l| l.starts_with(v) && l.contains("checked: ")))
+            .unwrap_or("none");
+        println!("xtask:   optim/tests/allocations.rs on {best} (the best variant above): {outcome}");
+    }
+}
+
+/// For each of kernels-cpu's kernel variants, how many of its conformance tests passed,
+/// were ignored (with libtest's reason) or failed in `stdout` (libtest's lines `test
+/// <variant>::<threads>::<check> ... ok`); a variant with no test line was not compiled
+/// for this target.
+fn cpu_variant_lines(stdout: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (module, name) in CPU_VARIANT_MODULES {
+        let (mut passed, mut failed, mut ignored) = (0, 0, Vec::new());
+        for line in stdout.lines() {
+            let Some(rest) = line.strip_prefix("test ").and_then(|l| l.strip_prefix(module)) else {
+                continue;
+            };
+            let is_kit = ["::one_thread::", "::three_threads::"].iter().any(|t| rest.starts_with(t));
+            let Some((_, outcome)) = rest.split_once(" ... ").filter(|_| is_kit) else { continue };
+            match outcome {
+                "ok" => passed += 1,
+                "FAILED" => failed += 1,
+                o if o.starts_with("ignored") => ignored.push(o.trim_start_matches("ignored, ").to_string()),
+                _ => {}
+            }
+        }
+        let outcome = match (passed, failed, ignored.len()) {
+            (0, 0, 0) => "not run (not compiled for this target)".to_string(),
+            (p, 0, 0) => format!("checked: {p} tests passed"),
+            (0, 0, n) => format!("NOT checked: {n} tests ignored ({})", ignored[0]),
+            (p, f, n) => format!("{p} tests passed, {f} FAILED, {n} ignored"),
+        };
+        lines.push(format!("{name:<16} {outcome}"));
+    }
+    lines
+}
+
+/// Runs `cmd` with its stdout passed through line by line and also kept: the output, or
+/// the error and the output.
+fn run_keeping_stdout(cmd: &mut Command) -> Result<String, (String, String)> {
+    let shown = format!("{cmd:?}");
+    eprintln!("xtask: running {shown}");
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| (format!("cannot start {shown}: {e}"), String::new()))?;
+    let mut kept = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("{line}");
+            kept.push_str(&line);
+            kept.push('\n');
+        }
+    }
+    match child.wait() {
+        Ok(status) if status.success() => Ok(kept),
+        Ok(status) => Err((format!("{shown} failed with {status}"), kept)),
+        Err(e) => Err((format!("cannot wait for {shown}: {e}"), kept)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_variant_lines;
+
+    #[test]
+    fn the_variant_summary_counts_what_ran() {
+        let stdout = "running 5 tests\n\
+            test reference::one_thread::gelu ... ok\n\
+            test reference::three_threads::gelu ... ok\n\
+            test avx2_fma::one_thread::gelu ... FAILED\n\
+            test avx512::one_thread::gelu ... ignored, this CPU has no AVX-512F\n\
+            test avx512::three_threads::gelu ... ignored, this CPU has no AVX-512F\n\
+            test other::reference::one_thread::gelu ... ok\n";
+        let lines = cpu_variant_lines(stdout);
+        assert_eq!(lines[0], "reference        checked: 2 tests passed");
+        assert_eq!(lines[1], "avx2-fma         0 tests passed, 1 FAILED, 0 ignored");
+        assert_eq!(lines[2], "avx512           NOT checked: 2 tests ignored (this CPU has no AVX-512F)");
+        assert_eq!(lines[3], "simd128          not run (not compiled for this target)");
+        assert_eq!(lines.len(), 5);
+    }
 }

@@ -51,10 +51,22 @@ pub use tolerance::Tolerance;
 ///     tinygpt_tensor::backend_conformance_tests!(tinygpt_kernels_cpu::CpuBackend::new(1));
 /// }
 /// ```
+///
+/// Attributes before `=>` go on every test, e.g. to mark a configuration this machine
+/// cannot run as ignored (so the count shows it did not run, instead of passing empty):
+///
+/// ```ignore
+/// tinygpt_tensor::backend_conformance_tests!(
+///     #[cfg_attr(not(has_avx512), ignore = "no AVX-512 here")] => CpuBackend::new(1)
+/// );
+/// ```
 #[macro_export]
 macro_rules! backend_conformance_tests {
+    ($(#[$attr:meta])* => $backend:expr) => {
+        $crate::__conformance_tests!(native [$(#[$attr])*], $backend);
+    };
     ($backend:expr) => {
-        $crate::__conformance_tests!(native, $backend);
+        $crate::__conformance_tests!(native [], $backend);
     };
 }
 
@@ -84,7 +96,7 @@ macro_rules! backend_determinism_tests {
 #[macro_export]
 macro_rules! backend_conformance_browser_tests {
     ($backend:expr) => {
-        $crate::__conformance_tests!(browser, $backend);
+        $crate::__conformance_tests!(browser [], $backend);
     };
 }
 
@@ -94,9 +106,9 @@ macro_rules! backend_conformance_browser_tests {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests {
-    ($mode:ident, $backend:expr) => {
-        $crate::__conformance_tests!(@unwinding $mode, $backend; copy_misuse_panics);
-        $crate::__conformance_tests!(@portable $mode, $backend;
+    ($mode:ident $attrs:tt, $backend:expr) => {
+        $crate::__conformance_tests!(@unwinding $mode $attrs, $backend; copy_misuse_panics);
+        $crate::__conformance_tests!(@portable $mode $attrs, $backend;
             zeros,
             upload_read_round_trip,
             indices_round_trip,
@@ -135,17 +147,21 @@ macro_rules! __conformance_tests {
             adamw,
         );
     };
-    (@$kind:ident native, $backend:expr; $($check:ident),* $(,)?) => {
+    (@one [$(#[$attr:meta])*] $check:ident, $backend:expr) => {
+        $(#[$attr])*
+        #[test]
+        fn $check() {
+            let backend = $backend;
+            $crate::block_on($crate::conformance::checks::$check(&backend));
+        }
+    };
+    (@$kind:ident native $attrs:tt, $backend:expr; $($check:ident),* $(,)?) => {
         $(
-            #[test]
-            fn $check() {
-                let backend = $backend;
-                $crate::block_on($crate::conformance::checks::$check(&backend));
-            }
+            $crate::__conformance_tests!(@one $attrs $check, $backend);
         )*
     };
-    (@unwinding browser, $backend:expr; $($check:ident),* $(,)?) => {};
-    (@portable browser, $backend:expr; $($check:ident),* $(,)?) => {
+    (@unwinding browser $attrs:tt, $backend:expr; $($check:ident),* $(,)?) => {};
+    (@portable browser $attrs:tt, $backend:expr; $($check:ident),* $(,)?) => {
         $(
             #[wasm_bindgen_test::wasm_bindgen_test]
             async fn $check() {
