@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use self::values::{count, float, Range, MAX_BATCH, MAX_RANK, MAX_STEPS, MAX_TOKENS, MAX_WINDOWS, VOCAB};
+
 #[derive(Parser, Debug)]
 #[command(
     name = "tinygpt",
@@ -69,10 +71,10 @@ pub struct LoraTrainArgs {
     #[arg(long)]
     pub preset: Option<String>,
     /// Adapter rank (default 4).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<usize>(1, MAX_RANK))]
     pub rank: Option<usize>,
     /// Adapter alpha; the term is scaled by alpha/rank (default 2 × rank).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = float::<f32>(Range::Positive))]
     pub alpha: Option<f32>,
     /// Linears to adapt, comma-separated: q_proj,k_proj,v_proj,o_proj,fc_in,fc_out (default q_proj,v_proj).
     #[arg(long)]
@@ -84,19 +86,19 @@ pub struct LoraTrainArgs {
     #[arg(long)]
     pub resume: bool,
     /// Steps in all (default 1000).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<i64>(1, MAX_STEPS))]
     pub steps: Option<i64>,
     /// Peak learning rate of the adapter (default 1e-3), cosine to a tenth of it.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = float::<f64>(Range::Positive))]
     pub lr: Option<f64>,
     /// Weight decay on the adapter's tensors (default 0).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = float::<f32>(Range::NonNegative))]
     pub weight_decay: f32,
     /// Evaluate and save every this many steps.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, allow_negative_numbers = true, value_parser = count::<usize>(1, MAX_STEPS))]
     pub eval_interval: usize,
     /// Batch size (default: the base's).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<usize>(1, MAX_BATCH))]
     pub batch: Option<usize>,
     /// Seed of the adapter's init and the batches (default: the base's).
     #[arg(long)]
@@ -213,13 +215,13 @@ pub struct TrainArgs {
     /// A new run: the total number of steps (max_steps), over which the cosine schedule
     /// decays. With --resume: this many more steps, on the run's original schedule (past
     /// its max_steps the learning rate stays at min_lr).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<i64>(1, MAX_STEPS))]
     pub steps: Option<i64>,
     /// Peak learning rate. The cosine schedule then ends at lr/10, unless the --config file's
     /// training section names its own min_lr (which is kept).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = float::<f64>(Range::Positive))]
     pub lr: Option<f64>,
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<i64>(1, MAX_BATCH))]
     pub batch: Option<i64>,
     #[arg(long)]
     pub seed: Option<u64>,
@@ -245,17 +247,17 @@ pub struct SampleArgs {
     pub generation: Option<String>,
     #[arg(long, default_value = "")]
     pub prompt: String,
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, allow_negative_numbers = true, value_parser = count::<usize>(1, MAX_TOKENS))]
     pub tokens: usize,
     /// 0 is greedy.
-    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true, value_parser = float::<f32>(Range::NonNegative))]
     pub temperature: f32,
     /// 0 keeps every token.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, allow_negative_numbers = true, value_parser = count::<usize>(0, VOCAB))]
     pub top_k: usize,
     /// Nucleus sampling: keep the most likely tokens whose probabilities sum to at least
     /// this (after --top-k); 1 keeps every token.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = float::<f32>(Range::Fraction))]
     pub top_p: f32,
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
@@ -299,7 +301,7 @@ pub struct BenchArgs {
     #[arg(long, conflicts_with = "preset")]
     pub config: Option<PathBuf>,
     /// Timed steps (after warm-up).
-    #[arg(long, default_value_t = 10, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 10, allow_negative_numbers = true, value_parser = count::<i64>(1, MAX_STEPS))]
     pub steps: i64,
     #[command(flatten)]
     pub compute: Compute,
@@ -358,7 +360,7 @@ pub struct BenchGenerateArgs {
     #[arg(long, default_value = "medium")]
     pub preset: String,
     /// Tokens to generate, in context lengths (the window fills and slides this often).
-    #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = count::<i64>(1, MAX_WINDOWS))]
     pub windows: i64,
     #[command(flatten)]
     pub compute: Compute,
@@ -376,7 +378,7 @@ pub struct DebugStateArgs {
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Rows of the batch; each is a window of the model's context length.
-    #[arg(long, default_value_t = 4, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = count::<i64>(1, MAX_BATCH))]
     pub batch: i64,
     /// Seeds the batch sampler (`Rng::new(seed)` over the train split).
     #[arg(long, default_value_t = 1337)]
@@ -392,4 +394,131 @@ pub struct DebugStateArgs {
 pub struct CheckpointsArgs {
     /// A checkpoint folder.
     pub dir: PathBuf,
+}
+
+/// The flags' value parsers: every count and every float a command takes is checked as clap
+/// reads it, so a value out of range (a count that would wrap in a release build, a float
+/// that is NaN or infinite) is refused in one line naming the flag and what it allows, by
+/// every command alike.
+pub mod values {
+    use std::ffi::OsStr;
+    use std::marker::PhantomData;
+
+    use clap::builder::TypedValueParser;
+    use clap::error::{Error, ErrorKind};
+    use clap::{Arg, Command};
+
+    /// Training steps (and evaluation intervals) a run may ask for.
+    pub const MAX_STEPS: u64 = 1_000_000_000;
+    /// Batch rows; the memory check refuses what cannot fit long before this.
+    pub const MAX_BATCH: u64 = u32::MAX as u64;
+    /// Tokens one sample may generate.
+    pub const MAX_TOKENS: u64 = 1_000_000_000;
+    /// Context lengths `bench-generate` may run for.
+    pub const MAX_WINDOWS: u64 = 10_000;
+    /// A LoRA rank (as `LoraConfig` allows).
+    pub const MAX_RANK: u64 = 4096;
+    /// Tokens top-k can keep: the byte vocabulary.
+    pub const VOCAB: u64 = 256;
+
+    fn flag(arg: Option<&Arg>) -> String {
+        arg.and_then(Arg::get_long).map_or_else(|| "the value".into(), |l| format!("--{l}"))
+    }
+
+    fn refuse(cmd: &Command, message: String) -> Error {
+        Error::raw(ErrorKind::ValueValidation, message).with_cmd(cmd)
+    }
+
+    /// A whole number from `min` to `max`, as `T`.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Count<T> {
+        min: u64,
+        max: u64,
+        out: PhantomData<fn() -> T>,
+    }
+
+    /// A count from `min` to `max` (`T` must hold `max`).
+    pub const fn count<T>(min: u64, max: u64) -> Count<T> {
+        Count { min, max, out: PhantomData }
+    }
+
+    impl<T: TryFrom<u64> + Clone + Send + Sync + 'static> TypedValueParser for Count<T> {
+        type Value = T;
+
+        fn parse_ref(&self, cmd: &Command, arg: Option<&Arg>, value: &OsStr) -> Result<T, Error> {
+            let text = value.to_string_lossy();
+            let (min, max) = (self.min, self.max);
+            let n = text.trim().parse::<i128>().ok().filter(|n| (min as i128..=max as i128).contains(n));
+            n.and_then(|n| T::try_from(n as u64).ok()).ok_or_else(|| {
+                let range = match min {
+                    1 => format!("positive (a whole number from 1 to {max})"),
+                    _ => format!("a whole number from {min} to {max}"),
+                };
+                refuse(cmd, format!("{} must be {range}, got {text}", flag(arg)))
+            })
+        }
+    }
+
+    /// Which finite numbers a float flag takes.
+    #[derive(Clone, Copy, Debug)]
+    pub enum Range {
+        /// Above 0.
+        Positive,
+        /// 0 or more.
+        NonNegative,
+        /// Above 0 and at most 1.
+        Fraction,
+    }
+
+    impl Range {
+        fn contains(self, v: f64) -> bool {
+            match self {
+                Range::Positive => v > 0.0,
+                Range::NonNegative => v >= 0.0,
+                Range::Fraction => v > 0.0 && v <= 1.0,
+            }
+        }
+
+        fn words(self) -> &'static str {
+            match self {
+                Range::Positive => "positive",
+                Range::NonNegative => "0 or more",
+                Range::Fraction => "above 0 and at most 1",
+            }
+        }
+    }
+
+    /// A finite number in a [`Range`], as `T`; it must also be finite as an `f32`, the
+    /// precision every float flag ends up in (so `1e300` is refused, not made infinite).
+    #[derive(Clone, Copy, Debug)]
+    pub struct Float<T> {
+        range: Range,
+        out: PhantomData<fn() -> T>,
+    }
+
+    /// A float flag's parser.
+    pub const fn float<T>(range: Range) -> Float<T> {
+        Float { range, out: PhantomData }
+    }
+
+    impl<T: std::str::FromStr + Into<f64> + Clone + Send + Sync + 'static> TypedValueParser for Float<T> {
+        type Value = T;
+
+        fn parse_ref(&self, cmd: &Command, arg: Option<&Arg>, value: &OsStr) -> Result<T, Error> {
+            let text = value.to_string_lossy();
+            let words = self.range.words();
+            let parsed = text.trim().parse::<T>().ok();
+            let v = parsed.clone().map_or(f64::NAN, Into::into);
+            if !(v.is_finite() && (v as f32).is_finite()) {
+                return Err(refuse(
+                    cmd,
+                    format!("{} must be a finite number, {words}, got {text}", flag(arg)),
+                ));
+            }
+            if !self.range.contains(v) {
+                return Err(refuse(cmd, format!("{} must be {words}, got {text}", flag(arg))));
+            }
+            Ok(parsed.expect("finite"))
+        }
+    }
 }

@@ -81,12 +81,6 @@ pub fn resolve(args: &TrainArgs) -> Result<(ModelConfig, TrainingConfig), CliErr
         Some(path) => read_config(path)?,
         None => ConfigFile::default(),
     };
-    let lr = match args.lr {
-        Some(lr) if !(lr.is_finite() && lr > 0.0) => {
-            return Err(CliError::Usage(format!("--lr must be positive, got {lr}")))
-        }
-        lr => lr.map(|lr| lr as f32),
-    };
     let recipe = Recipe {
         preset: Some(args.preset.clone().or(file.preset).unwrap_or_else(|| DEFAULT_PRESET.into())),
         model: file.model,
@@ -94,7 +88,8 @@ pub fn resolve(args: &TrainArgs) -> Result<(ModelConfig, TrainingConfig), CliErr
         overrides: Overrides {
             max_steps: args.steps.map(|s| positive("--steps", s)).transpose()?,
             batch_size: args.batch.map(|b| positive("--batch", b)).transpose()?,
-            learning_rate: lr,
+            // Finite, positive and finite as an f32 (`args::values`).
+            learning_rate: args.lr.map(|lr| lr as f32),
             seed: args.seed,
         },
     };

@@ -27,7 +27,7 @@ pub struct LoraConfig {
 }
 
 impl LoraConfig {
-    /// `rank`, `alpha` and targets by name (any order, no repeats).
+    /// `rank`, `alpha` and targets by name (any order; a repeated name is refused).
     pub fn new(rank: usize, alpha: f32, targets: &[&str]) -> Result<Self, ConfigError> {
         let mut kinds = Vec::new();
         for name in targets {
@@ -38,10 +38,17 @@ impl LoraConfig {
                     LinearKind::ALL.map(LinearKind::name).join(", ")
                 ),
             })?;
+            // A repeat is a mistake (a typo for another target, most likely), not a request
+            // to adapt the linear twice: refused, not silently dropped.
+            if kinds.contains(&kind) {
+                return Err(ConfigError::InvalidConfig {
+                    field: "target_modules",
+                    reason: format!("names {:?} twice; name each module once", kind.name()),
+                });
+            }
             kinds.push(kind);
         }
         kinds.sort();
-        kinds.dedup();
         let config =
             LoraConfig { rank, alpha, target_modules: kinds.iter().map(|k| k.name().to_string()).collect() };
         config.check()?;
@@ -138,5 +145,20 @@ impl LoraConfig {
     /// Adapter parameters this config adds to `model`.
     pub fn param_count(&self, model: &ModelConfig) -> usize {
         self.tensor_specs(model).iter().map(TensorSpec::numel).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_target_is_refused_naming_it() {
+        let err = LoraConfig::new(4, 8.0, &["q_proj", "v_proj", " q_proj"]).unwrap_err().to_string();
+        assert!(err.contains("\"q_proj\" twice"), "{err}");
+        assert_eq!(
+            LoraConfig::new(4, 8.0, &["v_proj", "q_proj"]).unwrap(),
+            LoraConfig::preset("qv-r4").unwrap()
+        );
     }
 }

@@ -29,11 +29,19 @@ struct BenchGenerate {
 }
 
 pub fn run(args: BenchGenerateArgs) -> Result<(), CliError> {
-    if args.windows <= 0 {
-        return Err(CliError::Usage(format!("--windows must be positive, got {}", args.windows)));
-    }
+    // --windows is 1 to `MAX_WINDOWS` (`args::values`), so it is a usize and times any
+    // context length without wrapping; the conversion and product are checked all the same.
+    let windows = usize::try_from(args.windows).ok().filter(|&w| w > 0);
+    let windows = windows
+        .ok_or_else(|| CliError::Usage(format!("--windows must be positive, got {}", args.windows)))?;
     let preset = Preset::by_name(&args.preset)?;
-    dispatch(&args.compute, BenchGenerate { preset, windows: args.windows as usize })
+    windows.checked_mul(preset.model.context_length).ok_or_else(|| {
+        CliError::Usage(format!(
+            "--windows {windows} × a context of {} tokens is too many tokens",
+            preset.model.context_length
+        ))
+    })?;
+    dispatch(&args.compute, BenchGenerate { preset, windows })
 }
 
 /// Each mode generates its sample again (the same tokens) until its timed tokens add up to
@@ -77,7 +85,7 @@ impl WithBackend for BenchGenerate {
         let ctx = preset.model.context_length;
         let model = Gpt::init(&backend, preset.model.clone(), &mut Rng::new(1))?;
         let prompt: Vec<u8> = b"ROMEO: ".iter().copied().cycle().take(ctx / 2).collect();
-        let max_tokens = windows * ctx;
+        let max_tokens = windows.saturating_mul(ctx); // checked in `run`
         for cached in [true, false] {
             let config = SampleConfig { max_tokens, temperature: 0.0, cached, ..SampleConfig::default() };
             let first = timed_sample(&model, &prompt, &config)?;

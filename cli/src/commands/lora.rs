@@ -278,15 +278,16 @@ pub fn export(args: LoraExportArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `tinygpt lora import`: a PEFT-named `.safetensors` into an adapter folder (weights only).
+/// The largest adapter file `lora import` reads (1 GiB): it is read whole, and an adapter
+/// is a small fraction of its base.
+const MAX_ADAPTER_FILE_BYTES: u64 = 1 << 30;
+
+/// `tinygpt lora import`: a PEFT-named `.safetensors` into an adapter folder (weights only);
+/// the file's reads are bounded and its header checked first (`transfer::read_safetensors`).
 pub fn import(args: LoraImportArgs) -> Result<(), CliError> {
     let base = load_base(&args.base, None)?;
     check_adapter_out(&args.out)?;
-    let bytes = std::fs::read(&args.input).map_err(|source| CliError::Io {
-        what: "cannot read",
-        path: args.input.clone(),
-        source,
-    })?;
+    let bytes = crate::commands::transfer::read_safetensors(&args.input, MAX_ADAPTER_FILE_BYTES)?;
     let (config, lora, weights) = import_adapter_safetensors(&bytes, &base.ckpt.model_config)
         .map_err(|source| CliError::Import { path: args.input.clone(), source })?;
     let ckpt = AdapterCheckpoint {

@@ -8,7 +8,7 @@ use tinygpt_model::{Gpt, Params, SampleConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::SampleArgs;
-use crate::base::{adapter_dir, load_adapter, load_base, merged_weights};
+use crate::base::{adapter_dir, load_adapter, load_base, merged_weights, BUILTIN};
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
 
@@ -18,6 +18,11 @@ struct Sample {
 }
 
 pub fn run(args: SampleArgs) -> Result<(), CliError> {
+    if let (true, Some(generation)) = (is_builtin(&args.model), &args.generation) {
+        return Err(CliError::Usage(format!(
+            "--generation {generation}: the builtin model has no generations; give a checkpoint folder as --model to pick one"
+        )));
+    }
     let stop = args.stop.iter().map(|s| unescape(s)).collect::<Result<Vec<_>, _>>()?;
     let config = SampleConfig {
         max_tokens: args.tokens,
@@ -31,6 +36,12 @@ pub fn run(args: SampleArgs) -> Result<(), CliError> {
     config.check().map_err(|e| CliError::Usage(format!("--{}", e.replace('_', "-"))))?;
     let compute = args.compute.clone();
     dispatch(&compute, Sample { args, config })
+}
+
+/// Whether `--model` names the builtin model (as `load_base` reads it: `builtin`, unless a
+/// folder of that name exists).
+fn is_builtin(model: &std::path::Path) -> bool {
+    model == std::path::Path::new(BUILTIN) && !model.exists()
 }
 
 /// A `--stop` value's bytes: UTF-8, with `\n`, `\t`, `\r`, `\\` and `\xHH` escapes.

@@ -1,7 +1,6 @@
 //! `tinygpt export` / `tinygpt import`: a checkpoint as one `.safetensors` file and back,
 //! in our layout or nanoGPT's (`--format`).
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use tinygpt_ckpt::{
@@ -15,10 +14,6 @@ use crate::args::{ExportArgs, FileFormat, ImportArgs};
 use crate::checkpoint::load;
 use crate::error::CliError;
 use crate::text;
-
-/// The largest header `import` reads (the safetensors crate's own limit): the header is
-/// read and checked against the file's size before the tensors are.
-const MAX_HEADER_BYTES: u64 = 100 << 20;
 
 pub fn export(args: ExportArgs) -> Result<(), CliError> {
     let ckpt = load(&args.model, args.generation.as_deref())?;
@@ -37,7 +32,7 @@ pub fn export(args: ExportArgs) -> Result<(), CliError> {
 }
 
 pub fn import(args: ImportArgs) -> Result<(), CliError> {
-    let bytes = read_safetensors(&args.input)?;
+    let bytes = read_safetensors(&args.input, MAX_IMPORT_BYTES)?;
     let ckpt = match args.format {
         FileFormat::Tinygpt => import_safetensors(&bytes, &LoadOptions::default()),
         FileFormat::Nanogpt => import_nanogpt(&bytes, nanogpt_defaults()?),
@@ -58,28 +53,22 @@ fn nanogpt_defaults() -> Result<ImportDefaults, CliError> {
     Ok(ImportDefaults { training, dataset })
 }
 
-/// The file, after its 8-byte header length and the header size were checked against the
-/// file's size, so a bad header costs no read of the rest.
-fn read_safetensors(path: &Path) -> Result<Vec<u8>, CliError> {
+/// The largest checkpoint file `import` reads (4 GiB): the file is held in memory whole.
+pub const MAX_IMPORT_BYTES: u64 = 4 << 30;
+
+/// A `.safetensors` file read whole, with every read bounded: a file that is not a regular
+/// file (`/dev/zero`, a pipe) or is larger than `limit` is refused unread, and the header
+/// is read and checked before the tensors (`tinygpt_ckpt::read_safetensors`), so a bad
+/// header costs no read of the rest. `import` and `lora import` both read through here.
+pub(crate) fn read_safetensors(path: &Path, limit: u64) -> Result<Vec<u8>, CliError> {
     let io = |source| CliError::Io { what: "cannot read", path: path.to_path_buf(), source };
-    let invalid =
-        |reason: String| CliError::Usage(format!("{}: not a safetensors file: {reason}", path.display()));
     let mut file = std::fs::File::open(path).map_err(io)?;
-    let size = file.metadata().map_err(io)?.len();
-    let mut len = [0u8; 8];
-    if size < 8 {
-        return Err(invalid(format!("{size} bytes, shorter than the 8-byte header length")));
-    }
-    file.read_exact(&mut len).map_err(io)?;
-    let header = u64::from_le_bytes(len);
-    if header > MAX_HEADER_BYTES || header > size - 8 {
-        return Err(invalid(format!(
-            "the header length is {header} bytes, but the file has {} after it (and headers are at most {MAX_HEADER_BYTES})",
-            size - 8
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(CliError::Usage(format!(
+            "{} is not a regular file; give a .safetensors file (at most {limit} bytes)",
+            path.display()
         )));
     }
-    file.seek(SeekFrom::Start(0)).map_err(io)?;
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    file.read_to_end(&mut bytes).map_err(io)?;
-    Ok(bytes)
+    Ok(tinygpt_ckpt::read_safetensors(&mut file, &path.display().to_string(), meta.len(), limit)?)
 }
