@@ -10,6 +10,14 @@
 //! `{"preset":…,"threads":…,"fast_over_reference":…,"fast_over_pytorch":…}`. Last come the
 //! matmul lines (GFLOP/s of every variant at the `large` preset's MLP shapes, from
 //! kernels-cpu's `matmul_bench` example).
+//!
+//! `cargo xtask bench --quality` (alone) runs the quality recipe instead: nanoGPT's CPU
+//! recipe on TinyShakespeare (`configs/nanogpt-cpu.json`, 2000 steps, all cores; about a
+//! minute and a half on 2 cores), optim's ignored `quality` test in a release build. It
+//! prints the commit (with `-dirty` for uncommitted changes), a line per evaluation, and
+//! `{"recipe","steps","val_loss","threads","seconds"}`; it fails if the validation loss is
+//! above 1.95. BENCHMARKS.md records its figure per commit. Not part of `cargo xtask test`
+//! or CI: minutes of every core.
 
 use std::process::Command;
 
@@ -18,6 +26,12 @@ use serde_json::Value;
 use crate::util::{self, parse_options, workspace_root};
 
 pub fn run(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|a| a == "--quality") {
+        if args.len() > 1 {
+            return Err("--quality takes no other options".into());
+        }
+        return quality();
+    }
     let mut presets = "small,medium,large,xl".to_string();
     let mut steps = "5".to_string();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -94,6 +108,19 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The quality recipe (see the module docs): optim's `quality` test, ignored by default.
+fn quality() -> Result<(), String> {
+    let root = workspace_root();
+    let commit = util::output_of("git", &["-C", &root.to_string_lossy(), "describe", "--always", "--dirty"]);
+    println!("quality recipe at commit {}", commit.as_deref().map_or("(unknown)", str::trim));
+    let test = ["test", "--release", "-p", "tinygpt-optim", "--test", "quality"];
+    util::run(Command::new(env!("CARGO")).current_dir(&root).args(test).args([
+        "--",
+        "--ignored",
+        "--nocapture",
+    ]))
 }
 
 /// Runs `command`, echoes its stdout and parses its last line as JSON.
