@@ -70,7 +70,8 @@ pub fn unreadable(received: Received, error: &str) -> WorkerError {
              (see worker/PROTOCOL.md)."
         ),
         Received::Type(t) if !MESSAGE_TYPES.contains(&t) => format!(
-            "The worker does not know messages of type \"{t}\". The types are {types} (see worker/PROTOCOL.md)."
+            "The worker does not know messages of type \"{t}\". Send one of the types it knows: {types} \
+             (see worker/PROTOCOL.md)."
         ),
         Received::Type(t) => {
             let problem = describe(error);
@@ -146,9 +147,66 @@ fn plain(s: &str) -> String {
     s.replace('`', "\"")
 }
 
+/// Whether `message` reads as sentences for a person: a capital first letter, a full stop
+/// (or `?`/`!`) at the end, and a verb that says what to do.
+pub fn is_a_sentence_for_people(message: &str) -> bool {
+    let says_what_to_do = ["Send", "Give", "Use", "Choose", "Pick", "Load", "Try", "Change", "Ask", "Name"]
+        .iter()
+        .any(|verb| message.contains(verb));
+    message.chars().next().is_some_and(char::is_uppercase)
+        && message.trim_end().ends_with(['.', '?', '!'])
+        && says_what_to_do
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every refusal `read_json` gives, for messages malformed in every way the decoder
+    /// reports, is sentences for people that say what to send.
+    #[test]
+    fn every_refusal_is_a_sentence_that_says_what_to_do() {
+        use serde_json::json;
+        let mut bad = vec![
+            json!(null),
+            json!(true),
+            json!(3),
+            json!("pause"),
+            json!([1, 2]),
+            json!({}),
+            json!({"type": 7}),
+            json!({"type": "dance"}),
+            json!({"type": "sample", "prompt": 1}),
+            json!({"type": "sample", "prompt": "a", "maxTokens": -1, "temperature": 1, "topK": 0, "seed": 1}),
+            json!({"type": "sample", "prompt": "a", "maxTokens": 1.5, "temperature": 1, "topK": 0, "seed": 1}),
+            json!({"type": "sample", "prompt": "a", "maxTokens": 1, "temperature": "hot", "topK": 0, "seed": 1}),
+            json!({"type": "train", "dataset": 5}),
+            json!({"type": "train", "dataset": {"kind": "nowhere"}}),
+            json!({"type": "init", "backend": "tpu"}),
+            json!({"type": "init", "checked": "yes"}),
+            json!({"type": "loadBase", "source": 3}),
+            json!({"type": "loadBase", "source": "moon"}),
+            json!({"type": "trainAdapter", "rank": "four"}),
+            json!({"type": "import", "bytes": "not bytes"}),
+        ];
+        for t in MESSAGE_TYPES {
+            bad.push(json!({"type": t, "x": [], "unknownField": {"deep": [1, 2, 3]}}));
+            bad.push(json!({"type": t, "name": 5, "id": [], "bytes": {}, "prompt": null}));
+        }
+        let mut refused = 0;
+        for message in bad {
+            if let Err(e) = read_json(message.clone()) {
+                refused += 1;
+                assert!(is_a_sentence_for_people(&e.message), "{message}: {:?}", e.message);
+                assert!(
+                    !e.message.contains('`') && !e.message.contains("usize"),
+                    "{message}: {:?}",
+                    e.message
+                );
+            }
+        }
+        assert!(refused >= 30, "only {refused} refusals were checked");
+    }
 
     #[test]
     fn every_message_type_is_listed() {

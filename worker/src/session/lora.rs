@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 use tinygpt_ckpt::AdapterCheckpoint;
-use tinygpt_model::{Dataset, Gpt, LoraConfig, Params};
+use tinygpt_model::{ConfigError, Dataset, Gpt, LoraConfig, Params};
 use tinygpt_optim::{adapter_training_config, GroupOptions, Trainer};
 use tinygpt_tensor::Backend;
 
@@ -54,7 +54,25 @@ impl AdapterRequest {
                 LoraConfig::new(rank, self.alpha.unwrap_or(2.0 * rank as f32), &targets)
             }
         };
-        Ok(config?)
+        config.map_err(refused_shape)
+    }
+}
+
+/// A refused adapter shape as sentences that say what to change (the config crate's words
+/// name the field, in lower case, without an ending).
+fn refused_shape(e: ConfigError) -> WorkerError {
+    match e {
+        ConfigError::InvalidConfig { field, reason } => WorkerError::new(
+            ErrorCode::InvalidConfig,
+            format!(
+                "This adapter cannot be trained: its {field} {reason}. Change the adapter's rank, alpha \
+                 or targets and start it again."
+            ),
+        ),
+        ConfigError::UnknownPreset { name, known } => WorkerError::new(
+            ErrorCode::UnknownPreset,
+            format!("There is no adapter preset \"{name}\". Pick one of {known}, or give rank, alpha and targets."),
+        ),
     }
 }
 
@@ -243,4 +261,32 @@ pub async fn adapter_snapshot<B: Backend>(
     let info = run.adapter.as_ref()?;
     let captured = run.trainer.adapter_checkpoint(info.base.clone()).await;
     Some(captured.map(|c| (info.name.clone(), c)).map_err(WorkerError::from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::incoming::is_a_sentence_for_people;
+
+    /// `trainAdapter`'s shape refusals are sentences for people that say what to change.
+    #[test]
+    fn adapter_shape_refusals_are_sentences_that_say_what_to_do() {
+        let targets = |t: &[&str]| Some(t.iter().map(|s| s.to_string()).collect());
+        let requests = [
+            AdapterRequest { preset: Some("qv-r4".into()), rank: Some(2), ..Default::default() },
+            AdapterRequest { preset: Some("qkv-r99".into()), ..Default::default() },
+            AdapterRequest { rank: Some(0), ..Default::default() },
+            AdapterRequest { rank: Some(5000), ..Default::default() },
+            AdapterRequest { alpha: Some(f32::NAN), ..Default::default() },
+            AdapterRequest { targets: targets(&[]), ..Default::default() },
+            AdapterRequest { targets: targets(&["x_proj"]), ..Default::default() },
+            AdapterRequest { targets: targets(&["q_proj", "q_proj"]), ..Default::default() },
+        ];
+        for request in requests {
+            let e = request.lora_config().expect_err("refused");
+            assert!(is_a_sentence_for_people(&e.message), "{request:?}: {:?}", e.message);
+        }
+        let twice = AdapterRequest { targets: targets(&["q_proj", "q_proj"]), ..Default::default() };
+        assert!(twice.lora_config().unwrap_err().message.contains("\"q_proj\" twice"));
+    }
 }
