@@ -29,6 +29,16 @@ by the parameter count, which matches `tinygpt bench`'s `params`):
   "highest"), no torch.compile, no CUDA graphs; on the CPU `--threads N` sets
   `torch.set_num_threads(N)` (intra-op threads, as ours) and one inter-op thread.
 
+`--as-nanogpt` runs the same model the way nanoGPT's train.py runs it instead (issue 38):
+bf16 autocast around forward and loss (`torch.autocast(device_type, torch.bfloat16)`; on
+"cpu" too), `torch.compile(model)` in its default mode, `torch.optim.AdamW(..., fused=True)`
+on CUDA (nanoGPT's test: the argument exists and the device is CUDA; elsewhere the default
+implementation), `F.scaled_dot_product_attention(is_causal=True)` whatever `--attention`
+says, and TF32 allowed (`torch.backends.cuda.matmul.allow_tf32 = True`, cudnn too, as
+train.py sets them). No GradScaler: nanoGPT enables one for float16 only. The printed
+line's `mode` is `as-nanogpt` (else `eager-fp32`); `warmup_seconds` is the untimed steps'
+time, which holds the compilation (raise `--warmup` if a later step still compiles).
+
 `--config FILE` (a `tinygpt train --config` file with a `model` section, e.g.
 configs/nanogpt-shakespeare-char.json) times that model at its `training.batch_size`
 instead of presets, with its `dropout` in nanoGPT's places as ours (on the embedding sum,
@@ -47,6 +57,8 @@ by `torch.cuda.synchronize()` (on the GPU).
 """
 
 import argparse
+import contextlib
+import inspect
 import json
 import math
 import platform
@@ -144,25 +156,55 @@ def from_config(path):
     return m["model_name"], shape, m.get("dropout", 0.0)
 
 
-def bench(preset, attention, steps, warmup, device, shape=None, dropout=0.0):
+def set_matmul_precision(as_nanogpt):
+    """Eager fp32: TF32 off, float32 matmuls at "highest". As nanoGPT: TF32 allowed."""
+    torch.backends.cuda.matmul.allow_tf32 = as_nanogpt
+    torch.backends.cudnn.allow_tf32 = as_nanogpt
+    torch.set_float32_matmul_precision("high" if as_nanogpt else "highest")
+
+
+def autocast(device, as_nanogpt):
+    """The context forward and loss run in: bf16 autocast as nanoGPT, else none."""
+    if not as_nanogpt:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def adamw(groups, device, as_nanogpt, **kwargs):
+    """AdamW: fused on CUDA as nanoGPT (when this torch has the argument), else torch's default."""
+    fused = as_nanogpt and device.type == "cuda" and "fused" in inspect.signature(torch.optim.AdamW).parameters
+    if fused:
+        kwargs["fused"] = True
+    return torch.optim.AdamW(groups, **kwargs)
+
+
+def mode_name(as_nanogpt):
+    return "as-nanogpt" if as_nanogpt else "eager-fp32"
+
+
+def bench(preset, attention, steps, warmup, device, shape=None, dropout=0.0, as_nanogpt=False):
     layers, d, heads, context, batch = shape or PRESETS[preset]
     torch.manual_seed(1337)
-    model = Gpt(layers, d, heads, context, attention, dropout).to(device)
+    model = Gpt(layers, d, heads, context, "sdpa" if as_nanogpt else attention, dropout).to(device)
     params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
+    opt = adamw(
         [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        device,
+        as_nanogpt,
         lr=3e-4,
         betas=(0.9, 0.95),
         eps=1e-8,
     )
+    forward = torch.compile(model) if as_nanogpt else model
 
     def step():
         data = torch.randint(0, VOCAB, (batch, context + 1), device=device)
         inputs, targets = data[:, :-1], data[:, 1:]
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+        with autocast(device, as_nanogpt):
+            logits = forward(inputs)
+            loss = F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -173,9 +215,11 @@ def bench(preset, attention, steps, warmup, device, shape=None, dropout=0.0):
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    started = time.perf_counter()
     for _ in range(warmup):
         step()
     sync()
+    warmup_seconds = time.perf_counter() - started
     started = time.perf_counter()
     for _ in range(steps):
         loss = step()
@@ -187,11 +231,13 @@ def bench(preset, attention, steps, warmup, device, shape=None, dropout=0.0):
         "torch": torch.__version__,
         "device": device_name(device),
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
-        "attention": attention,
+        "attention": "sdpa" if as_nanogpt else attention,
+        "mode": mode_name(as_nanogpt),
         "preset": preset,
         "params": params,
         "ms_per_step": round(ms, 3),
         "tok_per_s": round(batch * context / (ms / 1000.0)),
+        "warmup_seconds": round(warmup_seconds, 2),
     }
 
 
@@ -217,24 +263,30 @@ def main():
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--threads", type=int, help="CPU threads (default: torch's, all cores)")
     ap.add_argument("--config", help="a train --config file: its model and batch instead of presets")
+    ap.add_argument(
+        "--as-nanogpt",
+        action="store_true",
+        help="bf16 autocast, torch.compile, fused AdamW, sdpa, TF32 on (default: eager fp32)",
+    )
     args = ap.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    set_matmul_precision(args.as_nanogpt)
     device = torch.device(args.device)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
         torch.set_num_interop_threads(1)
     variants = ["manual", "sdpa"] if args.attention == "both" else [args.attention]
+    if args.as_nanogpt:
+        variants = ["sdpa"]
     if args.config:
         name, shape, dropout = from_config(args.config)
         for attention in variants:
-            line = bench(name, attention, args.steps, args.warmup, device, shape, dropout)
+            line = bench(name, attention, args.steps, args.warmup, device, shape, dropout, args.as_nanogpt)
             print(json.dumps(line), flush=True)
         return
     for preset in args.presets.split(","):
         for attention in variants:
-            print(json.dumps(bench(preset, attention, args.steps, args.warmup, device)), flush=True)
+            line = bench(preset, attention, args.steps, args.warmup, device, as_nanogpt=args.as_nanogpt)
+            print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":
