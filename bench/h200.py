@@ -21,26 +21,40 @@ Parts (`--only bench,matmul,recipe`, the default all three, run in that order):
   `tinygpt train`'s training clock at that step); the twin stops itself. Figures: training
   seconds and steps to the target, the process's wall seconds.
 
-On the lent H200 (no cargo, no registry there). On this machine first:
+On the lent H200 (no cargo, no registry; python3 there has torch). Here first:
 
-    cargo build --release -p tinygpt-cli
-    cargo build --release -p tinygpt-kernels-wgsl --example gpu_matmul_bench
-    mkdir -p .gl && (cd .gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+    bench/h200_prepare.sh
 
-then one device call, carrying `target/release/tinygpt`,
-`target/release/examples/gpu_matmul_bench` and `.gl` (data/ and configs/ are tracked):
+(`cargo build --release -p tinygpt-cli`, `cargo build --release -p tinygpt-kernels-wgsl
+--example gpu_matmul_bench`, both stripped into target/h200/ — unstripped, tinygpt alone
+is over the 64 MiB a call carries — and the Vulkan loader's .debs into .gl/). Then a device
+call with carry ["target/h200", ".gl"] (both git-ignored; data/, configs/ and bench/ are
+tracked and travel) and the command (TOOLCHAIN.md's loader steps, then the script):
 
-    for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig; \\
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; \\
+    for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig; \
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; \
     python3 bench/h200.py --out $OUT --seeds 1337
 
-(`--vulkan-debs .gl` does the first three steps itself.) The budget: the whole call stops
-starting processes at `--deadline` seconds (540) and cuts the running one there, so it ends
-inside a 10-minute device call. A recipe seed costs about 4 minutes on the H200 (ours
-≈ 60–70 s at f32, less mixed; the twin ≈ 60 s eager, as-nanogpt ≈ 40 s plus compilation), the
-bench rounds about 2 and matmul seconds, so three seeds take two or three calls: e.g.
-`--seeds 1337` (everything), then `--only recipe --seeds 1338,1339`, then
-`python3 bench/h200.py --merge A/h200.json B/h200.json --out DIR` for the one report.
+(`--vulkan-debs .gl` does the loader steps itself.) The binaries default to target/h200/,
+else target/release/. Budget: no process starts after `--deadline` seconds (540) and the
+running one is cut there (the twin's recipe is told to stop itself 20 s before), so the
+call ends inside a 10-minute device call with h200.json written. Estimates on the H200: the
+bench part ≈ 2 minutes (3 rounds; the first torch.compile ≈ 1 minute, later ones read
+inductor's cache in /tmp), matmul seconds, a recipe seed ≈ 4–4.5 minutes (ours ≈ 70 s at
+f32, less mixed; the twin ≈ 70 s eager, as-nanogpt ≈ 40 s plus compilation). So three
+seeds take three calls, or two if the second fits:
+
+    call 1: python3 bench/h200.py --out $OUT --seeds 1337 --call 1             (≈ 7 min)
+    call 2: python3 bench/h200.py --out $OUT --only recipe --seeds 1338,1339 --call 2
+    (a run the deadline cut: copy call 2's h200.json to target/h200/done2.json, carry it,
+     and rerun call 2's command with `--skip-done target/h200/done2.json`)
+    here:   python3 bench/h200.py --merge CALL1/h200.json CALL2/h200.json --out DIR
+
+`--precisions f32,mixed` (default) needs `--precision` on `tinygpt bench` and `train`;
+a binary without it is refused at the start with that reason (`--precisions default`
+runs it without the flag). `--matmul-paths` (or $H200_MATMUL_PATHS) passes the matmul
+example's path option once it has one, e.g.
+"f32=--precision f32;shader-f16=--precision mixed;cooperative-matrix=--precision coop".
 
 Testing without a GPU: `--backend cpu --twin-device cpu --threads 2 --config TINY.json`
 (`--precisions default` for a binary without `--precision`); `--dry-run` prints the commands.
@@ -177,9 +191,9 @@ class Runner:
 
 
 def failure(rc, out, err, note):
-    """The reason a process did not give its figure, for the report."""
-    tail = " | ".join(line for line in (err or out)[-3:] if line.strip())
-    return f"{note or f'exit {rc}'}: {tail}"[:400]
+    """The reason a process did not give its figure, for the report: its last lines."""
+    tail = [l.strip() for l in err[-2:] + out[-1:] if l.strip() and "NumPy" not in l and "_conversion_method" not in l]
+    return f"{note or f'exit {rc}'}: {' | '.join(tail)}"[:400]
 
 
 # ---------------------------------------------------------------------------- commands
@@ -222,7 +236,8 @@ def bench_command(args, variant):
     ] + twin_common(args, what)
 
 
-def recipe_command(args, variant, cfg, out_dir, seed):
+def recipe_command(args, variant, cfg, out_dir, seed, seconds):
+    """`seconds`: what is left for the run; the twin stops itself a little before it."""
     side, what = variant.split(":", 1)
     if side == "ours":
         return [args.tinygpt, "train", "--config", cfg, "--backend", args.backend, "--out", out_dir] + (
@@ -232,6 +247,8 @@ def recipe_command(args, variant, cfg, out_dir, seed):
     cmd += ["--stop-at-val", str(args.target)] + twin_common(args, what)
     if args.twin_max_steps:
         cmd += ["--max-steps", str(args.twin_max_steps)]
+    if seconds - 20 > 0:
+        cmd += ["--time-limit", str(int(seconds - 20))]
     return cmd
 
 
@@ -346,11 +363,14 @@ def run_recipe(args, runner, report, save, tmp):
         cfg = seed_config(args, tmp, seed)
         order = variants if i % 2 == 0 else list(reversed(variants))
         for variant in order:
+            if (seed, variant) in args.done:
+                say(f"skip recipe {variant} seed {seed}: reached in {args.done[(seed, variant)]}")
+                continue
             out_dir = os.path.join(tmp, f"run-{variant.replace(':', '-')}-{seed}")
             state = {"evals": []}
             side = variant.split(":")[0]
             watch = ours_watch(args, state) if side == "ours" else None
-            cmd = recipe_command(args, variant, cfg, out_dir, seed)
+            cmd = recipe_command(args, variant, cfg, out_dir, seed, min(args.recipe_timeout, runner.left()))
             rc, out, err, wall, note = runner.run(f"recipe {variant} seed {seed}", cmd, args.recipe_timeout, watch)
             rec = {"call": args.call, "seed": seed, "variant": variant, "reached": False, "wall_seconds": round(wall, 2)}
             if side == "ours":
@@ -420,6 +440,12 @@ def preflight(args):
             problems.append(f"{args.python} cannot import torch: {probe.stderr.strip()[-200:]}")
         else:
             args.torch_version = probe.stdout.strip()
+        if "twin:as-nanogpt" in args.variants and args.twin_device == "cuda":
+            # Triton builds its small launcher with the system C compiler on first use.
+            compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+            args.c_compiler = compiler
+            if not compiler:
+                say("warning: no C compiler (cc, gcc, clang or $CC): torch.compile's Triton launcher may fail to build")
     return problems
 
 
@@ -430,6 +456,12 @@ def setup_vulkan(debs):
             subprocess.run(["dpkg", "-x", os.path.join(debs, name), "/"], check=True)
     subprocess.run(["ldconfig"], check=True)
     os.environ.setdefault("VK_DRIVER_FILES", "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json")
+
+
+def first_file(*candidates):
+    """The first of these paths (under the repository) that exists, else the last."""
+    paths = [os.path.join(ROOT, c) for c in candidates]
+    return next((p for p in paths if os.path.exists(p)), paths[-1])
 
 
 def device_label(args):
@@ -472,8 +504,10 @@ def merge(paths, out_dir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--out", default=os.environ.get("OUT"), help="where h200.json, h200.md and logs/ go (default: $OUT)")
-    ap.add_argument("--tinygpt", default=os.path.join(ROOT, "target/release/tinygpt"))
-    ap.add_argument("--matmul-bench", default=os.path.join(ROOT, "target/release/examples/gpu_matmul_bench"))
+    ap.add_argument("--tinygpt", default=first_file("target/h200/tinygpt", "target/release/tinygpt"))
+    ap.add_argument(
+        "--matmul-bench", default=first_file("target/h200/gpu_matmul_bench", "target/release/examples/gpu_matmul_bench")
+    )
     ap.add_argument("--python", default=sys.executable, help="the python with torch for the twin")
     ap.add_argument("--config", default=os.path.join(ROOT, "configs/nanogpt-shakespeare-char.json"))
     ap.add_argument("--only", default="bench,matmul,recipe", help="comma list of bench, matmul, recipe")
@@ -505,6 +539,9 @@ def main():
     ap.add_argument("--vulkan-debs", help="a folder of .debs to unpack into / first (the lent H200's Vulkan loader)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     ap.add_argument("--merge", nargs="+", metavar="H200_JSON", help="merge several calls' h200.json into --out")
+    ap.add_argument(
+        "--skip-done", nargs="+", metavar="H200_JSON", default=[], help="skip recipe runs (seed, variant) that reached the target there"
+    )
     args = ap.parse_args()
     if not args.out:
         ap.error("--out (or $OUT) is required")
@@ -522,6 +559,13 @@ def main():
         ap.error(f"unknown precisions or twin modes: {bad}")
     args.call = args.call or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     args.torch_version = None
+    args.c_compiler = None
+    args.done = {}
+    for path in args.skip_done:
+        with open(path) as f:
+            for r in json.load(f)["raw"].get("recipe", []):
+                if r.get("reached") and r.get("train_seconds_to_target") is not None:
+                    args.done[(r["seed"], r["variant"])] = r.get("call")
     for attr in ("tinygpt", "matmul_bench", "config"):
         setattr(args, attr, os.path.abspath(getattr(args, attr)))
 
@@ -539,18 +583,19 @@ def main():
     report = {
         "meta": {
             "call": args.call,
-            "date": args.call,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "device": device_label(args),
             "config": os.path.relpath(args.config, ROOT) if args.config.startswith(ROOT + os.sep) else args.config,
             "target": args.target,
             "rounds": args.rounds,
             "bench_steps": args.bench_steps,
-            "seeds": args.seeds,
+            "seeds": args.seeds if "recipe" in args.only else [],
             "variants": args.variants,
             "parts": sorted(args.only),
             "matmul_shape": args.matmul_shape,
             "tinygpt": args.tinygpt,
             "torch": args.torch_version,
+            "c_compiler": args.c_compiler,
             "vk_driver_files": os.environ.get("VK_DRIVER_FILES"),
             "notes": "dry run: no figures" if args.dry_run else "",
         },
@@ -563,6 +608,15 @@ def main():
         bench = [r for r in report["raw"]["bench"] if r.get("line")]
         adapters = sorted({r["line"].get("adapter") for r in bench if r["variant"].startswith("ours:") and r["line"].get("adapter")})
         report["meta"]["adapter"] = ", ".join(adapters)
+        # What each of our paths says it ran (a mixed run that fell back to f32 shows here).
+        ran = {}
+        for r in bench:
+            if r["variant"].startswith("ours:"):
+                said = {k: v for k, v in r["line"].items() if any(w in k for w in ("precision", "matmul", "kernels"))}
+                text = json.dumps(said, sort_keys=True)
+                if text not in ran.setdefault(r["variant"], []):
+                    ran[r["variant"]].append(text)
+        report["meta"]["ours_ran"] = "; ".join(f"{v}: {' / '.join(t)}" for v, t in ran.items())
         write(report, args.out)
 
     tmp = tempfile.mkdtemp(prefix="h200-")

@@ -121,7 +121,7 @@ def markdown(report):
     meta, summary, raw = report["meta"], report["summary"], report["raw"]
     target = meta.get("target")
     out = [f"# Issue 38: ours against the PyTorch twin ({meta.get('device') or 'device unknown'})", ""]
-    for k in ["date", "calls", "config", "target", "rounds", "seeds", "tinygpt", "adapter", "torch", "notes"]:
+    for k in ["date", "calls", "config", "target", "rounds", "seeds", "tinygpt", "adapter", "ours_ran", "torch", "notes"]:
         if meta.get(k) not in (None, "", []):
             out.append(f"- {k}: {meta[k]}")
     out += [
