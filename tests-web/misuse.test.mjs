@@ -68,6 +68,15 @@ test('a null message is answered with badMessage, not internal, and the worker k
     const unknown = await nextErrorAfter(page, { type: 'dance' });
     assert.equal(unknown.code, 'badMessage');
     assert.match(unknown.message, /does not know messages of type "dance"/);
+    // A loadBase without what it needs is refused in a sentence that says what to send
+    // (issue 33: it was `loadBase needs "bytes"…`).
+    for (const message of [{ type: 'loadBase', source: 'upload' }, { type: 'loadBase', source: 'checkpoint' }]) {
+      const refused = await nextErrorAfter(page, message);
+      assert.equal(refused.code, 'badMessage', refused.message);
+      assert.match(refused.message, /^[A-Z]/, refused.message);
+      assert.match(refused.message, /[.]$/, refused.message);
+      assert.match(refused.message, /send/i, refused.message);
+    }
     // Still answering: a real message after them.
     const noRun = await nextErrorAfter(page, { type: 'pause' });
     assert.equal(noRun.code, 'noRun');

@@ -44,6 +44,11 @@ impl Base {
 /// `builtin`, or a checkpoint folder (its `generation`, default the latest).
 pub fn load_base(arg: &Path, generation: Option<&str>) -> Result<Base, CliError> {
     if arg == Path::new(BUILTIN) && !arg.exists() {
+        if let Some(generation) = generation {
+            return Err(CliError::Usage(format!(
+                "--generation {generation}: the builtin model has no generations; give a checkpoint folder as --model to pick one"
+            )));
+        }
         let ckpt = import_safetensors(BUILTIN_BASE, &LoadOptions::default())?;
         return Ok(Base { name: BUILTIN_BASE_NAME.into(), ckpt, dir: None });
     }

@@ -163,7 +163,7 @@ impl<B: Backend> Generation<B> {
     pub fn is_done(&self) -> bool {
         let produced = self.generated().len();
         self.stopped
-            || produced >= self.config.max_tokens + MAX_CHARACTER_TAIL
+            || produced >= self.config.max_tokens.saturating_add(MAX_CHARACTER_TAIL)
             || (produced >= self.config.max_tokens && !ends_inside_a_character(self.generated()))
     }
 

@@ -38,7 +38,9 @@ impl BaseModel {
     /// A base from a `.safetensors` file (`tinygpt export`, weights only or not).
     pub fn from_safetensors(name: String, source: BaseSource, bytes: &[u8]) -> Result<Self, WorkerError> {
         let ckpt = import_safetensors(bytes, &LoadOptions::default()).map_err(|e| {
-            WorkerError::new(ErrorCode::BadCheckpoint, format!("That file cannot be a base model: {e}"))
+            WorkerError::new(ErrorCode::BadCheckpoint, format!(
+                "That file cannot be a base model ({e}). Choose a .safetensors file written by `tinygpt export` or this page."
+            ))
         })?;
         Self::new(name, source, ckpt)
     }

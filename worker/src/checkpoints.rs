@@ -166,7 +166,9 @@ impl<S: BlobStore> Checkpoints<S> {
     pub async fn import(&self, bytes: &[u8]) -> Result<(String, usize, u64), WorkerError> {
         check_upload_fits(bytes)?;
         let ckpt = import_safetensors(bytes, &LoadOptions::default()).map_err(|e| {
-            WorkerError::new(ErrorCode::BadCheckpoint, format!("That file is not a TinyGPT checkpoint: {e}"))
+            WorkerError::new(ErrorCode::BadCheckpoint, format!(
+                "That file is not a TinyGPT checkpoint ({e}). Choose a .safetensors file written by `tinygpt export` or this page."
+            ))
         })?;
         let (id, bytes) = self.save(&ckpt).await?;
         Ok((id, ckpt.progress.step, bytes))

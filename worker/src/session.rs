@@ -374,7 +374,10 @@ impl<B: Backend> Session<B> {
         if let Err(reason) = config.check() {
             let mut reason = reason.replace("top_p", "topP");
             reason[..1].make_ascii_uppercase();
-            return Err(WorkerError::new(ErrorCode::InvalidConfig, format!("{reason}.")));
+            return Err(WorkerError::new(
+                ErrorCode::InvalidConfig,
+                format!("{reason}. Change this sampling setting and sample again."),
+            ));
         }
         let model = self.sample_model_for(request.adapter)?;
         let cancelled = self.cancel_sample(now_ms);

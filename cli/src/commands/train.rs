@@ -109,7 +109,9 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
         }
         let (step, max_steps) = (ckpt.progress.step, ckpt.training_config.max_steps);
         stop_at = Some(match steps {
-            Some(n) => step + n,
+            Some(n) => step.checked_add(n).ok_or_else(|| {
+                CliError::Usage(format!("--steps {n}: step {step} + {n} is past the largest step count"))
+            })?,
             None if step >= max_steps => {
                 return Err(CliError::Usage(format!(
                     "the run in {} already finished (step {step} of max_steps {max_steps}); \

@@ -374,7 +374,7 @@ impl Inner {
                         let id = id.ok_or_else(|| {
                             WorkerError::new(
                                 ErrorCode::BadMessage,
-                                "loadBase from a checkpoint needs its \"id\".",
+                                "A \"loadBase\" from a checkpoint needs its \"id\": send the id of a checkpoint that \"listCheckpoints\" returned.",
                             )
                         })?;
                         let ckpt = self.require_store()?.load(&id).await?;
@@ -616,7 +616,14 @@ impl Inner {
 
 /// The bytes a `loadBase` carries, or a plain refusal naming what is missing.
 fn require_bytes(bytes: Option<Vec<u8>>, what: &str) -> Result<Vec<u8>, WorkerError> {
-    bytes.ok_or_else(|| WorkerError::new(ErrorCode::BadMessage, format!("loadBase needs \"bytes\": {what}.")))
+    bytes.ok_or_else(|| {
+        WorkerError::new(
+            ErrorCode::BadMessage,
+            format!(
+                "A \"loadBase\" of {what} needs its \"bytes\" (a Uint8Array): send the file's bytes with it."
+            ),
+        )
+    })
 }
 
 /// Decodes a page message; what cannot be read is answered in the protocol's words.
