@@ -446,6 +446,14 @@ def preflight(args):
             args.c_compiler = compiler
             if not compiler:
                 say("warning: no C compiler (cc, gcc, clang or $CC): torch.compile's Triton launcher may fail to build")
+            headers = subprocess.run(
+                [args.python, "-c", "import os, sysconfig; print(os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            ).stdout.strip()
+            if headers != "True":
+                say("warning: no Python.h for this python: torch.compile's Triton launcher may fail to build")
     return problems
 
 

@@ -5,13 +5,14 @@
 # unstripped tinygpt alone is ~70 MB), and the Vulkan loader's .debs in .gl/ (TOOLCHAIN.md,
 # last section). Then carry `target/h200` and `.gl` (both git-ignored) into the call.
 #
-#   bench/h200_prepare.sh
+#   bench/h200_prepare.sh          (builds in $CARGO_TARGET_DIR where set, else target/)
 set -eu
 cd "$(dirname "$0")/.."
+release=${CARGO_TARGET_DIR:-target}/release
 cargo build --release -p tinygpt-cli
 cargo build --release -p tinygpt-kernels-wgsl --example gpu_matmul_bench
 mkdir -p target/h200
-cp target/release/tinygpt target/release/examples/gpu_matmul_bench target/h200/
+cp "$release/tinygpt" "$release/examples/gpu_matmul_bench" target/h200/
 strip target/h200/tinygpt target/h200/gpu_matmul_bench
 if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
     mkdir -p .gl
