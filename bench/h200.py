@@ -125,7 +125,7 @@ class Runner:
         if limit < 5:
             say(f"skip {name}: {self.left():.0f} s left before the deadline")
             return None, [], [], 0.0, "skipped: deadline"
-        log = open(os.path.join(self.logs, f"{self.count:02d}-{re.sub(r'[^A-Za-z0-9.-]+', '_', name)}.log"), "w")
+        log = open(os.path.join(self.logs, f"{self.count:02d}-{re.sub(r'[^A-Za-z0-9.-]+', '_', name)}.log"), "w", buffering=1)
         log.write(f"$ {shlex.join(cmd)}\n")
         started = time.monotonic()
         proc = subprocess.Popen(
@@ -461,8 +461,8 @@ def setup_vulkan(debs):
     """TOOLCHAIN.md's loader steps on the lent GPU machine: unpack the carried .debs into /."""
     for name in sorted(os.listdir(debs)):
         if name.endswith(".deb"):
-            subprocess.run(["dpkg", "-x", os.path.join(debs, name), "/"], check=True)
-    subprocess.run(["ldconfig"], check=True)
+            subprocess.run(["dpkg", "-x", os.path.join(debs, name), "/"], check=True, timeout=120)
+    subprocess.run(["ldconfig"], check=True, timeout=120)
     os.environ.setdefault("VK_DRIVER_FILES", "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json")
 
 
