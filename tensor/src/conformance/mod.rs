@@ -11,7 +11,9 @@
 //! [`crate::Rng`], including awkward sizes (1, odd, off multiples of 4 and 8, seq 1, odd
 //! head counts), and compares:
 //! - every op with a plain f64 host reference (the private `reference` module), within
-//!   the [`Tolerance`] constant named at the call;
+//!   the [`Tolerance`] constant named at the call, or for values that come out of matrix
+//!   products within [`Tolerance::products`] for the precision the kit runs at
+//!   (`precision:` in [`crate::backend_conformance_tests`]; f32 unless named);
 //! - every backward op (and `matmul`/`sum_rows` in the roles autograd gives them in
 //!   backward passes) also with central finite differences of the backend's *own*
 //!   forward op: step [`FD_EPS`], objective accumulated in f64, [`Tolerance::FINITE_DIFF`].
@@ -60,13 +62,28 @@ pub use tolerance::Tolerance;
 ///     #[cfg_attr(not(has_avx512), ignore = "no AVX-512 here")] => CpuBackend::new(1)
 /// );
 /// ```
+///
+/// `precision: P` (a [`crate::Precision`] variant, attributes after a comma) checks a
+/// backend whose matrix products compute in `P`: every check runs, the ones whose values
+/// come out of products within [`Tolerance::products`] for `P` (and, in `Mixed`, without
+/// finite differences through them: see [`checks::matmul_backward`]). Without it the
+/// precision is `F32`, whose tolerances are the constants above, exactly.
+///
+/// ```ignore
+/// mod mixed {
+///     tinygpt_tensor::backend_conformance_tests!(precision: Mixed => mixed_backend());
+/// }
+/// ```
 #[macro_export]
 macro_rules! backend_conformance_tests {
     ($(#[$attr:meta])* => $backend:expr) => {
-        $crate::__conformance_tests!(native [$(#[$attr])*], $backend);
+        $crate::__conformance_tests!(native [$(#[$attr])*] F32, $backend);
+    };
+    (precision: $precision:ident $(, #[$attr:meta])* => $backend:expr) => {
+        $crate::__conformance_tests!(native [$(#[$attr])*] $precision, $backend);
     };
     ($backend:expr) => {
-        $crate::__conformance_tests!(native [], $backend);
+        $crate::__conformance_tests!(native [] F32, $backend);
     };
 }
 
@@ -95,8 +112,11 @@ macro_rules! backend_determinism_tests {
 /// as wasm32 aborts on a panic.
 #[macro_export]
 macro_rules! backend_conformance_browser_tests {
+    (precision: $precision:ident => $backend:expr) => {
+        $crate::__conformance_tests!(browser [] $precision, $backend);
+    };
     ($backend:expr) => {
-        $crate::__conformance_tests!(browser [], $backend);
+        $crate::__conformance_tests!(browser [] F32, $backend);
     };
 }
 
@@ -106,9 +126,9 @@ macro_rules! backend_conformance_browser_tests {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests {
-    ($mode:ident $attrs:tt, $backend:expr) => {
-        $crate::__conformance_tests!(@unwinding $mode $attrs, $backend; copy_misuse_panics);
-        $crate::__conformance_tests!(@portable $mode $attrs, $backend;
+    ($mode:ident $attrs:tt $precision:ident, $backend:expr) => {
+        $crate::__conformance_tests!(@unwinding $mode $attrs $precision, $backend; copy_misuse_panics);
+        $crate::__conformance_tests!(@portable $mode $attrs $precision, $backend;
             zeros,
             upload_read_round_trip,
             indices_round_trip,
@@ -147,26 +167,26 @@ macro_rules! __conformance_tests {
             adamw,
         );
     };
-    (@one [$(#[$attr:meta])*] $check:ident, $backend:expr) => {
+    (@one [$(#[$attr:meta])*] $precision:ident $check:ident, $backend:expr) => {
         $(#[$attr])*
         #[test]
         fn $check() {
             let backend = $backend;
-            $crate::block_on($crate::conformance::checks::$check(&backend));
+            $crate::block_on($crate::conformance::checks::$check(&backend, $crate::Precision::$precision));
         }
     };
-    (@$kind:ident native $attrs:tt, $backend:expr; $($check:ident),* $(,)?) => {
+    (@$kind:ident native $attrs:tt $precision:ident, $backend:expr; $($check:ident),* $(,)?) => {
         $(
-            $crate::__conformance_tests!(@one $attrs $check, $backend);
+            $crate::__conformance_tests!(@one $attrs $precision $check, $backend);
         )*
     };
-    (@unwinding browser $attrs:tt, $backend:expr; $($check:ident),* $(,)?) => {};
-    (@portable browser $attrs:tt, $backend:expr; $($check:ident),* $(,)?) => {
+    (@unwinding browser $attrs:tt $precision:ident, $backend:expr; $($check:ident),* $(,)?) => {};
+    (@portable browser $attrs:tt $precision:ident, $backend:expr; $($check:ident),* $(,)?) => {
         $(
             #[wasm_bindgen_test::wasm_bindgen_test]
             async fn $check() {
                 let backend = $backend;
-                $crate::conformance::checks::$check(&backend).await;
+                $crate::conformance::checks::$check(&backend, $crate::Precision::$precision).await;
             }
         )*
     };

@@ -1,5 +1,7 @@
 //! How close a backend must come to the f64 reference.
 
+use crate::Precision;
+
 /// A backend value `got` passes against the reference `want` when
 /// `|got - want| <= abs + rel * |want|` (NaN never passes).
 ///
@@ -30,6 +32,38 @@ impl Tolerance {
     /// forward op with step [`crate::conformance::FD_EPS`]: covers the `O(eps²)`
     /// truncation error and the f32 noise of the forward divided by `2·eps`.
     pub const FINITE_DIFF: Tolerance = Tolerance { abs: 1e-3, rel: 1e-2 };
+
+    /// f16's unit roundoff, 2⁻¹¹: the largest relative error of rounding to nearest f16.
+    pub const F16_ROUNDOFF: f64 = 1.0 / 2048.0;
+
+    /// Values that come out of matrix products on a backend computing in `precision`,
+    /// where `depth` is the inner dimension (k) of the products behind a value, added up
+    /// along a chain of them (attention's `head_dim + seq`).
+    ///
+    /// [`Precision::F32`]: [`Tolerance::ACCUMULATED`], exactly (the f32 kit is unchanged).
+    ///
+    /// [`Precision::Mixed`] rounds each input of a product to f16 (relative error up to
+    /// `u = 2⁻¹¹`) and sums in f32, so a term `a·b` moves by up to `2u·|a·b|`, in random
+    /// directions: the error of a sum of `depth` terms of order 1 (the kit's inputs are
+    /// N(0, 1) draws or probabilities) has a standard deviation near `0.6·√depth·u`, and
+    /// the worst of a few thousand checked values stays under `4·√depth·u`: the `abs` term,
+    /// about √K·2⁻¹¹ as issue 34 states it, times 4. A single term (`depth` 1, or a value
+    /// that one large product dominates) is off by at most `2u` relative: the `rel` term.
+    /// Both come on top of [`Tolerance::ACCUMULATED`]'s f32 allowance. The bound assumes
+    /// conversion to *nearest* f16 (lavapipe's; WGSL also allows rounding toward zero,
+    /// which about doubles the error, and a backend's start-up self-test accepts it).
+    /// What mixed keeps in f32 (bias gradients' row sums, LayerNorm, softmax,
+    /// cross-entropy, the optimizer) keeps the f32 tolerances.
+    pub fn products(precision: Precision, depth: usize) -> Tolerance {
+        let acc = Tolerance::ACCUMULATED;
+        match precision {
+            Precision::F32 => acc,
+            Precision::Mixed => Tolerance {
+                abs: acc.abs + 4.0 * (depth.max(1) as f64).sqrt() * Self::F16_ROUNDOFF,
+                rel: acc.rel + 2.0 * Self::F16_ROUNDOFF,
+            },
+        }
+    }
 
     /// Whether `got` is within `abs + rel · |want|` of `want`.
     pub fn accepts(&self, got: f64, want: f64) -> bool {
@@ -85,6 +119,20 @@ mod tests {
         assert!(!tol.accepts(10.21, 10.0));
         assert!(!tol.accepts(f64::NAN, 0.0));
         assert!(!tol.accepts(0.0, f64::NAN));
+    }
+
+    #[test]
+    fn f32_products_keep_the_f32_tolerance_and_mixed_ones_grow_with_root_k() {
+        use crate::Precision;
+        for k in [0, 1, 7, 300] {
+            assert_eq!(Tolerance::products(Precision::F32, k), Tolerance::ACCUMULATED);
+        }
+        let (one, hundred) =
+            (Tolerance::products(Precision::Mixed, 1), Tolerance::products(Precision::Mixed, 100));
+        let acc = Tolerance::ACCUMULATED;
+        assert_eq!(one.rel, acc.rel + 2.0 / 2048.0);
+        assert!((hundred.abs - acc.abs - 40.0 / 2048.0).abs() < 1e-12);
+        assert!((one.abs - acc.abs - 4.0 / 2048.0).abs() < 1e-12);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::conformance::harness::{assert_unchanged, normal, read};
 use crate::conformance::reference::adamw::AdamWState;
 use crate::conformance::Tolerance;
-use crate::{AdamWStep, Backend, Rng};
+use crate::{AdamWStep, Backend, Precision, Rng};
 
 const STEPS: u32 = 5;
 
@@ -18,7 +18,7 @@ const CONFIGS: [(&str, f32, Option<f32>); 4] = [
 ];
 
 /// `adamw_step` against the f64 reference, with and without clipping and weight decay.
-pub async fn adamw<B: Backend>(backend: &B) {
+pub async fn adamw<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xADA);
     for len in [1, 37, 20_001] {
         for (name, weight_decay, max_grad_norm) in CONFIGS {

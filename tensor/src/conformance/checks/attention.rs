@@ -7,7 +7,7 @@ use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
 use crate::conformance::reference::attention as reference;
 use crate::conformance::Tolerance;
-use crate::{AttentionDims, Backend, CachedAttentionDims, DropoutMask, Rng};
+use crate::{AttentionDims, Backend, CachedAttentionDims, DropoutMask, Precision, Rng};
 
 /// `(batch, seq, heads, head_dim)`: all ones, seq 1, odd head counts and widths.
 const CASES: [(usize, usize, usize, usize); 6] =
@@ -17,8 +17,15 @@ fn dims_of((batch, seq, heads, head_dim): (usize, usize, usize, usize)) -> Atten
     AttentionDims { batch, seq, heads, head_dim, dropout: None }
 }
 
+/// The tolerance of attention's outputs and gradients in `precision`: products over a head
+/// (`head_dim`) chained with products over the positions (`seq`); see
+/// [`Tolerance::products`].
+pub(super) fn tolerance(precision: Precision, dims: AttentionDims) -> Tolerance {
+    Tolerance::products(precision, dims.head_dim + dims.seq)
+}
+
 /// Attention forward and backward (fused and unfused) against the f64 reference.
-pub async fn attention<B: Backend>(backend: &B) {
+pub async fn attention<B: Backend>(backend: &B, precision: Precision) {
     let mut rng = Rng::new(0xA77);
     for case in CASES {
         let dims = dims_of(case);
@@ -30,8 +37,9 @@ pub async fn attention<B: Backend>(backend: &B) {
         let (rout, rprobs) = reference::attention(&q, &k, &v, dims);
         let what = format!("attention {dims:?}");
         assert_inputs_unchanged(backend, &what, &[(&uq, &q, "q"), (&uk, &k, "k"), (&uv, &v, "v")]).await;
-        Tolerance::ACCUMULATED.assert_close(&format!("{what} out"), &out, &rout);
-        Tolerance::ACCUMULATED.assert_close(&format!("{what} probs"), &probs, &rprobs);
+        let tol = tolerance(precision, dims);
+        tol.assert_close(&format!("{what} out"), &out, &rout);
+        tol.assert_close(&format!("{what} probs"), &probs, &rprobs);
         // The contract says zero above the diagonal, not "small".
         let seq = dims.seq;
         for (i, &p) in probs.iter().enumerate() {
@@ -45,13 +53,13 @@ pub async fn attention<B: Backend>(backend: &B) {
 }
 
 /// `dq`, `dk`, `dv` against the f64 reference and against finite differences of the
-/// backend's attention output.
-pub async fn attention_backward<B: Backend>(backend: &B) {
+/// backend's attention output (f32 only, as in [`super::matmul_backward`]).
+pub async fn attention_backward<B: Backend>(backend: &B, precision: Precision) {
     let mut rng = Rng::new(0xA77B);
     for case in CASES {
         let dims = dims_of(case);
         let what = format!("attention_backward {dims:?}");
-        attention_backward_case(backend, dims, &mut rng, &what, AttentionPath::Probs).await;
+        attention_backward_case(backend, precision, dims, &mut rng, &what, AttentionPath::Probs).await;
     }
 }
 
@@ -103,7 +111,7 @@ fn training_cases() -> Vec<AttentionDims> {
 
 /// The training forward's output against the reference and against the backend's own
 /// `attention` (the unfused composition).
-pub async fn attention_for_training<B: Backend>(backend: &B) {
+pub async fn attention_for_training<B: Backend>(backend: &B, precision: Precision) {
     let mut rng = Rng::new(0xA77F);
     for dims in training_cases() {
         let len = dims.batch * dims.seq * dims.channels();
@@ -113,30 +121,29 @@ pub async fn attention_for_training<B: Backend>(backend: &B) {
         let unfused = read(backend, &backend.attention(&uq, &uk, &uv, dims).out, "out").await;
         let what = format!("attention_for_training {dims:?}");
         assert_inputs_unchanged(backend, &what, &[(&uq, &q, "q"), (&uk, &k, "k"), (&uv, &v, "v")]).await;
-        Tolerance::ACCUMULATED.assert_close(
-            &format!("{what} out"),
-            &fused,
-            &reference::attention(&q, &k, &v, dims).0,
-        );
-        Tolerance::ACCUMULATED.assert_close(&format!("{what} out vs attention"), &fused, &widen(&unfused));
+        let tol = tolerance(precision, dims);
+        tol.assert_close(&format!("{what} out"), &fused, &reference::attention(&q, &k, &v, dims).0);
+        tol.assert_close(&format!("{what} out vs attention"), &fused, &widen(&unfused));
     }
 }
 
 /// The training backward from its saved state: against the reference, the backend's
 /// `attention_backward` and finite differences of `attention_for_training`.
-pub async fn attention_backward_saved<B: Backend>(backend: &B) {
+pub async fn attention_backward_saved<B: Backend>(backend: &B, precision: Precision) {
     let mut rng = Rng::new(0xA77C);
     for dims in training_cases() {
         let what = format!("attention_backward_saved {dims:?}");
-        attention_backward_case(backend, dims, &mut rng, &what, AttentionPath::Saved).await;
+        attention_backward_case(backend, precision, dims, &mut rng, &what, AttentionPath::Saved).await;
     }
 }
 
 /// One shape of the backward check, shared with the dropout checks (whose `dims` carry a
-/// mask): `dq`, `dk`, `dv` against the f64 reference and finite differences of the
-/// backend's forward output.
+/// mask): `dq`, `dk`, `dv` against the f64 reference and (in f32: a forward that rounds
+/// its inputs to f16 is a step function of them, see [`super::matmul_backward`]) finite
+/// differences of the backend's forward output.
 pub(super) async fn attention_backward_case<B: Backend>(
     backend: &B,
+    precision: Precision,
     dims: AttentionDims,
     rng: &mut Rng,
     what: &str,
@@ -161,21 +168,21 @@ pub(super) async fn attention_backward_case<B: Backend>(
     let inputs = [(&udout, &dout[..], "dout"), (&uq, &q[..], "q"), (&uk, &k[..], "k"), (&uv, &v[..], "v")];
     assert_inputs_unchanged(backend, what, &inputs).await;
     let (rdq, rdk, rdv) = reference::attention_backward(&dout, &q, &k, &v, dims);
-    Tolerance::ACCUMULATED.assert_close(&format!("{what} dq"), &dq, &rdq);
-    Tolerance::ACCUMULATED.assert_close(&format!("{what} dk"), &dk, &rdk);
-    Tolerance::ACCUMULATED.assert_close(&format!("{what} dv"), &dv, &rdv);
+    let tol = tolerance(precision, dims);
+    tol.assert_close(&format!("{what} dq"), &dq, &rdq);
+    tol.assert_close(&format!("{what} dk"), &dk, &rdk);
+    tol.assert_close(&format!("{what} dv"), &dv, &rdv);
     if path == AttentionPath::Saved {
         // The fused pair against the backend's own unfused composition.
         let probs = backend.attention(&uq, &uk, &uv, dims).probs;
         let u = backend.attention_backward(&udout, &uq, &uk, &uv, &probs, dims);
         for (name, got, unfused) in [("dq", &dq, u.dq), ("dk", &dk, u.dk), ("dv", &dv, u.dv)] {
             let unfused = read(backend, &unfused, name).await;
-            Tolerance::ACCUMULATED.assert_close(
-                &format!("{what} {name} vs attention_backward"),
-                got,
-                &widen(&unfused),
-            );
+            tol.assert_close(&format!("{what} {name} vs attention_backward"), got, &widen(&unfused));
         }
+    }
+    if precision != Precision::F32 {
+        return;
     }
 
     let loss = async |q: &B::Storage, k: &B::Storage, v: &B::Storage| {
@@ -198,7 +205,7 @@ fn widen(x: &[f32]) -> Vec<f64> {
 /// NaN beyond them, which must never be read) equal those rows of full causal attention
 /// over all the positions (the f64 reference), for a prefill (`past` 0), single-position
 /// decoding steps and a few rows at once.
-pub async fn cached_attention<B: Backend>(backend: &B) {
+pub async fn cached_attention<B: Backend>(backend: &B, precision: Precision) {
     let mut rng = Rng::new(0xCAC4E);
     // (seq, heads, head_dim, past): rows = seq - past.
     for (seq, heads, head_dim, past) in [
@@ -226,6 +233,7 @@ pub async fn cached_attention<B: Backend>(backend: &B) {
         let cached = CachedAttentionDims { rows: seq - past, past, capacity, heads, head_dim };
         let out = backend.cached_attention(&backend.upload(&q[past * c..]), &cache(&k), &cache(&v), cached);
         let out = read(backend, &out, "out").await;
-        Tolerance::ACCUMULATED.assert_close(&format!("cached_attention {cached:?}"), &out, &full[past * c..]);
+        let tol = tolerance(precision, dims);
+        tol.assert_close(&format!("cached_attention {cached:?}"), &out, &full[past * c..]);
     }
 }

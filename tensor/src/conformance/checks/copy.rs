@@ -6,7 +6,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::conformance::harness::{assert_unchanged, normal, read};
-use crate::{AdamWStep, Backend, CopyRange, Rng};
+use crate::{AdamWStep, Backend, CopyRange, Precision, Rng};
 
 fn bits(values: &[f32]) -> Vec<u32> {
     values.iter().map(|v| v.to_bits()).collect()
@@ -24,7 +24,7 @@ fn source(rng: &mut Rng, len: usize) -> Vec<f32> {
 /// Copies of every range shape (whole buffer, one value, empty, up to either end, across
 /// the parallel chunk size) write exactly `dst[dst_offset..][..len]`, leave the source and
 /// the rest of the destination alone, and show through every handle of the destination.
-pub async fn copy<B: Backend>(backend: &B) {
+pub async fn copy<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xC0_BEEF);
     // (src_len, src_offset, dst_len, dst_offset, len)
     let cases = [
@@ -57,7 +57,7 @@ pub async fn copy<B: Backend>(backend: &B) {
 /// A copy is a snapshot: an in-place update of the source after the copy (here an AdamW
 /// step, the optimizer's pattern) does not reach the destination, and the destination can
 /// then itself be updated in place without touching the source.
-pub async fn copy_is_a_snapshot<B: Backend>(backend: &B) {
+pub async fn copy_is_a_snapshot<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xC0_5A);
     let len = 1000;
     let init = normal(&mut rng, len, 1.0);
@@ -92,7 +92,7 @@ pub async fn copy_is_a_snapshot<B: Backend>(backend: &B) {
 /// The contract's mistakes panic before anything is written: a range past either end (by
 /// one value, and by an offset that would overflow), and a buffer copied into itself.
 /// Needs unwinding panics (native tests).
-pub async fn copy_misuse_panics<B: Backend>(backend: &B) {
+pub async fn copy_misuse_panics<B: Backend>(backend: &B, _precision: Precision) {
     let (src_data, dst_data) = ([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0]);
     let (src, dst) = (backend.upload(&src_data), backend.upload(&dst_data));
     let misuses: [(&str, &B::Storage, usize, usize, usize); 6] = [
@@ -116,7 +116,7 @@ pub async fn copy_misuse_panics<B: Backend>(backend: &B) {
 /// one (the optimizer's gradients into its flat buffer), the scatter back out of one, and
 /// a list with neither shape; more pieces than a GPU dispatch binds, empty pieces among
 /// them, lengths across the parallel chunk size; untouched ranges stay as they were.
-pub async fn copy_many<B: Backend>(backend: &B) {
+pub async fn copy_many<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xC0_3A7);
     let lens = [1, 384, 0, 1537, 7, 300, 70_001, 64, 2, 999, 5];
     let total: usize = lens.iter().sum();

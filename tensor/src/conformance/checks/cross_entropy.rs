@@ -5,7 +5,7 @@ use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{assert_inputs_unchanged, ids, normal, read, read_scalar};
 use crate::conformance::reference::layers;
 use crate::conformance::Tolerance;
-use crate::{Backend, Rng};
+use crate::{Backend, Precision, Rng};
 
 /// `(rows, vocab)`: a vocabulary of one (loss 0), small odd sizes, the byte vocabulary.
 const CASES: [(usize, usize); 5] = [(1, 1), (1, 2), (7, 11), (5, 256), (16, 33)];
@@ -25,7 +25,7 @@ fn logits(rng: &mut Rng, rows: usize, vocab: usize, shifted: bool) -> Vec<f32> {
 }
 
 /// Softmax cross-entropy forward and backward against the f64 reference.
-pub async fn cross_entropy<B: Backend>(backend: &B) {
+pub async fn cross_entropy<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xCE);
     for (rows, vocab) in CASES {
         for shifted in [false, true] {
@@ -42,7 +42,7 @@ pub async fn cross_entropy<B: Backend>(backend: &B) {
 
 /// Against the f64 reference (with `dloss` ≠ 1), and against finite differences of the
 /// backend's `cross_entropy` scaled by `dloss`.
-pub async fn cross_entropy_backward<B: Backend>(backend: &B) {
+pub async fn cross_entropy_backward<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xCEB);
     let dloss = 0.7f32;
     let udloss = backend.upload(&[dloss]);
@@ -78,7 +78,7 @@ pub async fn cross_entropy_backward<B: Backend>(backend: &B) {
 /// what it saved (with `dloss` ≠ 1), against the f64 reference within
 /// [`Tolerance::ACCUMULATED`], like the separate ops; plus a case of more rows than the CPU's
 /// fused pieces (32 rows) hold.
-pub async fn cross_entropy_for_training<B: Backend>(backend: &B) {
+pub async fn cross_entropy_for_training<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xCEF);
     let dloss = 0.7f32;
     let udloss = backend.upload(&[dloss]);

@@ -6,8 +6,7 @@ use super::attention::{attention_backward_case, AttentionPath};
 use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
 use crate::conformance::reference::attention as reference;
-use crate::conformance::Tolerance;
-use crate::{AttentionDims, Backend, DropoutMask, Rng};
+use crate::{AttentionDims, Backend, DropoutMask, Precision, Rng};
 
 /// Lengths around SIMD widths and workgroup sizes, and a multi-chunk size.
 const LENS: [usize; 4] = [1, 7, 257, 40_001];
@@ -30,7 +29,7 @@ fn nonzero(rng: &mut Rng, len: usize) -> Vec<f32> {
 }
 
 /// `dropout` against the reference mask.
-pub async fn dropout<B: Backend>(backend: &B) {
+pub async fn dropout<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xD80);
     for len in LENS {
         let x = nonzero(&mut rng, len);
@@ -62,7 +61,7 @@ pub async fn dropout<B: Backend>(backend: &B) {
 }
 
 /// `dropout_add` against `add` of `dropout`.
-pub async fn dropout_add<B: Backend>(backend: &B) {
+pub async fn dropout_add<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xD8A);
     for len in LENS {
         let (r, x) = (normal(&mut rng, len, 1.0), nonzero(&mut rng, len));
@@ -94,7 +93,7 @@ pub async fn dropout_add<B: Backend>(backend: &B) {
 
 /// The backward of dropout (and of `dropout_add`'s `x`) is dropout of `dout` with the same
 /// mask: checked by finite differences of the forward op with the mask fixed.
-pub async fn dropout_backward<B: Backend>(backend: &B) {
+pub async fn dropout_backward<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xD8B);
     for len in [7, 257] {
         let (x, r, dout) =
@@ -128,7 +127,7 @@ fn dropout_dims((batch, seq, heads, head_dim): (usize, usize, usize, usize), p: 
 
 /// Attention with dropped-out probabilities against the f64 reference (which applies the
 /// rule's factors); the saved probabilities stay the undropped softmax.
-pub async fn attention_dropout<B: Backend>(backend: &B) {
+pub async fn attention_dropout<B: Backend>(backend: &B, precision: Precision) {
     let mut rng = Rng::new(0xA7D);
     for case in CASES {
         for p in [0.2, 0.5] {
@@ -139,27 +138,20 @@ pub async fn attention_dropout<B: Backend>(backend: &B) {
             let res = backend.attention(&backend.upload(&q), &backend.upload(&k), &backend.upload(&v), dims);
             let (rout, rprobs) = reference::attention(&q, &k, &v, dims);
             let what = format!("attention with dropout {dims:?}");
-            Tolerance::ACCUMULATED.assert_close(
-                &format!("{what} out"),
-                &read(backend, &res.out, "out").await,
-                &rout,
-            );
-            Tolerance::ACCUMULATED.assert_close(
-                &format!("{what} probs"),
-                &read(backend, &res.probs, "probs").await,
-                &rprobs,
-            );
+            let tol = super::attention::tolerance(precision, dims);
+            tol.assert_close(&format!("{what} out"), &read(backend, &res.out, "out").await, &rout);
+            tol.assert_close(&format!("{what} probs"), &read(backend, &res.probs, "probs").await, &rprobs);
         }
     }
 }
 
 /// Its backward against the reference and against finite differences of the backend's
 /// forward with the same (fixed) mask.
-pub async fn attention_dropout_backward<B: Backend>(backend: &B) {
+pub async fn attention_dropout_backward<B: Backend>(backend: &B, precision: Precision) {
     let mut rng = Rng::new(0xA7DB);
     for case in CASES {
         let dims = dropout_dims(case, 0.3);
         let what = format!("attention_backward with dropout {dims:?}");
-        attention_backward_case(backend, dims, &mut rng, &what, AttentionPath::Probs).await;
+        attention_backward_case(backend, precision, dims, &mut rng, &what, AttentionPath::Probs).await;
     }
 }

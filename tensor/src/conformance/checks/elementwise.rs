@@ -6,13 +6,13 @@
 use crate::conformance::harness::{assert_inputs_unchanged, normal, read, read_scalar};
 use crate::conformance::reference::dense;
 use crate::conformance::Tolerance;
-use crate::{Backend, Rng};
+use crate::{Backend, Precision, Rng};
 
 /// Lengths around SIMD widths and a multi-chunk size.
 const LENS: [usize; 5] = [1, 7, 33, 1000, 20_001];
 
 /// `add` against the f64 reference.
-pub async fn add<B: Backend>(backend: &B) {
+pub async fn add<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xADD);
     for len in LENS {
         let (a, b) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
@@ -35,7 +35,7 @@ pub async fn add<B: Backend>(backend: &B) {
 }
 
 /// `scale` against the f64 reference.
-pub async fn scale<B: Backend>(backend: &B) {
+pub async fn scale<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0x5CA1E);
     for len in LENS {
         let a = normal(&mut rng, len, 1.0);
@@ -50,7 +50,7 @@ pub async fn scale<B: Backend>(backend: &B) {
 }
 
 /// `sum_rows` against the f64 reference.
-pub async fn sum_rows<B: Backend>(backend: &B) {
+pub async fn sum_rows<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0x50_0305);
     for (rows, cols) in [(1, 1), (1, 9), (7, 1), (13, 70), (300, 130)] {
         let x = normal(&mut rng, rows * cols, 1.0);
@@ -63,7 +63,7 @@ pub async fn sum_rows<B: Backend>(backend: &B) {
 }
 
 /// `sum_squares` against the f64 reference.
-pub async fn sum_squares<B: Backend>(backend: &B) {
+pub async fn sum_squares<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0x5050);
     for len in [1, 7, 1000, 4097, 9000] {
         let x = normal(&mut rng, len, 1.0);

@@ -4,13 +4,13 @@ use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{assert_inputs_unchanged, ids, normal, read, weighted_sum};
 use crate::conformance::reference::dense;
 use crate::conformance::Tolerance;
-use crate::{Backend, Rng};
+use crate::{Backend, Precision, Rng};
 
 /// `(table_rows, dim, n)`; `n` above `table_rows` forces repeated ids.
 const CASES: [(usize, usize, usize); 4] = [(1, 1, 1), (4, 3, 9), (256, 13, 20), (50, 64, 70)];
 
 /// `embedding` and its backward against the f64 reference.
-pub async fn embedding<B: Backend>(backend: &B) {
+pub async fn embedding<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xE3B);
     for (rows, dim, n) in CASES {
         let (table, idx) = (normal(&mut rng, rows * dim, 1.0), ids(&mut rng, n, rows));
@@ -26,7 +26,7 @@ pub async fn embedding<B: Backend>(backend: &B) {
 
 /// Against the f64 scatter-add, and against finite differences of `embedding` with
 /// respect to the table.
-pub async fn embedding_backward<B: Backend>(backend: &B) {
+pub async fn embedding_backward<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xE3BB);
     for (rows, dim, n) in CASES {
         let (table, idx, dout) =

@@ -2,10 +2,10 @@
 //! every write before it is visible after it.
 
 use crate::conformance::harness::normal;
-use crate::{Backend, Rng};
+use crate::{Backend, Precision, Rng};
 
 /// `flush` is harmless: values read after it equal those read without it.
-pub async fn flush<B: Backend>(backend: &B) {
+pub async fn flush<B: Backend>(backend: &B, _precision: Precision) {
     let name = backend.name();
     backend.flush().await.unwrap_or_else(|e| panic!("{name}: flush with nothing queued failed: {e}"));
 

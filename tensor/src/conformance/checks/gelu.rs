@@ -4,7 +4,7 @@ use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
 use crate::conformance::reference::layers;
 use crate::conformance::Tolerance;
-use crate::{Backend, Rng};
+use crate::{Backend, Precision, Rng};
 
 /// Inputs of scale 3 (both tails and the bend), with exact zero and large values up front.
 fn inputs(rng: &mut Rng, len: usize) -> Vec<f32> {
@@ -16,7 +16,7 @@ fn inputs(rng: &mut Rng, len: usize) -> Vec<f32> {
 }
 
 /// GELU forward and backward against the f64 reference.
-pub async fn gelu<B: Backend>(backend: &B) {
+pub async fn gelu<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0x6E1);
     for len in [1, 7, 1000, 20_001] {
         let x = inputs(&mut rng, len);
@@ -29,7 +29,7 @@ pub async fn gelu<B: Backend>(backend: &B) {
 }
 
 /// Against the f64 derivative, and against finite differences of the backend's `gelu`.
-pub async fn gelu_backward<B: Backend>(backend: &B) {
+pub async fn gelu_backward<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0x6E1B);
     for len in [1, 7, 50, 20_001] {
         let (x, dout) = (inputs(&mut rng, len), normal(&mut rng, len, 1.0));

@@ -4,7 +4,7 @@ use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{assert_inputs_unchanged, assert_same_bits, normal, read, weighted_sum};
 use crate::conformance::reference::layers;
 use crate::conformance::Tolerance;
-use crate::{Backend, Rng};
+use crate::{Backend, Precision, Rng};
 
 const EPS: f32 = 1e-5;
 /// `(rows, dim)`: 1×1 (zero variance: the output is `beta`), a single row, odd widths, a
@@ -19,7 +19,7 @@ fn inputs(rng: &mut Rng, rows: usize, dim: usize) -> (Vec<f32>, Vec<f32>, Vec<f3
 }
 
 /// LayerNorm forward and backward against the f64 reference.
-pub async fn layer_norm<B: Backend>(backend: &B) {
+pub async fn layer_norm<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0x1A7);
     for (rows, dim) in CASES {
         let (x, gamma, beta) = inputs(&mut rng, rows, dim);
@@ -53,7 +53,7 @@ pub async fn layer_norm<B: Backend>(backend: &B) {
 
 /// `dx`, `dgamma`, `dbeta` against the f64 reference and against finite differences of
 /// the backend's `layer_norm` output.
-pub async fn layer_norm_backward<B: Backend>(backend: &B) {
+pub async fn layer_norm_backward<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0x1A7B);
     for (rows, dim) in CASES {
         let (x, gamma, beta) = inputs(&mut rng, rows, dim);
@@ -100,7 +100,7 @@ pub async fn layer_norm_backward<B: Backend>(backend: &B) {
 /// `layer_norm_backward_onto`: `dx` added onto `onto`, bit for bit what
 /// `layer_norm_backward` then `add` give on the same backend (and `dgamma`, `dbeta`
 /// unchanged), and close to the f64 reference.
-pub async fn layer_norm_backward_onto<B: Backend>(backend: &B) {
+pub async fn layer_norm_backward_onto<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0x1A70);
     for (rows, dim) in CASES {
         let (x, gamma, beta) = inputs(&mut rng, rows, dim);

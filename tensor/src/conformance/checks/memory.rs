@@ -3,10 +3,10 @@
 //! These are copies, not arithmetic, so they are compared bit for bit.
 
 use crate::conformance::harness::{normal, read};
-use crate::{Backend, Rng};
+use crate::{Backend, Precision, Rng};
 
 /// `zeros(len)` reads back as `len` values of +0.0.
-pub async fn zeros<B: Backend>(backend: &B) {
+pub async fn zeros<B: Backend>(backend: &B, _precision: Precision) {
     for len in [1, 7, 1000, 20_001] {
         let z = read(backend, &backend.zeros(len), "zeros").await;
         assert_eq!(z.len(), len, "zeros({len}) read back {} values", z.len());
@@ -16,7 +16,7 @@ pub async fn zeros<B: Backend>(backend: &B) {
 
 /// `read(upload(x)).await` returns `x` bit for bit, and `read_into` writes it, special values included (NaN only needs to
 /// stay a NaN).
-pub async fn upload_read_round_trip<B: Backend>(backend: &B) {
+pub async fn upload_read_round_trip<B: Backend>(backend: &B, _precision: Precision) {
     let special = [
         0.0,
         -0.0,
@@ -54,7 +54,7 @@ pub async fn upload_read_round_trip<B: Backend>(backend: &B) {
 
 /// `upload_indices` keeps every id: looking ids up in a table whose row `r` holds `r`
 /// gives the ids back (exactly, as they are small integers).
-pub async fn indices_round_trip<B: Backend>(backend: &B) {
+pub async fn indices_round_trip<B: Backend>(backend: &B, _precision: Precision) {
     let rows = 300;
     let table: Vec<f32> = (0..rows).map(|r| r as f32).collect();
     let table = backend.upload(&table);
