@@ -5,14 +5,15 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use tinygpt_tensor::TensorError;
+use tinygpt_tensor::{Precision, TensorError};
 
 use crate::error::WgpuBackendError;
 use crate::pipelines::{Kernel, Pipelines};
 use crate::pool::{Bind, Counters, GpuBuffer, Pool, Staging};
+use crate::precision::{self, MatmulKernels, MatmulPrecision};
 use crate::profile::{self, KernelTime, Profiler};
 use crate::recorder::Recorder;
 use crate::tuning::Tuning;
@@ -30,11 +31,12 @@ pub struct AdapterSummary {
     pub max_storage_buffer_binding_size: u64,
     /// The most workgroups one dispatch dimension may have.
     pub max_compute_workgroups_per_dimension: u32,
-    /// Whether the adapter offers WGSL's `f16` (`shader-f16`). Reported only: every kernel
-    /// is f32, and no f16 path is enabled (none has passed a startup numerics check).
+    /// Whether the adapter offers WGSL's `f16` (`shader-f16`). The device asks for it only
+    /// for [`Precision::Mixed`], whose matmul then rounds its inputs to f16 once its
+    /// start-up self-test passes ([`WgpuBackend::matmul_precision`] says what runs).
     pub shader_f16: bool,
-    /// Whether the adapter offers subgroup operations (`subgroups`). Reported only, as
-    /// for `shader_f16`: no kernel uses them.
+    /// Whether the adapter offers subgroup operations (`subgroups`). Reported only: no
+    /// kernel uses them.
     pub subgroups: bool,
 }
 
@@ -63,6 +65,8 @@ pub(crate) struct Gpu {
     pub recorder: Mutex<Recorder>,
     pub counters: Arc<Counters>,
     pub tuning: Tuning,
+    /// What the matmul runs, decided (once) when the device opened.
+    pub matmul_precision: OnceLock<MatmulPrecision>,
     /// The first error the device reported (validation, out of memory, loss); sticky.
     pub device_error: Arc<Mutex<Option<TensorError>>>,
 }
@@ -85,6 +89,8 @@ pub struct WgpuBackend {
     pub(crate) matmul_path: MatmulPath,
     /// Slices of k for every tiled matmul, instead of the tuning's choice (tests).
     pub(crate) matmul_split_k: Option<usize>,
+    /// The matmul rounds its inputs to f16 (the device's mixed path; see `precision.rs`).
+    pub(crate) mixed: bool,
 }
 
 impl fmt::Debug for WgpuBackend {
@@ -106,7 +112,22 @@ impl WgpuBackend {
     /// Opens the default adapter (`WGPU_BACKEND` and `WGPU_ADAPTER_NAME` apply) and a
     /// device with every limit the adapter offers and no optional features.
     pub async fn new_async() -> Result<Self, WgpuBackendError> {
-        Self::open(false).await
+        Self::open(false, Precision::F32).await
+    }
+
+    /// [`WgpuBackend::new`] whose matmul computes in `precision`, as far as the adapter
+    /// allows: for [`Precision::Mixed`] the device asks for `shader-f16` when the adapter
+    /// offers it, and the mixed matmul runs only after its start-up self-test passed on
+    /// this device; otherwise the matmul stays f32. [`WgpuBackend::matmul_precision`]
+    /// says which and why. [`Precision::F32`] is [`WgpuBackend::new`].
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn new_with_precision(precision: Precision) -> Result<Self, WgpuBackendError> {
+        tinygpt_tensor::block_on(Self::new_async_with_precision(precision))
+    }
+
+    /// [`WgpuBackend::new_with_precision`], awaited (the browser's way).
+    pub async fn new_async_with_precision(precision: Precision) -> Result<Self, WgpuBackendError> {
+        Self::open(false, precision).await
     }
 
     /// [`WgpuBackend::new`] on a device that can time every dispatch (see
@@ -114,10 +135,10 @@ impl WgpuBackend {
     /// inside compute passes.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new_profiled() -> Result<Self, WgpuBackendError> {
-        tinygpt_tensor::block_on(Self::open(true))
+        tinygpt_tensor::block_on(Self::open(true, Precision::F32))
     }
 
-    async fn open(profiled: bool) -> Result<Self, WgpuBackendError> {
+    async fn open(profiled: bool, precision: Precision) -> Result<Self, WgpuBackendError> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
@@ -130,13 +151,17 @@ impl WgpuBackend {
             .map_err(|e| WgpuBackendError::NoAdapter { reason: e.to_string() })?;
         let info = adapter.get_info();
         let limits = adapter.limits();
-        let required_features = if profiled { profile::features() } else { wgpu::Features::empty() };
-        if !adapter.features().contains(required_features) {
+        let profile_features = if profiled { profile::features() } else { wgpu::Features::empty() };
+        if !adapter.features().contains(profile_features) {
             return Err(WgpuBackendError::RequestDevice {
                 adapter: info.name.clone(),
                 reason: "no timestamp queries inside compute passes, so no profile".into(),
             });
         }
+        let shader_f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+        let mixed = precision == Precision::Mixed && shader_f16;
+        let required_features =
+            profile_features | if mixed { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("tinygpt"),
@@ -184,7 +209,7 @@ impl WgpuBackend {
             device_type: format!("{:?}", info.device_type),
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
-            shader_f16: adapter.features().contains(wgpu::Features::SHADER_F16),
+            shader_f16,
             subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
         };
         let gpu = Gpu {
@@ -196,11 +221,16 @@ impl WgpuBackend {
             adapter: adapter_summary,
             counters,
             tuning,
+            matmul_precision: OnceLock::new(),
             device_error,
         };
         let matmul_path =
             if info.device_type == wgpu::DeviceType::Cpu { MatmulPath::Direct } else { MatmulPath::Tiled };
-        Ok(WgpuBackend { gpu: Arc::new(gpu), matmul_path, matmul_split_k: None })
+        let f32 = WgpuBackend { gpu: Arc::new(gpu), matmul_path, matmul_split_k: None, mixed: false };
+        let chosen = precision::choose(&f32, precision, &adapter).await;
+        let mixed = chosen.kernels == MatmulKernels::ShaderF16;
+        f32.gpu.matmul_precision.set(chosen).expect("the matmul precision is chosen once");
+        Ok(WgpuBackend { mixed, ..f32 })
     }
 
     /// The same device with another matmul kernel (the default: [`MatmulPath::Direct`] on
@@ -224,6 +254,12 @@ impl WgpuBackend {
     /// The adapter this backend runs on.
     pub fn adapter(&self) -> &AdapterSummary {
         &self.gpu.adapter
+    }
+
+    /// What the matmul runs (f32, or the shader-f16 path of mixed precision) and why, as
+    /// chosen when the device opened; print it with `{}`.
+    pub fn matmul_precision(&self) -> &MatmulPrecision {
+        self.gpu.matmul_precision.get().expect("chosen when the device opened")
     }
 
     /// Counters since the backend was made.

@@ -18,8 +18,17 @@
 //! shapes at the top, like `kernels-cpu/src/kernels/`; `common.wgsl` (and
 //! `block_reduce.wgsl` where a kernel reduces over a workgroup) is prepended, and matmul's
 //! tile, transpose, split and batch variants are generated constants (`matmul.rs`; attention's
-//! per-head products are batched matmuls too). Only f32 paths: the kernels use neither
-//! `shader-f16` nor subgroups, so they run on any adapter.
+//! per-head products are batched matmuls too).
+//!
+//! Precision: every buffer is f32 and every kernel computes in f32, except the matmul under
+//! [`tinygpt_tensor::Precision::Mixed`] ([`WgpuBackend::new_with_precision`]): on an adapter
+//! with `shader-f16`, and once its start-up self-test against the f32 matmul passed on the
+//! device (`self_test.rs`), its generated variants round op(A) and op(B) to f16 as they are
+//! staged and accumulate in f32 (`precision.rs`, `shaders/matmul.wgsl`); attention's
+//! products narrow with it, its softmax does not. Otherwise, and always for `f32`, the
+//! kernels are the f32 ones, bit for bit; [`WgpuBackend::matmul_precision`] says which ran
+//! and why. No kernel uses subgroups or cooperative matrices (the latter are looked for and
+//! reported), so the f32 paths run on any adapter.
 //!
 //! Where the time goes: [`WgpuBackend::new_profiled`] times every dispatch
 //! (`examples/step_profile.rs` prints a training step's breakdown); `tuning.rs` holds the
@@ -37,8 +46,10 @@ mod matmul;
 mod ops;
 mod pipelines;
 mod pool;
+mod precision;
 mod profile;
 mod recorder;
+mod self_test;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 mod tuning;
@@ -46,6 +57,7 @@ mod tuning;
 pub use backend::{AdapterSummary, MatmulPath, WgpuBackend, WgpuStats};
 pub use error::WgpuBackendError;
 pub use pool::GpuBuffer;
+pub use precision::{MatmulKernels, MatmulPrecision};
 pub use profile::KernelTime;
 
 /// The README's examples, compiled and run as doctests.

@@ -209,6 +209,14 @@ const OPERANDS_VEC4: &str = "@group(0) @binding(1) var<storage, read> a: array<v
     fn a4_at(v: u32) -> vec4<f32> { return a[v]; }\n\
     fn b4_at(v: u32) -> vec4<f32> { return b[v]; }";
 
+/// The precision's rounding of a product's inputs (`narrow`, `narrow1` in matmul.wgsl): the
+/// identity in f32, and in mixed a round trip through f16, which needs `enable f16;` before
+/// anything else in the module (the defines come first).
+const NARROW_F32: &str = "fn narrow(v: vec4<f32>) -> vec4<f32> { return v; }\n\
+    fn narrow1(v: f32) -> f32 { return v; }";
+const NARROW_F16: &str = "fn narrow(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(vec4<f16>(v)); }\n\
+    fn narrow1(v: f32) -> f32 { return f32(f16(v)); }";
+
 /// One compiled form of matmul.wgsl's `matmul` (and its split sum).
 #[derive(Clone, Copy)]
 struct Variant {
@@ -223,6 +231,8 @@ struct Variant {
     row_sums: bool,
     /// The result added onto a prior [m, n] at binding 4 (`onto_at`).
     onto: bool,
+    /// The products' inputs rounded to f16 (mixed precision; `narrow` in matmul.wgsl).
+    narrow: bool,
 }
 
 /// Whether `g` may fetch its stages as vec4s with `tile` (VEC4 in matmul.wgsl): no bound
@@ -239,7 +249,7 @@ fn checked(tile: Tile, g: &Gemm) -> bool {
 
 /// The generated constants in front of matmul.wgsl for one variant.
 fn matmul_defines(v: Variant, g: &Gemm) -> String {
-    let Variant { tile, bias, split, double_buffer, vec4, row_sums, onto } = v;
+    let Variant { tile, bias, split, double_buffer, vec4, row_sums, onto, narrow } = v;
     let checked = checked(tile, g);
     let row_sum_fns = match (row_sums, split) {
         (false, _) => "fn store_row_sum(slice: u32, i: u32, v: f32) {}\n\
@@ -269,12 +279,13 @@ fn matmul_defines(v: Variant, g: &Gemm) -> String {
         }
     };
     let operands = if vec4 { OPERANDS_VEC4 } else { OPERANDS_F32 };
+    let (enable, narrow_fns) = if narrow { ("enable f16;\n", NARROW_F16) } else { ("", NARROW_F32) };
     format!(
-        "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
+        "{enable}const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
          const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
          const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n\
          const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n\
-         const ROW_SUMS: bool = {row_sums};\n{bias_fn}\n{row_sum_fns}\n{operands}",
+         const ROW_SUMS: bool = {row_sums};\n{bias_fn}\n{row_sum_fns}\n{operands}\n{narrow_fns}",
         tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, g.trans_a, g.trans_b, g.causal as u32,
     )
 }
@@ -416,6 +427,7 @@ impl WgpuBackend {
             vec4,
             row_sums,
             onto: matches!(extra, Extra::Onto(_)),
+            narrow: self.mixed,
         };
         if split == 1 {
             let defines = matmul_defines(variant, g);
@@ -443,8 +455,9 @@ impl WgpuBackend {
         self.run(&K_MATMUL, &defines, &params, &[a.bind(), b.bind(), partial.bind()], grid);
         let outputs = m * n + if row_sums { m } else { 0 };
         let grid = self.recorder().grid_1d(outputs.div_ceil(SPLIT_SUM_WG));
-        // (The partials arrive as `a`, read a value at a time.)
-        let defines = matmul_defines(Variant { vec4: false, ..variant }, g);
+        // (The partials arrive as `a`, read a value at a time, and are never narrowed: the
+        // sum shares the f32 variant's pipeline.)
+        let defines = matmul_defines(Variant { vec4: false, narrow: false, ..variant }, g);
         match extra {
             Extra::Bias(at_4) | Extra::Onto(at_4) => {
                 let bufs = [partial.bind(), out.bind(), at_4.bind()];

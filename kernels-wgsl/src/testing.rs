@@ -7,6 +7,8 @@
 
 use std::sync::OnceLock;
 
+use tinygpt_tensor::Precision;
+
 use crate::WgpuBackend;
 
 /// Mesa's software Vulkan driver, where Debian's `mesa-vulkan-drivers` puts it.
@@ -59,10 +61,18 @@ fn no_adapter(e: &str) -> Option<WgpuBackend> {
 /// One backend per test process (pipelines compile once), or `None` when there is no
 /// adapter and `TINYGPT_ALLOW_NO_GPU=1`; panics when there is none otherwise.
 pub fn shared_backend() -> Option<WgpuBackend> {
-    static SHARED: OnceLock<Result<WgpuBackend, String>> = OnceLock::new();
-    let made = SHARED.get_or_init(|| {
+    shared_backend_with(Precision::F32)
+}
+
+/// [`shared_backend`] for each precision: one device per precision and test process,
+/// opened with [`WgpuBackend::new_with_precision`] (so `Mixed` may have fallen back to f32:
+/// see [`WgpuBackend::matmul_precision`]).
+pub fn shared_backend_with(precision: Precision) -> Option<WgpuBackend> {
+    static SHARED: [OnceLock<Result<WgpuBackend, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = Precision::ALL.iter().position(|&p| p == precision).expect("every precision has a slot");
+    let made = SHARED[slot].get_or_init(|| {
         prefer_lavapipe();
-        WgpuBackend::new().map_err(|e| e.to_string())
+        WgpuBackend::new_with_precision(precision).map_err(|e| e.to_string())
     });
     match made {
         Ok(backend) => Some(backend.clone()),

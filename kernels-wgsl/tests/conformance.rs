@@ -1,7 +1,8 @@
 //! The backend conformance kit (`tinygpt_tensor::conformance`) on the wgpu backend, on
 //! whatever adapter the machine has (Mesa's lavapipe in CI; see `testing.rs`), with the
 //! adapter's default matmul kernel, with each one forced, with every tiled product
-//! split over k (see `with_matmul_split_k`). Each test returns early,
+//! split over k (see `with_matmul_split_k`); then all of that again on `mixed` precision
+//! (the matmul's inputs rounded to f16). Each test returns early,
 //! passing, only when there is no adapter and `TINYGPT_ALLOW_NO_GPU=1`.
 
 use tinygpt_kernels_wgsl::testing::shared_backend;
@@ -34,6 +35,46 @@ mod direct_matmul {
 mod split_matmul {
     use super::*;
     tinygpt_tensor::backend_conformance_tests!(match shared_backend() {
+        Some(backend) => backend.with_matmul_path(MatmulPath::Tiled).with_matmul_split_k(Some(3)),
+        None => return,
+    });
+}
+
+/// The whole kit on `mixed` (f16 inputs, f32 accumulation) with the adapter's default
+/// matmul kernel, within the kit's mixed tolerances (`Tolerance::products`). On lavapipe,
+/// which offers `shader-f16`, the mixed matmul must have been chosen: a fallback to f32
+/// would pass the kit without testing it.
+mod mixed {
+    use tinygpt_kernels_wgsl::MatmulKernels;
+
+    pub(super) fn mixed_backend() -> Option<tinygpt_kernels_wgsl::WgpuBackend> {
+        let backend = tinygpt_kernels_wgsl::testing::shared_backend_with(tinygpt_tensor::Precision::Mixed)?;
+        if backend.adapter().shader_f16 {
+            let chosen = backend.matmul_precision();
+            assert_eq!(chosen.kernels, MatmulKernels::ShaderF16, "{chosen}");
+        }
+        Some(backend)
+    }
+
+    tinygpt_tensor::backend_conformance_tests!(precision: Mixed => match mixed_backend() {
+        Some(backend) => backend,
+        None => return,
+    });
+}
+
+/// The kit on `mixed` with the tiled kernel (vec4 stages, causal skips, row sums).
+mod mixed_tiled {
+    use super::*;
+    tinygpt_tensor::backend_conformance_tests!(precision: Mixed => match mixed::mixed_backend() {
+        Some(backend) => backend.with_matmul_path(MatmulPath::Tiled),
+        None => return,
+    });
+}
+
+/// The kit on `mixed` with every tiled product split over k.
+mod mixed_split {
+    use super::*;
+    tinygpt_tensor::backend_conformance_tests!(precision: Mixed => match mixed::mixed_backend() {
         Some(backend) => backend.with_matmul_path(MatmulPath::Tiled).with_matmul_split_k(Some(3)),
         None => return,
     });

@@ -16,7 +16,7 @@
 //   Batch z (grid z, when not split) multiplies the operands that start at
 //   (z / group)·outer + (z % group)·inner of each buffer (its own outer and inner).
 //
-// The host prepends the variant's constants (see `matmul_defines` in ops.rs):
+// The host prepends the variant's constants (see `matmul_defines` in matmul.rs):
 //   BM, BN (block tile), BK (depth of one shared-memory stage), TM, TN (outputs per
 //   invocation, multiples of 4, dividing BM and BN), TRANS_A, TRANS_B, CHECKED
 //   (bounds checks; off only when m, n, k are multiples of BM, BN, BK), SPLIT_K (slices
@@ -25,7 +25,19 @@
 //   `bias_at(j)` (reads binding 4, or returns 0), `onto_at(i, v)` (prior[i] + v with the
 //   prior [m, n] at binding 4 for `matmul_onto`, or v) and the operands' bindings a (1) and b
 //   (2) with their readers `a_at(i)`, `b_at(i)` (the value at i) and `a4_at(v)`,
-//   `b4_at(v)` (values 4v..4v+3): arrays of f32, or of vec4 with VEC4.
+//   `b4_at(v)` (values 4v..4v+3): arrays of f32, or of vec4 with VEC4; and the precision's
+//   `narrow(v: vec4<f32>)`, `narrow1(v: f32)` (below).
+//
+// Precision: `narrow` and `narrow1` are the identity in f32 (the f32 variants compute what
+// they always did, bit for bit) and round to f16 and back in mixed (`enable f16;` first):
+// every value of op(A) and op(B) is rounded as a stage is fetched (matmul_direct: as it is
+// loaded), and the products and their sums stay f32 (`fma` on f32), the way autocast and
+// tensor cores take their inputs. What is not a product's input is never narrowed: the
+// bias, the prior, the split partials (matmul_split_sum reads them through `a_at`, not a
+// stage) and the ROW_SUMS, which are a bias gradient, a reduction, and stay the f32 sums of
+// the stored values that `sum_rows` gives on the direct path (see `stage_a`). A value past
+// f16's range (65504) narrows to whatever the adapter's conversion gives (WGSL leaves it
+// open; loss scaling keeps gradients inside it).
 //
 // CAUSAL skips work that a causal mask makes zero (square per-batch products, m = n or
 // m = k = sequence length): 0 none; 1 op(A)[i, kk] = 0 for kk > i (probabilities times
@@ -175,6 +187,30 @@ const B_VLOADS: u32 = max((B_VECS + THREADS - 1u) / THREADS, 1u);
 // vec4s along one stored row's depths (at least 1: matmul_direct's constants have BK = 1).
 const BK4: u32 = max(BK / 4u, 1u);
 
+// op(A) as it goes into a stage: narrowed there, except with ROW_SUMS, whose sums read the
+// stage and must add the stored values; then the product narrows op(A) as it reads it
+// (`product_a`), after the sums took theirs. op(B) is always narrowed at the stage.
+fn stage_a(v: vec4<f32>) -> vec4<f32> {
+    if (ROW_SUMS) {
+        return v;
+    }
+    return narrow(v);
+}
+
+fn stage_a1(v: f32) -> f32 {
+    if (ROW_SUMS) {
+        return v;
+    }
+    return narrow1(v);
+}
+
+fn product_a(v: vec4<f32>) -> vec4<f32> {
+    if (ROW_SUMS) {
+        return narrow(v);
+    }
+    return v;
+}
+
 // (row i, depth kk) of the first value of op(A)'s stage vec4 e.
 fn a_vec_slot(e: u32) -> vec2<u32> {
     if (TRANS_A) {
@@ -209,9 +245,9 @@ fn fetch_stage(lid: u32, m0: u32, n0: u32, k0: u32) -> Stage {
                 let i = m0 + s.x;
                 let kk = k0 + s.y;
                 if (TRANS_A) {
-                    st.a4[l] = a4_at((a_base + kk * p.lda + i) / 4u);
+                    st.a4[l] = stage_a(a4_at((a_base + kk * p.lda + i) / 4u));
                 } else {
-                    st.a4[l] = a4_at((a_base + i * p.lda + kk) / 4u);
+                    st.a4[l] = stage_a(a4_at((a_base + i * p.lda + kk) / 4u));
                 }
             }
         }
@@ -222,9 +258,9 @@ fn fetch_stage(lid: u32, m0: u32, n0: u32, k0: u32) -> Stage {
                 let j = n0 + s.x;
                 let kk = k0 + s.y;
                 if (TRANS_B) {
-                    st.b4[l] = b4_at((b_base + j * p.ldb + kk) / 4u);
+                    st.b4[l] = narrow(b4_at((b_base + j * p.ldb + kk) / 4u));
                 } else {
-                    st.b4[l] = b4_at((b_base + kk * p.ldb + j) / 4u);
+                    st.b4[l] = narrow(b4_at((b_base + kk * p.ldb + j) / 4u));
                 }
             }
         }
@@ -232,11 +268,11 @@ fn fetch_stage(lid: u32, m0: u32, n0: u32, k0: u32) -> Stage {
     }
     for (var l = 0u; l < A_LOADS; l++) {
         let s = a_slot(lid + l * THREADS);
-        st.a[l] = load_a(m0 + s.x, k0 + s.y);
+        st.a[l] = stage_a1(load_a(m0 + s.x, k0 + s.y));
     }
     for (var l = 0u; l < B_LOADS; l++) {
         let s = b_slot(lid + l * THREADS);
-        st.b[l] = load_b(k0 + s.y, n0 + s.x);
+        st.b[l] = narrow1(load_b(k0 + s.y, n0 + s.x));
     }
     return st;
 }
@@ -348,7 +384,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             var av: array<vec4<f32>, RM>;
             var bv: array<vec4<f32>, RN>;
             for (var r4 = 0u; r4 < RM; r4++) {
-                av[r4] = a_tile[a_half + kk * A_ROW + r4 * TY_N + ty];
+                av[r4] = product_a(a_tile[a_half + kk * A_ROW + r4 * TY_N + ty]);
             }
             for (var c4 = 0u; c4 < RN; c4++) {
                 bv[c4] = b_tile[b_half + kk * B_ROW + c4 * TX_N + tx];
@@ -424,7 +460,7 @@ fn matmul_split_sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 // SwiftShader), where a barrier costs more than the loads it saves. Invocation (tx, ty)
 // of an 8×8 workgroup computes the 4×4 outputs at rows m0 + ty·4 + 0..3 and columns
 // n0 + tx·4 + 0..3 straight from storage (BM = BN = 32); each a sum over all of k in
-// ascending order, bias last. Never split; batched like matmul; CAUSAL is ignored (the
+// ascending order, bias last; op(A), op(B) narrowed as loaded. Never split; batched like matmul; CAUSAL is ignored (the
 // terms it would skip are zeros).
 @compute @workgroup_size(64)
 fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -436,9 +472,9 @@ fn matmul_direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         acc[r] = vec4<f32>(0.0);
     }
     for (var kk = 0u; kk < p.k; kk++) {
-        let bv = vec4<f32>(load_b(kk, col0), load_b(kk, col0 + 1u), load_b(kk, col0 + 2u), load_b(kk, col0 + 3u));
+        let bv = narrow(vec4<f32>(load_b(kk, col0), load_b(kk, col0 + 1u), load_b(kk, col0 + 2u), load_b(kk, col0 + 3u)));
         for (var r = 0u; r < 4u; r++) {
-            acc[r] = fma(vec4<f32>(load_a(row0 + r, kk)), bv, acc[r]);
+            acc[r] = fma(vec4<f32>(narrow1(load_a(row0 + r, kk))), bv, acc[r]);
         }
     }
     for (var r = 0u; r < 4u; r++) {

@@ -1,0 +1,158 @@
+//! Which arithmetic the matmul runs ([`MatmulPrecision`]), chosen once when the device
+//! opens: the precision asked for, what the adapter offers, and the start-up self-test
+//! (`self_test.rs`) decide it, and the report says why in one line.
+//!
+//! The order of preference for [`Precision::Mixed`] is the issue's: a cooperative-matrix
+//! kernel when the adapter offers an f16×f16→f32 configuration (none is written yet, so
+//! such an adapter is reported and takes the next path), else the `shader-f16` path (the
+//! f32 kernels with their inputs rounded to f16 as they are staged, see
+//! `shaders/matmul.wgsl`), else f32.
+
+use std::fmt;
+
+use tinygpt_tensor::Precision;
+
+use crate::self_test;
+use crate::WgpuBackend;
+
+/// The kernel family behind the matmul.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MatmulKernels {
+    /// f32 inputs, f32 accumulation: what `f32` always runs, and `mixed`'s fallback.
+    F32,
+    /// The f32 kernels with op(A), op(B) rounded to f16 as they are staged (WGSL's `f16`,
+    /// the `shader-f16` feature); products and sums stay f32.
+    ShaderF16,
+    /// Cooperative-matrix (tensor-core) tiles of f16 inputs accumulating in f32. Not
+    /// chosen by this version: no such kernel is written yet.
+    CooperativeMatrix,
+}
+
+impl MatmulKernels {
+    /// The name in reports: `f32`, `shader-f16`, `cooperative-matrix`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatmulKernels::F32 => "f32",
+            MatmulKernels::ShaderF16 => "shader-f16",
+            MatmulKernels::CooperativeMatrix => "cooperative-matrix",
+        }
+    }
+
+    /// The precision these kernels compute in.
+    pub fn precision(self) -> Precision {
+        match self {
+            MatmulKernels::F32 => Precision::F32,
+            MatmulKernels::ShaderF16 | MatmulKernels::CooperativeMatrix => Precision::Mixed,
+        }
+    }
+}
+
+impl fmt::Display for MatmulKernels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the matmul runs and why, for `tinygpt bench`/`train` and the page's capability
+/// panel. Its `Display` is the one line to print:
+/// `shader-f16: f16 inputs, f32 accumulation (no cooperative matrix on llvmpipe; …)` or
+/// `f32: mixed was asked for but the adapter has no shader-f16`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatmulPrecision {
+    /// What the composition root asked for.
+    pub requested: Precision,
+    /// What runs.
+    pub kernels: MatmulKernels,
+    /// Why, for a person: the sentence after `kernels: ` in the line.
+    pub reason: String,
+    /// The start-up self-test's worst error of the mixed matmul against the f32 one, in
+    /// units of its f16 rounding scale (see `self_test.rs`); `None` when it did not run
+    /// (f32 was asked for, or the adapter has no `shader-f16`).
+    pub self_test_worst: Option<f64>,
+}
+
+impl MatmulPrecision {
+    /// The precision the matmul computes in (`requested` unless it fell back).
+    pub fn precision(&self) -> Precision {
+        self.kernels.precision()
+    }
+
+    /// `f32` as asked for.
+    pub(crate) fn f32_as_asked() -> Self {
+        MatmulPrecision {
+            requested: Precision::F32,
+            kernels: MatmulKernels::F32,
+            reason: "f32 inputs, f32 accumulation (as asked)".into(),
+            self_test_worst: None,
+        }
+    }
+
+    /// `mixed` falling back to f32 because of `why`.
+    pub(crate) fn fallback(why: String) -> Self {
+        MatmulPrecision {
+            requested: Precision::Mixed,
+            kernels: MatmulKernels::F32,
+            reason: why,
+            self_test_worst: None,
+        }
+    }
+}
+
+impl fmt::Display for MatmulPrecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kernels, self.reason)
+    }
+}
+
+/// Why no cooperative-matrix kernel runs on `adapter`, in words: none offered (no
+/// `EXPERIMENTAL_COOPERATIVE_MATRIX`, or no f16×f16→f32 configuration among its
+/// `cooperative_matrix_properties()`), or offered but not written yet.
+pub(crate) fn cooperative_matrix_note(adapter: &wgpu::Adapter, name: &str) -> String {
+    if !adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+        return format!("no cooperative matrix on {name}");
+    }
+    let f16_f32 = adapter.cooperative_matrix_properties().into_iter().find(|p| {
+        p.ab_type == wgpu::CooperativeScalarType::F16 && p.cr_type == wgpu::CooperativeScalarType::F32
+    });
+    match f16_f32 {
+        None => format!("no f16×f16→f32 cooperative matrix on {name}"),
+        Some(p) => format!(
+            "{name} offers {}×{}×{} f16×f16→f32 cooperative matrices, but no kernel uses them yet",
+            p.m_size, p.n_size, p.k_size
+        ),
+    }
+}
+
+/// Decides what `f32` (a new device's f32 handle) runs for `requested`: see the module doc.
+pub(crate) async fn choose(
+    f32: &WgpuBackend,
+    requested: Precision,
+    adapter: &wgpu::Adapter,
+) -> MatmulPrecision {
+    if requested == Precision::F32 {
+        return MatmulPrecision::f32_as_asked();
+    }
+    let name = &f32.gpu.adapter.name;
+    let coop = cooperative_matrix_note(adapter, name);
+    if !f32.gpu.adapter.shader_f16 {
+        return MatmulPrecision::fallback(format!(
+            "mixed was asked for but {name} has no shader-f16 ({coop})"
+        ));
+    }
+    let mixed = WgpuBackend { mixed: true, ..f32.clone() };
+    match self_test::check_mixed(f32, &mixed).await {
+        Ok(worst) => MatmulPrecision {
+            requested,
+            kernels: MatmulKernels::ShaderF16,
+            reason: format!(
+                "f16 inputs, f32 accumulation ({coop}; start-up self-test passed: worst error {worst:.2} \
+                 units of 2⁻¹¹·√Σ(ab)², bound {})",
+                self_test::BOUND
+            ),
+            self_test_worst: Some(worst),
+        },
+        Err(why) => {
+            MatmulPrecision::fallback(format!("the shader-f16 matmul failed its start-up self-test ({why})"))
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The mixed matmul (issue 34) on the device against its definition, emulated on the host:
+//! op(A) and op(B) rounded to nearest f16, the products summed in f64. Where the kit
+//! (`conformance.rs`, module `mixed`) allows the error of f16 inputs, this allows only
+//! f32's accumulation error, so it fails if any path narrows too little (an operand left
+//! f32), too much (the bias, the prior, the partial sums or the output narrowed) or
+//! differently (another rounding). Also: row sums stay f32 bit for bit, attention's
+//! products narrow too, the report names the path, and a few training steps learn.
+
+use std::time::Instant;
+
+use tinygpt_kernels_wgsl::testing::{shared_backend, shared_backend_with};
+use tinygpt_kernels_wgsl::{MatmulKernels, MatmulPath, WgpuBackend};
+use tinygpt_model::{Dataset, Preset};
+use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_tensor::conformance::Tolerance;
+use tinygpt_tensor::{block_on, AttentionDims, Backend, MatmulDims, Precision, Rng};
+
+const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
+
+/// `x` rounded to the nearest f16 (ties to even), as an f32; past f16's range, infinity.
+fn f16_round(x: f32) -> f32 {
+    let a = x.abs();
+    if x.is_nan() || a >= 65520.0 {
+        return if x.is_nan() { x } else { f32::INFINITY.copysign(x) };
+    }
+    if a < 2f32.powi(-14) {
+        // f16's subnormals: multiples of 2⁻²⁴.
+        return (x * 2f32.powi(24)).round_ties_even() * 2f32.powi(-24);
+    }
+    let bits = x.to_bits();
+    f32::from_bits((bits + 0x0FFF + ((bits >> 13) & 1)) & !0x1FFF)
+}
+
+#[test]
+fn f16_round_rounds_to_nearest_even() {
+    assert_eq!(f16_round(1.0), 1.0);
+    assert_eq!(f16_round(1.0 + 2f32.powi(-11)), 1.0, "a tie goes to even");
+    assert_eq!(f16_round(1.0 + 3.0 * 2f32.powi(-11)), 1.0 + 2f32.powi(-9), "a tie goes to even");
+    assert_eq!(f16_round(1.0 + 1.5 * 2f32.powi(-11)), 1.0 + 2f32.powi(-10));
+    assert_eq!(f16_round(65504.0), 65504.0);
+    assert_eq!(f16_round(1e-7), 2f32.powi(-24) * 2.0);
+    assert_eq!(f16_round(-0.1), -0.099975586);
+}
+
+/// `op(A)·op(B) (+ bias)` in f64 from f16-rounded operands.
+fn emulated(a: &[f32], b: &[f32], bias: Option<&[f32]>, d: MatmulDims) -> Vec<f64> {
+    let mut out = vec![0f64; d.m * d.n];
+    for i in 0..d.m {
+        for j in 0..d.n {
+            let mut s = 0f64;
+            for kk in 0..d.k {
+                let av = if d.trans_a { a[kk * d.m + i] } else { a[i * d.k + kk] };
+                let bv = if d.trans_b { b[j * d.k + kk] } else { b[kk * d.n + j] };
+                s += f16_round(av) as f64 * f16_round(bv) as f64;
+            }
+            out[i * d.n + j] = s + bias.map_or(0.0, |bias| bias[j] as f64);
+        }
+    }
+    out
+}
+
+fn normal(rng: &mut Rng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.normal() as f32).collect()
+}
+
+fn read(backend: &WgpuBackend, s: &<WgpuBackend as Backend>::Storage) -> Vec<f32> {
+    block_on(backend.read(s)).unwrap()
+}
+
+fn mixed() -> Option<WgpuBackend> {
+    let backend = shared_backend_with(Precision::Mixed)?;
+    if !backend.adapter().shader_f16 {
+        eprintln!("skipped: {} has no shader-f16", backend.adapter().name);
+        return None;
+    }
+    let chosen = backend.matmul_precision();
+    assert_eq!(chosen.kernels, MatmulKernels::ShaderF16, "{chosen}");
+    Some(backend)
+}
+
+/// Every path (direct, tiled, tiled split over k) on every layout, whole tiles (vec4
+/// stages) and awkward sizes, with a bias, onto a prior and with row sums: the emulation
+/// within f32's accumulation error; the row sums as f32 computes them, bit for bit.
+#[test]
+fn every_path_rounds_exactly_the_inputs_of_the_products() {
+    let Some(mixed) = mixed() else { return };
+    let f32 = shared_backend().unwrap();
+    let tol = Tolerance::ACCUMULATED;
+    let mut rng = Rng::new(0xF16);
+    let mut differs = false;
+    for (m, k, n) in [(128, 64, 128), (33, 70, 9), (5, 300, 17), (64, 8, 256), (1, 1, 1), (17, 129, 40)] {
+        for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
+            let dims = MatmulDims { m, k, n, trans_a, trans_b };
+            let (a, b) = (normal(&mut rng, m * k), normal(&mut rng, k * n));
+            let (bias, onto) = (normal(&mut rng, n), normal(&mut rng, m * n));
+            let want = emulated(&a, &b, None, dims);
+            let want_bias = emulated(&a, &b, Some(&bias), dims);
+            let want_onto: Vec<f64> = want.iter().zip(&onto).map(|(w, &o)| w + o as f64).collect();
+            for (path, split) in
+                [(MatmulPath::Direct, None), (MatmulPath::Tiled, None), (MatmulPath::Tiled, Some(3))]
+            {
+                let what = format!("{dims:?} {path:?} split {split:?}");
+                let x = mixed.with_matmul_path(path).with_matmul_split_k(split);
+                let (ua, ub, ubias, uonto) = (x.upload(&a), x.upload(&b), x.upload(&bias), x.upload(&onto));
+                let plain = read(&x, &x.matmul(&ua, &ub, None, dims));
+                tol.assert_close(&what, &plain, &want);
+                tol.assert_close(
+                    &format!("{what} with bias"),
+                    &read(&x, &x.matmul(&ua, &ub, Some(&ubias), dims)),
+                    &want_bias,
+                );
+                tol.assert_close(
+                    &format!("{what} onto"),
+                    &read(&x, &x.matmul_onto(&uonto, &ua, &ub, None, dims)),
+                    &want_onto,
+                );
+                let f = f32.with_matmul_path(path).with_matmul_split_k(split);
+                let (fa, fb) = (f.upload(&a), f.upload(&b));
+                differs |= read(&f, &f.matmul(&fa, &fb, None, dims)) != plain;
+                if trans_a {
+                    let (out, sums) = x.matmul_sum_rows(&ua, &ub, dims);
+                    tol.assert_close(&format!("{what} matmul_sum_rows"), &read(&x, &out), &want);
+                    let f_sums = read(&f, &f.matmul_sum_rows(&fa, &fb, dims).1);
+                    assert_eq!(read(&x, &sums), f_sums, "{what}: row sums must be f32's, bit for bit");
+                }
+            }
+        }
+    }
+    assert!(differs, "the mixed matmul gave f32's results everywhere: nothing was rounded");
+}
+
+/// Attention's products go through the matmul: on mixed its output differs from f32's
+/// (and stays within the kit's tolerance, checked in `conformance.rs`).
+#[test]
+fn attention_narrows_with_the_matmul() {
+    let Some(mixed) = mixed() else { return };
+    let f32 = shared_backend().unwrap();
+    let dims = AttentionDims { batch: 2, seq: 17, heads: 2, head_dim: 8, dropout: None };
+    let mut rng = Rng::new(0xA16);
+    let len = dims.batch * dims.seq * dims.channels();
+    let (q, k, v) = (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
+    let out =
+        |be: &WgpuBackend| read(be, &be.attention(&be.upload(&q), &be.upload(&k), &be.upload(&v), dims).out);
+    let (x, f) = (out(&mixed), out(&f32));
+    assert_ne!(x, f, "attention on mixed gave f32's bits");
+    let worst = x.iter().zip(&f).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(worst < 1e-2, "attention on mixed differs from f32 by {worst}");
+}
+
+/// What `tinygpt bench`/`train` print: the path and why, on this adapter.
+#[test]
+fn the_report_names_the_path_and_why() {
+    let Some(f32) = shared_backend() else { return };
+    let report = f32.matmul_precision();
+    assert_eq!((report.requested, report.kernels), (Precision::F32, MatmulKernels::F32));
+    assert_eq!(report.to_string(), "f32: f32 inputs, f32 accumulation (as asked)");
+    let Some(mixed) = shared_backend_with(Precision::Mixed) else { return };
+    let report = mixed.matmul_precision();
+    eprintln!("{}: {report}", mixed.adapter().name);
+    assert_eq!(report.requested, Precision::Mixed);
+    if mixed.adapter().shader_f16 {
+        assert!(report.to_string().starts_with("shader-f16: f16 inputs, f32 accumulation ("), "{report}");
+        assert!(report.self_test_worst.is_some_and(|w| w <= 8.0), "{report}");
+    } else {
+        assert!(report.to_string().starts_with("f32: mixed was asked for but"), "{report}");
+    }
+}
+
+fn trainer(backend: &WgpuBackend, steps: usize) -> Trainer<WgpuBackend> {
+    let preset = Preset::by_name("tiny").unwrap();
+    let config = TrainingConfig { batch_size: 4, max_steps: steps, warmup_steps: 5, ..Default::default() };
+    let dataset =
+        Dataset::new("shakespeare", &TEXT[..100_000], preset.model.context_length, config.seed).unwrap();
+    Trainer::new(backend, preset.model, config, dataset).unwrap()
+}
+
+/// 30 steps of `tiny` on mixed learn like f32 (the loss falls by a tenth from the first
+/// step's, and ends within 2% of f32's),
+/// with the step times of both printed (lavapipe is a software driver: its times say
+/// nothing about a GPU's).
+#[test]
+fn mixed_training_learns_like_f32() {
+    let Some(mixed) = mixed() else { return };
+    let f32 = shared_backend().unwrap();
+    let mut losses = Vec::new();
+    for (name, backend) in [("f32", &f32), ("mixed", &mixed)] {
+        let mut t = trainer(backend, 30);
+        let first = t.step().unwrap().train_loss;
+        let start = Instant::now();
+        let mut loss = 0.0;
+        for _ in 1..30 {
+            loss = t.step().unwrap().train_loss;
+        }
+        let ms = start.elapsed().as_secs_f64() * 1e3 / 29.0;
+        eprintln!("{name}: loss {loss} after 30 steps, {ms:.1} ms a step on {}", backend.adapter().name);
+        assert!(loss < 0.9 * first, "{name} should learn: loss {first} at step 1, {loss} at step 30");
+        losses.push(loss);
+    }
+    let rel = ((losses[1] - losses[0]) / losses[0]).abs();
+    assert!(rel < 0.02, "loss after 30 steps: f32 {}, mixed {}", losses[0], losses[1]);
+}
