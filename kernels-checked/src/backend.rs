@@ -23,6 +23,9 @@ impl<B: Backend> Backend for Checked<B> {
     }
 
     // Memory: uploads are the caller's data, passed on as given; the ops that use them check them.
+    fn max_tensor_len(&self) -> usize {
+        self.inner().max_tensor_len()
+    }
     fn zeros(&self, len: usize) -> Self::Storage {
         self.inner().zeros(len)
     }

@@ -40,6 +40,11 @@ impl Backend for CpuBackend {
         "cpu".to_string()
     }
 
+    /// Host memory has no per-buffer limit short of Rust's own (`isize::MAX` bytes).
+    fn max_tensor_len(&self) -> usize {
+        isize::MAX as usize / 4
+    }
+
     fn zeros(&self, len: usize) -> Self::Storage {
         self.wrap(self.zeroed(len))
     }

@@ -89,6 +89,9 @@ pub struct WgpuBackend {
     pub(crate) matmul_path: MatmulPath,
     /// Slices of k for every tiled matmul, instead of the tuning's choice (tests).
     pub(crate) matmul_split_k: Option<usize>,
+    /// A storage-binding limit below the adapter's, forced by tests only
+    /// ([`WgpuBackend::with_max_binding_for_tests`]).
+    pub(crate) max_binding_for_tests: Option<u64>,
     /// The matmul rounds its inputs to f16 (the device's mixed path; see `precision.rs`).
     pub(crate) mixed: bool,
 }
@@ -226,7 +229,13 @@ impl WgpuBackend {
         };
         let matmul_path =
             if info.device_type == wgpu::DeviceType::Cpu { MatmulPath::Direct } else { MatmulPath::Tiled };
-        let f32 = WgpuBackend { gpu: Arc::new(gpu), matmul_path, matmul_split_k: None, mixed: false };
+        let f32 = WgpuBackend {
+            gpu: Arc::new(gpu),
+            matmul_path,
+            matmul_split_k: None,
+            max_binding_for_tests: None,
+            mixed: false,
+        };
         let chosen = precision::choose(&f32, precision, &adapter).await;
         let mixed = chosen.kernels == MatmulKernels::ShaderF16;
         f32.gpu.matmul_precision.set(chosen).expect("the matmul precision is chosen once");
@@ -322,6 +331,21 @@ impl WgpuBackend {
         }
     }
 
+    /// **Test-only**: the same device, acting as if its largest storage binding were `bytes`
+    /// (at most the adapter's): `alloc` refuses larger tensors and
+    /// `Backend::max_tensor_len` reports `bytes / 4`, so buffer sharding can be tested on an
+    /// adapter whose real limit (128 MiB on lavapipe) no small model reaches. Nothing outside
+    /// tests should call it: the real limit is the adapter's.
+    pub fn with_max_binding_for_tests(&self, bytes: u64) -> Self {
+        let bytes = bytes.min(self.gpu.adapter.max_storage_buffer_binding_size);
+        WgpuBackend { max_binding_for_tests: Some(bytes), ..self.clone() }
+    }
+
+    /// The largest storage binding this backend uses: the adapter's, or the tests' override.
+    pub(crate) fn max_binding(&self) -> u64 {
+        self.max_binding_for_tests.unwrap_or(self.gpu.adapter.max_storage_buffer_binding_size)
+    }
+
     /// A new uninitialised buffer of `len` elements.
     ///
     /// Every buffer is bound whole, so one above the adapter's largest storage binding could
@@ -329,7 +353,7 @@ impl WgpuBackend {
     /// `flush` or `read`, as ops do not wait) before wgpu's own validation message.
     pub(crate) fn alloc<T>(&self, len: usize) -> GpuBuffer<T> {
         let bytes = len as u64 * 4;
-        let limit = self.gpu.adapter.max_storage_buffer_binding_size;
+        let limit = self.max_binding();
         if bytes > limit {
             let reason = format!(
                 "a tensor of {len} elements ({bytes} bytes) is larger than this adapter's largest \

@@ -223,6 +223,12 @@ impl Backend for WgpuBackend {
         "wgpu".to_string()
     }
 
+    /// The largest storage binding over 4 (every buffer is bound whole), or what
+    /// [`WgpuBackend::with_max_binding_for_tests`] forced.
+    fn max_tensor_len(&self) -> usize {
+        (self.max_binding() / 4) as usize
+    }
+
     fn zeros(&self, len: usize) -> Self::Storage {
         let out = self.alloc(len);
         self.run_1d(&K_FILL, &[u(len), 0, 0, 0], &[out.bind()], len.div_ceil(WG));

@@ -20,6 +20,8 @@ use tinygpt_run::TrainingConfig;
 /// AdamW state: the flat buffers of every parameter group and the step count.
 #[derive(Clone, Debug)]
 pub struct AdamW<B: Backend> {
+    /// Every group's shards, group by group (one per group unless a group is larger than
+    /// one buffer: see `crate::flat`).
     groups: Vec<FlatGroup<B>>,
     /// Values in the whole parameter list (the length of `weights.f32`).
     total: usize,
@@ -51,7 +53,7 @@ impl<B: Backend> AdamW<B> {
     /// Zero moments for the members of `groups` (tensors in no group are frozen).
     pub fn new(params: &[Tensor<B>], groups: Vec<ParamGroup>) -> Self {
         check_groups(params, &groups);
-        let groups = groups.into_iter().map(|g| FlatGroup::new(params, g, None)).collect();
+        let groups = groups.into_iter().flat_map(|g| FlatGroup::shards(params, g, None)).collect();
         AdamW { groups, total: total(params), step: 0 }
     }
 
@@ -66,18 +68,25 @@ impl<B: Backend> AdamW<B> {
             m.len(),
             v.len()
         );
-        let groups = groups.into_iter().map(|g| FlatGroup::new(params, g, Some((m, v)))).collect();
+        let groups = groups.into_iter().flat_map(|g| FlatGroup::shards(params, g, Some((m, v)))).collect();
         AdamW { groups, total: n, step }
     }
 
     /// The groups being trained, in order.
     pub fn groups(&self) -> impl Iterator<Item = &ParamGroup> {
-        self.groups.iter().map(|g| &g.group)
+        self.groups.iter().filter(|g| g.shard == 0).map(|g| &g.group)
     }
 
-    /// Where each member of group `g` lives in that group's flat buffers.
+    /// Where each member of group `g` lives in that group's flat buffers (its shard, and
+    /// its offset there).
     pub fn slots(&self, g: usize) -> &[Slot] {
-        &self.groups[g].slots
+        &self.groups.iter().filter(|s| s.shard == 0).nth(g).expect("no such group").members
+    }
+
+    /// How many buffers (shards) each group's flat state takes, in order: all 1 unless a
+    /// group is larger than one buffer of the backend.
+    pub fn shards(&self) -> Vec<usize> {
+        self.groups.iter().filter(|s| s.shard == 0).map(FlatGroup::shard_count).collect()
     }
 
     /// Trains `groups` from now on (e.g. after a tensor was frozen or unfrozen). A tensor
@@ -86,7 +95,7 @@ impl<B: Backend> AdamW<B> {
     pub fn regroup(&mut self, params: &[Tensor<B>], groups: Vec<ParamGroup>) {
         check_groups(params, &groups);
         let old = std::mem::take(&mut self.groups);
-        self.groups = groups.into_iter().map(|g| FlatGroup::new(params, g, None)).collect();
+        self.groups = groups.into_iter().flat_map(|g| FlatGroup::shards(params, g, None)).collect();
         for new in &self.groups {
             let backend = new.param.backend();
             for slot in &new.slots {

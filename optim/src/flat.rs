@@ -10,6 +10,16 @@
 //! `param` buffer is the master copy: it is gathered from the model once, updated in place
 //! by AdamW, and copied back into the model's tensors after every update. Nothing else
 //! writes a model's parameters, so the two stay equal between updates.
+//!
+//! Buffer sharding: one buffer of a backend holds at most [`Backend::max_tensor_len`]
+//! values (WebGPU binds every buffer whole, and one binding is 128 MiB by default), and a
+//! group of a few hundred million parameters is past that long before any one tensor is.
+//! A group therefore lives in one or more *shards* ([`FlatGroup::shards`]): members in
+//! order, each shard as many as fit, a member never split across two. Each shard is a
+//! [`FlatGroup`] of its own (same `group`, its own slots and four buffers), so AdamW and
+//! the global norm's sum of squares run once per shard. A group that fits one buffer is
+//! one shard, exactly the unsharded layout. Splitting one tensor larger than a buffer is
+//! not supported: [`FlatGroup::shards`] refuses it.
 
 use tinygpt_tensor::{Backend, CopyRange, Tensor};
 
@@ -21,7 +31,9 @@ pub struct Slot {
     /// The tensor's position in the parameter list (its name is the model's
     /// `tensor_specs()[index].name`).
     pub index: usize,
-    /// Start of the tensor in the group's flat buffers.
+    /// Which shard of its group holds the tensor (0 unless the group is sharded).
+    pub shard: usize,
+    /// Start of the tensor in its shard's flat buffers.
     pub offset: usize,
     /// Start of the tensor in the canonical concatenation (`weights.f32`, `adam_*.f32`).
     pub canonical: usize,
@@ -29,10 +41,16 @@ pub struct Slot {
     pub len: usize,
 }
 
-/// A group's flat buffers, each `[len]`, and the slots of its members (ascending offsets).
+/// One shard of a group: its flat buffers, each `[len]`, and the slots of the members it
+/// holds (ascending offsets).
 #[derive(Clone, Debug)]
 pub(crate) struct FlatGroup<B: Backend> {
     pub group: ParamGroup,
+    /// This shard's position in its group (the group's first shard is 0).
+    pub shard: usize,
+    /// Every member of the group, in all its shards (what `AdamW::slots` answers).
+    pub members: Vec<Slot>,
+    /// The members this shard holds.
     pub slots: Vec<Slot>,
     pub param: Tensor<B>,
     pub grad: Tensor<B>,
@@ -41,9 +59,13 @@ pub(crate) struct FlatGroup<B: Backend> {
 }
 
 impl<B: Backend> FlatGroup<B> {
-    /// Buffers for `group` over `params`: parameters gathered from the model's tensors;
+    /// The shards of `group` over `params`, each at most the backend's
+    /// [`Backend::max_tensor_len`] long: parameters gathered from the model's tensors;
     /// moments taken from their canonical concatenations `(adam_m, adam_v)`, or zero.
-    pub fn new(params: &[Tensor<B>], group: ParamGroup, moments: Option<(&[f32], &[f32])>) -> Self {
+    ///
+    /// Panics, naming the tensor, its size and the limit, when one member alone is larger
+    /// than one buffer (splitting a tensor across buffers is not supported).
+    pub fn shards(params: &[Tensor<B>], group: ParamGroup, moments: Option<(&[f32], &[f32])>) -> Vec<Self> {
         assert!(!group.members.is_empty(), "parameter group {:?} has no members", group.name);
         let mut canonical = 0;
         let starts: Vec<usize> = params
@@ -53,16 +75,50 @@ impl<B: Backend> FlatGroup<B> {
                 canonical - p.numel()
             })
             .collect();
-        let mut len = 0;
-        let slots: Vec<Slot> = group
+        let backend = params[group.members[0]].backend();
+        let max = backend.max_tensor_len();
+        let (mut shard, mut len) = (0, 0);
+        let members: Vec<Slot> = group
             .members
             .iter()
             .map(|&index| {
-                let slot = Slot { index, offset: len, canonical: starts[index], len: params[index].numel() };
-                len += slot.len;
+                let n = params[index].numel();
+                assert!(
+                    n <= max,
+                    "parameter {index} (group {:?}) has {n} values ({:.1} MiB), more than one buffer of \
+                     the {} backend holds ({max} values, {:.1} MiB): splitting one tensor across \
+                     buffers is not supported; use a smaller model or a device with larger bindings",
+                    group.name,
+                    mib(n),
+                    backend.name(),
+                    mib(max),
+                );
+                if len + n > max {
+                    (shard, len) = (shard + 1, 0);
+                }
+                let slot = Slot { index, shard, offset: len, canonical: starts[index], len: n };
+                len += n;
                 slot
             })
             .collect();
+        (0..=shard)
+            .map(|shard| {
+                let slots: Vec<Slot> = members.iter().filter(|s| s.shard == shard).cloned().collect();
+                Self::new(params, group.clone(), shard, members.clone(), slots, moments)
+            })
+            .collect()
+    }
+
+    /// One shard's buffers for `slots` (consecutive offsets from 0).
+    fn new(
+        params: &[Tensor<B>],
+        group: ParamGroup,
+        shard: usize,
+        members: Vec<Slot>,
+        slots: Vec<Slot>,
+        moments: Option<(&[f32], &[f32])>,
+    ) -> Self {
+        let len = slots.iter().map(|s| s.len).sum();
         let backend = params[slots[0].index].backend();
         let flat_moment = |canonical: &[f32]| {
             let mut flat = Vec::with_capacity(len);
@@ -79,7 +135,12 @@ impl<B: Backend> FlatGroup<B> {
         for slot in &slots {
             backend.copy(params[slot.index].storage(), 0, param.storage(), slot.offset, slot.len);
         }
-        FlatGroup { group, slots, param, grad: Tensor::zeros(backend, [len]), m, v }
+        FlatGroup { group, shard, members, slots, param, grad: Tensor::zeros(backend, [len]), m, v }
+    }
+
+    /// How many shards this shard's group has.
+    pub fn shard_count(&self) -> usize {
+        self.members.last().map_or(1, |s| s.shard + 1)
     }
 
     pub fn len(&self) -> usize {
@@ -132,4 +193,9 @@ fn copy_slots<'a, B: Backend>(
         }
         backend.copy_many(&buf[..chunk.len()]);
     }
+}
+
+/// `values` f32s in MiB, for messages.
+fn mib(values: usize) -> f64 {
+    values as f64 * 4.0 / (1024.0 * 1024.0)
 }

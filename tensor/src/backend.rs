@@ -40,6 +40,12 @@ pub trait Backend: Clone + Debug + 'static {
 
     // ---- memory -------------------------------------------------------------------
 
+    /// The most f32 elements one buffer (one `Storage`) can hold: a GPU backend's largest
+    /// storage binding over 4 (every buffer is bound whole), about `isize::MAX / 4` on the
+    /// CPU. An optimizer splits its flat per-group buffers into shards no longer than this
+    /// ("buffer sharding"), so a model is limited by the device's memory, not by one binding.
+    /// No default: a wrapper must pass its inner backend's answer on.
+    fn max_tensor_len(&self) -> usize;
     /// A buffer of `len` zeros.
     fn zeros(&self, len: usize) -> Self::Storage;
     /// A buffer holding a copy of `data`.

@@ -51,6 +51,7 @@ macro_rules! forward_backend {
 macro_rules! __backend_methods {
     ($($prefix:tt)*) => {
         $crate::__backend_methods_expand! { $($prefix)* ;
+            fn max_tensor_len() -> usize;
             fn zeros(len: usize) -> Self::Storage;
             fn upload(data: &[f32]) -> Self::Storage;
             fn upload_indices(data: &[u32]) -> Self::Indices;

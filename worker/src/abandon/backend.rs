@@ -53,6 +53,9 @@ impl<B: Backend> Backend for Abandonable<B> {
     }
 
     // Memory, copies and AdamW always run: they write buffers that outlive the unit.
+    fn max_tensor_len(&self) -> usize {
+        self.inner.max_tensor_len()
+    }
     fn zeros(&self, len: usize) -> Self::Storage {
         self.inner.zeros(len)
     }
