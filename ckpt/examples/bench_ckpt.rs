@@ -64,6 +64,7 @@ mod native {
                 best_val_loss: Some(1.9),
                 wall_time_sec: 3600.0,
                 rng_state: 42,
+                loss_scale: None,
             },
             loss_history: (1..=2000)
                 .map(|s| LossPoint { step: s, train_loss: 2.0, val_loss: (s % 100 == 0).then_some(2.1) })

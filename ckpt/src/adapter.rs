@@ -204,6 +204,7 @@ impl AdapterCheckpoint {
             best_val_loss: p.best_val_loss,
             wall_time_sec: p.wall_time_sec,
             rng_state: p.rng_state,
+            loss_scale: p.loss_scale,
             files: table,
             state_sha256: None,
         };
@@ -381,6 +382,7 @@ async fn read_adapter<S: BlobStore>(
             best_val_loss: state.best_val_loss,
             wall_time_sec: state.wall_time_sec,
             rng_state: state.rng_state,
+            loss_scale: state.loss_scale,
         },
         loss_history: from_json(
             &files.location(LOSS_HISTORY),

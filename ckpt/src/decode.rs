@@ -91,6 +91,7 @@ pub(crate) async fn read_checkpoint<S: BlobStore>(
         best_val_loss: state.best_val_loss,
         wall_time_sec: state.wall_time_sec,
         rng_state: state.rng_state,
+        loss_scale: state.loss_scale,
     };
     Ok(Checkpoint { model_config, training_config, dataset, progress, loss_history, weights, adam_m, adam_v })
 }

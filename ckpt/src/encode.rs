@@ -52,6 +52,7 @@ pub(crate) fn encode(ckpt: &Checkpoint, with_moments: bool) -> Result<Vec<Encode
         best_val_loss: p.best_val_loss,
         wall_time_sec: p.wall_time_sec,
         rng_state: p.rng_state,
+        loss_scale: p.loss_scale,
         files: files_table,
         state_sha256: None,
     };

@@ -10,9 +10,11 @@
 //!   weights.f32            little-endian f32, all parameters in canonical order
 //!   adam_m.f32 adam_v.f32  the AdamW moments, same layout (absent when weights-only)
 //!   trainer_state.json     {format_version, step, tokens_seen, best_val_loss,
-//!                           wall_time_sec, rng_state, files: {name: {bytes, sha256}},
-//!                           state_sha256}
+//!                           wall_time_sec, rng_state, loss_scale?, files: {name: {bytes,
+//!                           sha256}}, state_sha256}
 //! ```
+//! `loss_scale` ({scale, growth_tracker, skipped_steps}) is written by mixed-precision runs
+//! only (`tinygpt_run::LossScaleState`); an f32 run's file has no such field.
 //! `files` covers every other file of the checkpoint (lower-case hex SHA-256), and
 //! `state_sha256` covers trainer_state.json itself: the SHA-256 of the compact JSON
 //! (`serde_json::to_vec`, fields in the order above) of the document without that field.
@@ -24,7 +26,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tinygpt_run::{ConfigError, ModelConfig, TensorSpec};
+use tinygpt_run::{ConfigError, LossScaleState, ModelConfig, TensorSpec};
 
 use crate::error::{CkptError, Result};
 
@@ -70,6 +72,8 @@ pub(crate) struct TrainerState {
     pub best_val_loss: Option<f32>,
     pub wall_time_sec: f64,
     pub rng_state: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<LossScaleState>,
     pub files: BTreeMap<String, FileEntry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_sha256: Option<String>,

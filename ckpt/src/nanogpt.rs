@@ -283,6 +283,7 @@ pub fn import_nanogpt(bytes: &[u8], defaults: ImportDefaults) -> Result<Checkpoi
         best_val_loss: None,
         wall_time_sec: 0.0,
         rng_state: Rng::new(training.seed ^ BATCH_SALT).state(),
+        loss_scale: None,
     });
     let ckpt = Checkpoint {
         model_config: config,

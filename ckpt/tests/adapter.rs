@@ -29,6 +29,7 @@ fn adapter(seed: u64, with_moments: bool) -> AdapterCheckpoint {
             best_val_loss: Some(1.5),
             wall_time_sec: 2.0,
             rng_state: 5,
+            loss_scale: None,
         },
         loss_history: vec![LossPoint { step: 7, train_loss: 1.6, val_loss: Some(1.5) }],
         weights,

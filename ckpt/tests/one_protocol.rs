@@ -33,6 +33,7 @@ fn adapter(step: usize) -> AdapterCheckpoint {
             best_val_loss: None,
             wall_time_sec: 0.0,
             rng_state: 1,
+            loss_scale: None,
         },
         loss_history: vec![LossPoint { step, train_loss: 2.0, val_loss: Some(3.0 - step as f32 / 100.0) }],
         weights: vec![0.5; n],

@@ -2,6 +2,7 @@
 //! tested field by field, since a wrong default looks like a model that cannot learn.
 
 use serde::{Deserialize, Serialize};
+use tinygpt_tensor::Precision;
 
 use crate::error::InvalidTrainingConfig;
 
@@ -54,6 +55,34 @@ pub struct TrainingConfig {
     /// validation loss (`tinygpt_optim::early_stop`); `None` or 0 (the default) never stops early.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub early_stop_patience: Option<usize>,
+    /// How the backend's matrix products round their inputs: `f32` (the default) or `mixed`
+    /// (f16 inputs, f32 accumulation; master weights, AdamW and every reduction stay f32, and
+    /// the trainer scales the loss dynamically, see `tinygpt_optim::GradScaler`). The
+    /// composition root builds its backend with it. Not written when `f32`, so every f32
+    /// config, checkpoint and run id stays byte for byte what it was; an unknown name is
+    /// refused as the file is read, naming the two.
+    #[serde(skip_serializing_if = "is_f32", with = "precision_name")]
+    pub precision: Precision,
+}
+
+fn is_f32(precision: &Precision) -> bool {
+    *precision == Precision::F32
+}
+
+/// [`Precision`] in JSON as its name (`"f32"`, `"mixed"`), parsed by its `FromStr`: one
+/// list of names for flags, configs and messages. `tinygpt-tensor` has no serde, and needs none.
+mod precision_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tinygpt_tensor::Precision;
+
+    pub fn serialize<S: Serializer>(precision: &Precision, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(precision.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Precision, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 impl Default for TrainingConfig {
@@ -75,6 +104,7 @@ impl Default for TrainingConfig {
             seed: 1337,
             checkpoint_interval: 200,
             early_stop_patience: None,
+            precision: Precision::F32,
         }
     }
 }
@@ -134,6 +164,7 @@ mod tests {
         assert_eq!(c.grad_clip, 1.0);
         assert_eq!(c.checkpoint_interval, 200);
         assert_eq!(c.early_stop_patience, None, "early stopping is off by default");
+        assert_eq!(c.precision, Precision::F32);
         c.validate().unwrap();
     }
 
@@ -150,6 +181,20 @@ mod tests {
         assert!(!json.contains("early_stop_patience"), "the default is not written: {json}");
         let c: TrainingConfig = serde_json::from_str(r#"{"early_stop_patience": 3}"#).unwrap();
         assert_eq!(c.early_stop_patience, Some(3));
+    }
+
+    #[test]
+    fn precision_is_written_only_when_mixed_and_unknown_names_are_refused() {
+        let json = serde_json::to_string(&TrainingConfig::default()).unwrap();
+        assert!(!json.contains("precision"), "f32 is not written: {json}");
+        let mixed = TrainingConfig { precision: Precision::Mixed, ..TrainingConfig::default() };
+        let json = serde_json::to_string(&mixed).unwrap();
+        assert!(json.ends_with(r#""precision":"mixed"}"#), "{json}");
+        assert_eq!(serde_json::from_str::<TrainingConfig>(&json).unwrap(), mixed);
+        let f32: TrainingConfig = serde_json::from_str(r#"{"precision": "f32"}"#).unwrap();
+        assert_eq!(f32, TrainingConfig::default());
+        let err = serde_json::from_str::<TrainingConfig>(r#"{"precision": "bf16"}"#).unwrap_err();
+        assert!(err.to_string().contains("use f32 or mixed"), "{err}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub use dataset::DatasetManifest;
 pub use error::{ConfigError, InvalidTrainingConfig};
 pub use lora::LoraConfig;
 pub use model_config::{ModelConfig, Preset, TensorSpec};
-pub use progress::{LossPoint, TrainerProgress};
+pub use progress::{LossPoint, LossScaleState, TrainerProgress};
 pub use structure::{Block, GptParts, Init, LayerNorm, Linear, LinearKind, TensorDecl};
 
 /// Salt of the training batch sampler's seed: batches come from `Rng::new(seed ^ BATCH_SALT)`.

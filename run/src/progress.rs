@@ -15,6 +15,27 @@ pub struct TrainerProgress {
     pub wall_time_sec: f64,
     /// The batch sampler's `tinygpt_tensor::Rng` state.
     pub rng_state: u64,
+    /// Dynamic loss scaling's state, in a run trained at `precision: mixed` (`None` in f32
+    /// runs, and then not written: their trainer_state.json stays byte for byte as it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<LossScaleState>,
+}
+
+/// Where dynamic loss scaling stands (`tinygpt_optim::GradScaler` updates it after every
+/// step), saved so that a resumed mixed-precision run continues exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossScaleState {
+    /// The factor the loss's gradient is multiplied by before the backward pass (a power of
+    /// two, so scaling and unscaling are exact in f32).
+    pub scale: f32,
+    /// Steps in a row whose gradients were finite since the scale last changed (PyTorch
+    /// GradScaler's `_growth_tracker`).
+    pub growth_tracker: u32,
+    /// Steps whose update was skipped because a gradient was not finite, over the whole run.
+    /// They count as steps (batch, schedule, `step`) but not as AdamW updates, whose
+    /// bias-correction count is `step - skipped_steps`.
+    pub skipped_steps: usize,
 }
 
 /// One entry of `loss_history.json`: every logged step, with the validation loss at

@@ -58,6 +58,7 @@ pub fn checkpoint_for(config: ModelConfig, step: usize, seed: u64) -> Checkpoint
             best_val_loss: (step >= 10).then_some(3.25),
             wall_time_sec: 12.5 + step as f64 * 0.1,
             rng_state: 0xDEAD_BEEF_CAFE_F00D ^ seed,
+            loss_scale: None,
         },
         loss_history,
         weights,
