@@ -162,6 +162,14 @@ impl<B: Backend> AdamW<B> {
         lr: f32,
         config: &TrainingConfig,
     ) {
+        let Some(sumsq) = self.gather(params, grads) else { return };
+        self.apply(params, &sumsq, lr, config);
+    }
+
+    /// [`AdamW::update`]'s first half: copies `grads` into the groups' flat gradient buffers
+    /// and returns their squared global norm `[1]`, still on the device (`None` when
+    /// nothing trains). `crate::loss_scale` looks at it before [`AdamW::apply`].
+    pub(crate) fn gather(&self, params: &[Tensor<B>], grads: &[Option<Tensor<B>>]) -> Option<Tensor<B>> {
         assert_eq!(params.len(), grads.len(), "one gradient slot per parameter");
         assert_eq!(total(params), self.total, "the parameters this optimizer was built for");
         let members: usize = self.groups.iter().map(|g| g.slots.len()).sum();
@@ -170,12 +178,32 @@ impl<B: Backend> AdamW<B> {
             present, members,
             "gradients for {present} tensors, {members} in groups (regroup after freezing)"
         );
-        let Some(first) = self.groups.first() else { return };
+        let first = self.groups.first()?;
         for g in &self.groups {
             g.gather_grads(grads);
         }
-        let sumsq =
-            self.groups[1..].iter().fold(first.grad.sum_squares(), |acc, g| acc.add(&g.grad.sum_squares()));
+        Some(self.groups[1..].iter().fold(first.grad.sum_squares(), |acc, g| acc.add(&g.grad.sum_squares())))
+    }
+
+    /// Multiplies the gathered gradients by `factor` (loss scaling's unscale, exact for a
+    /// power of two).
+    pub(crate) fn scale_gathered(&mut self, factor: f32) {
+        for g in &mut self.groups {
+            g.grad = g.grad.scale(factor);
+        }
+    }
+
+    /// [`AdamW::update`]'s second half: one AdamW step of every group from the gathered
+    /// gradients, clipped by `sumsq` (their squared global norm), and the parameters copied
+    /// back into the model.
+    pub(crate) fn apply(
+        &mut self,
+        params: &[Tensor<B>],
+        sumsq: &Tensor<B>,
+        lr: f32,
+        config: &TrainingConfig,
+    ) {
+        let Some(first) = self.groups.first() else { return };
         self.step += 1;
         let backend = first.param.backend();
         for g in &self.groups {

@@ -11,6 +11,7 @@ mod error;
 mod evaluation;
 mod flat;
 mod groups;
+mod loss_scale;
 mod recipe;
 mod reference_state;
 mod schedule;
@@ -22,13 +23,15 @@ pub use error::TrainError;
 pub use evaluation::{Evaluation, EVAL_SALT_TRAIN, EVAL_SALT_VAL};
 pub use flat::Slot;
 pub use groups::{GroupOptions, ParamGroup};
+pub use loss_scale::GradScaler;
 pub use recipe::{Overrides, Recipe};
 pub use reference_state::{reference_state, ReferenceState};
 pub use schedule::learning_rate;
 /// The run's plain data (configs, progress, history), defined in `tinygpt-run` so that the
 /// checkpoint format can store it without depending on the trainer.
 pub use tinygpt_run::{
-    InvalidTrainingConfig, LossPoint, ScheduleKind, TrainerProgress, TrainingConfig, BATCH_SALT,
+    InvalidTrainingConfig, LossPoint, LossScaleState, ScheduleKind, TrainerProgress, TrainingConfig,
+    BATCH_SALT,
 };
 pub use trainer::{Part, ResumeState, StepDone, StepReport, Trainer};
 

@@ -19,11 +19,12 @@ use tinygpt_autograd::{Gradients, Tape, Var};
 use tinygpt_model::{
     Batch, Dataset, DropoutDraw, Forward, Gpt, Lora, ModelConfig, ModelError, Params, Split,
 };
-use tinygpt_tensor::{block_on, Backend, Indices, Rng, Tensor};
+use tinygpt_tensor::{block_on, Backend, Indices, Precision, Rng, Tensor};
 
 use crate::adamw::AdamW;
 use crate::error::TrainError;
 use crate::groups::{GroupOptions, ParamGroup};
+use crate::loss_scale::{self, GradScaler};
 use crate::schedule::learning_rate;
 use tinygpt_run::{LossPoint, TrainerProgress};
 use tinygpt_run::{TrainingConfig, BATCH_SALT};
@@ -203,7 +204,35 @@ pub struct ResumeState {
 fn check_fits(model: &ModelConfig, config: &TrainingConfig, dataset: &Dataset) -> Result<(), TrainError> {
     model.validate()?;
     config.validate()?;
+    // Loss scaling reads a value back in every step (see `loss_scale`), which a browser
+    // cannot block on.
+    if cfg!(target_arch = "wasm32") && config.precision == Precision::Mixed {
+        return Err(TrainError::InvalidConfig {
+            field: "precision",
+            reason: "mixed trains natively only for now (its loss scaling waits on the device each \
+                     step, which a browser cannot); use f32"
+                .into(),
+        });
+    }
     Ok(dataset.fits_context(model.context_length)?)
+}
+
+/// `progress` with loss scaling's state where `config` trains at mixed precision: kept
+/// from a saved mixed run, started afresh otherwise ([`GradScaler::start`]). An f32 run
+/// keeps whatever the progress had (nothing, unless it continues a mixed run: its count of
+/// skipped steps still tells AdamW's step apart from the run's).
+fn with_loss_scale(mut progress: TrainerProgress, config: &TrainingConfig) -> TrainerProgress {
+    if config.precision == Precision::Mixed && progress.loss_scale.is_none() {
+        progress.loss_scale = Some(GradScaler::DEFAULT.start());
+    }
+    progress
+}
+
+/// AdamW's bias-correction count after `progress.step` steps: one update a step, except
+/// the steps loss scaling skipped.
+fn adam_steps(progress: &TrainerProgress) -> u32 {
+    let skipped = progress.loss_scale.map_or(0, |s| s.skipped_steps);
+    progress.step.saturating_sub(skipped) as u32
 }
 
 /// The tensors the optimizer updates: the adapter's, or the model's parameters.
@@ -283,7 +312,9 @@ impl<B: Backend> Trainer<B> {
             best_val_loss: None,
             wall_time_sec: 0.0,
             rng_state: rng.state(),
+            loss_scale: None,
         };
+        let progress = with_loss_scale(progress, &config);
         Ok(Trainer {
             model,
             adapter: None,
@@ -335,9 +366,10 @@ impl<B: Backend> Trainer<B> {
             ParamGroup::decay_split(params, model.trainable(), &config),
             &state.adam_m,
             &state.adam_v,
-            state.progress.step as u32,
+            adam_steps(&state.progress),
         );
         let rng = Rng::from_state(state.progress.rng_state);
+        let progress = with_loss_scale(state.progress, &config);
         Ok(Trainer {
             model,
             adapter: None,
@@ -345,7 +377,7 @@ impl<B: Backend> Trainer<B> {
             config,
             dataset,
             rng,
-            progress: state.progress,
+            progress,
             history: state.history,
             partial: None,
             unread: Vec::new(),
@@ -374,6 +406,7 @@ impl<B: Backend> Trainer<B> {
                 best_val_loss: None,
                 wall_time_sec: 0.0,
                 rng_state: Rng::new(config.seed ^ BATCH_SALT).state(),
+                loss_scale: None,
             },
             history: Vec::new(),
         };
@@ -403,16 +436,17 @@ impl<B: Backend> Trainer<B> {
                     return Err(ModelError::WeightsMismatch { name: name.into(), expected: n, got }.into());
                 }
             }
-            AdamW::from_flat(tensors, group, &state.adam_m, &state.adam_v, state.progress.step as u32)
+            AdamW::from_flat(tensors, group, &state.adam_m, &state.adam_v, adam_steps(&state.progress))
         };
+        let progress = with_loss_scale(state.progress, &config);
         Ok(Trainer {
             model: base,
             adapter: Some((adapter, options)),
             optimizer,
             config,
             dataset,
-            rng: Rng::from_state(state.progress.rng_state),
-            progress: state.progress,
+            rng: Rng::from_state(progress.rng_state),
+            progress,
             history: state.history,
             partial: None,
             unread: Vec::new(),
@@ -635,8 +669,11 @@ impl<B: Backend> Trainer<B> {
         let loss =
             set_loss_into(&self.model, &self.adapter, tape, &inputs, &targets, rows, seq, Some(draw), params);
         // d(batch mean)/d(part mean) = rows / batch: exactly 1 for a whole-batch part (the
-        // mean loss is one value).
-        let scale = [rows as f32 / batch as f32];
+        // mean loss is one value). At mixed precision, times the loss scale (see `loss_scale`).
+        let mut scale = [rows as f32 / batch as f32];
+        if let (Precision::Mixed, Some(state)) = (self.config.precision, self.progress.loss_scale) {
+            scale[0] *= state.scale;
+        }
         let seed = Tensor::from_slice(&backend, &scale, loss.value().shape().clone());
         let grads = &mut scratch.grads;
         tape.backward_into(&loss, seed, grads);
@@ -672,7 +709,22 @@ impl<B: Backend> Trainer<B> {
                 self.optimizer.regroup(trained_tensors(&self.model, &self.adapter), groups);
             }
         }
-        self.optimizer.update(trained_tensors(&self.model, &self.adapter), &grads, lr, &self.config);
+        let params = trained_tensors(&self.model, &self.adapter);
+        match (self.config.precision, &mut self.progress.loss_scale) {
+            (Precision::Mixed, Some(state)) => {
+                let scaler = &GradScaler::DEFAULT;
+                loss_scale::update_scaled(
+                    &mut self.optimizer,
+                    params,
+                    &grads,
+                    lr,
+                    &self.config,
+                    scaler,
+                    state,
+                );
+            }
+            _ => self.optimizer.update(params, &grads, lr, &self.config),
+        }
         grads.clear();
         (self.scratch.batch, self.scratch.step_grads) = (data, grads);
 
