@@ -226,7 +226,10 @@ function restartFrom(checkpoint, backend) {
 function onReady(m) {
   state.ready = true;
   state.capabilities = m.capabilities;
-  if (!settings.presets.length) settings.configure(m.presets, m.defaultTrainingConfig, params.get('preset') || 'tiny');
+  if (!settings.presets.length) {
+    const gpuLimits = m.capabilities?.webgpu?.limits;
+    settings.configure(m.presets, m.defaultTrainingConfig, params.get('preset') || 'tiny', gpuLimits);
+  }
   renderCapabilities(m.capabilities, state.persisted);
   setPill('idle', 'Ready');
   client.send({ type: 'listCheckpoints' });

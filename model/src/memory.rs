@@ -44,6 +44,28 @@ pub fn training_memory_bytes(model: &ModelConfig, batch: usize) -> u64 {
     mul(&[16, params]).saturating_add(mul(&[4, 2, activations]))
 }
 
+/// The largest single buffer training `model` at `batch` allocates, in f32 values, and what
+/// it is: the token embedding (V·C), an MLP weight (C·F), the logits (B·T·V), the attention
+/// probabilities (B·H·T²) or the MLP's hidden activations (B·T·F). A GPU binds every buffer
+/// whole, so this must fit one storage binding. The optimizer's flat per-group buffers are
+/// not counted: they split into shards of one binding each (`tinygpt_optim`'s buffer
+/// sharding). Saturating, as [`training_memory_bytes`].
+pub fn largest_tensor(model: &ModelConfig, batch: usize) -> (&'static str, u64) {
+    let [b, t, c, f, h, v] =
+        [batch, model.context_length, model.d_model, model.d_mlp, model.n_heads, model.vocab_size]
+            .map(|x| x as u64);
+    let mul = |xs: &[u64]| xs.iter().fold(1u64, |acc, &x| acc.saturating_mul(x));
+    [
+        ("token embedding", mul(&[v, c])),
+        ("MLP weight", mul(&[c, f])),
+        ("logits", mul(&[b, t, v])),
+        ("attention probabilities", mul(&[b, h, t, t])),
+        ("MLP activations", mul(&[b, t, f])),
+    ]
+    .into_iter()
+    .fold(("token embedding", 0), |best, x| if x.1 > best.1 { x } else { best })
+}
+
 /// Refuses to train `model` at `batch` when [`training_memory_bytes`] exceeds `available`
 /// bytes; `available_what` names that budget for the message ("physical memory", "the
 /// 4 GiB wasm32 address space"). Returns the estimate otherwise.
@@ -128,6 +150,14 @@ mod tests {
         assert!(err.contains("GiB") && err.contains("wasm32 address space"), "{err}");
         let small = Preset::by_name("small").unwrap();
         check_training_memory(&small.model, small.batch_size, WASM32_ADDRESS_SPACE, "wasm32").unwrap();
+    }
+
+    #[test]
+    fn the_largest_tensor_is_named_with_its_size() {
+        let tiny = Preset::by_name("tiny").unwrap();
+        // V·C = 256·48 against B·T·V = 16·32·256 logits.
+        assert_eq!(largest_tensor(&tiny.model, tiny.batch_size), ("logits", 16 * 32 * 256));
+        assert_eq!(largest_tensor(&tiny.model, 1), ("token embedding", 256 * 48));
     }
 
     #[test]

@@ -214,6 +214,7 @@ impl<B: Backend> Session<B> {
     ) -> Result<Vec<OutMessage>, WorkerError> {
         let (model_config, training_config) = resolve_configs(request)?;
         check_fits_wasm32(&model_config, training_config.batch_size)?;
+        check_fits_one_buffer(&self.backend, &model_config, training_config.batch_size)?;
         let data =
             Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training_config.seed)?;
         let trainer = Trainer::new(&self.backend, model_config, training_config, data)?;
@@ -706,4 +707,32 @@ const WASM32_BUDGET: &str = "the memory WebAssembly can address in a browser tab
 pub fn check_fits_wasm32(model: &ModelConfig, batch: usize) -> Result<(), WorkerError> {
     check_training_memory(model, batch, WASM32_ADDRESS_SPACE, WASM32_BUDGET)?;
     Ok(())
+}
+
+/// Refuses, before anything is allocated, a model one of whose tensors is larger than one
+/// buffer of `backend` ([`Backend::max_tensor_len`]: on WebGPU the adapter's largest storage
+/// binding, 128 MiB unless the adapter offers more), naming the tensor, the limit and by how
+/// much it is over. The optimizer's flat buffers are not a reason: they shard.
+pub fn check_fits_one_buffer<B: Backend>(
+    backend: &B,
+    model: &ModelConfig,
+    batch: usize,
+) -> Result<(), WorkerError> {
+    let (what, values) = tinygpt_model::largest_tensor(model, batch);
+    let limit = backend.max_tensor_len() as u64;
+    if values <= limit {
+        return Ok(());
+    }
+    let mib = |values: u64| values as f64 * 4.0 / (1024.0 * 1024.0);
+    Err(WorkerError::new(
+        ErrorCode::InvalidConfig,
+        format!(
+            "This model cannot train on this device: its largest tensor ({what}) needs {:.1} MiB in one \
+             buffer, {:.1} MiB more than the largest buffer the device binds ({:.1} MiB, the adapter's \
+             maxStorageBufferBindingSize). Choose a smaller model or batch size, or train on WebAssembly.",
+            mib(values),
+            mib(values - limit),
+            mib(limit),
+        ),
+    ))
 }

@@ -33,9 +33,13 @@ export class Settings {
     resetButton.onclick = () => this.fillDefaults();
   }
 
-  /** From the `ready` message. */
-  configure(presets, defaults, initialPreset = 'tiny') {
+  /**
+   * From the `ready` message. `gpuLimits` (capabilities.webgpu.limits, when the browser has an
+   * adapter) are shown beside the memory estimate: one tensor must fit one storage binding.
+   */
+  configure(presets, defaults, initialPreset = 'tiny', gpuLimits = null) {
     this.presets = presets;
+    this.gpuLimits = gpuLimits;
     this.defaults = defaults;
     this.presetSelect.replaceChildren(
       ...presets.map((p) => {
@@ -60,7 +64,13 @@ export class Settings {
     const m = p.modelConfig;
     this.shape.textContent = `${m.n_layers} layers · d ${m.d_model} · ${m.n_heads} heads · context ${m.context_length}`;
     this.params.textContent = p.params.toLocaleString('en-US');
-    this.memory.textContent = `≈ ${formatBytes(p.memoryBytes)} to train (batch ${p.batchSize})`;
+    const l = this.gpuLimits;
+    // The optimizer's flat buffers shard across bindings; a single tensor must fit one.
+    const gpu = l?.maxStorageBufferBindingSize
+      ? ` · WebGPU: each tensor ≤ ${formatBytes(l.maxStorageBufferBindingSize)} (binding), ` +
+        `buffers ≤ ${formatBytes(l.maxBufferSize)}`
+      : '';
+    this.memory.textContent = `≈ ${formatBytes(p.memoryBytes)} to train (batch ${p.batchSize})${gpu}`;
     const batch = this.inputs.get('batch_size');
     if (batch && !batch.dataset.edited) batch.value = p.batchSize;
   }
