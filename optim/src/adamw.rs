@@ -10,6 +10,12 @@
 //! flat gradient) added group by group. The sum is the same as summing tensor by tensor,
 //! but it is rounded at other places, so the clip factor (and so a run) may differ from
 //! a per-tensor sum in the last bits of f32.
+//!
+//! A group larger than one buffer of the backend ([`Backend::max_tensor_len`]) is kept in
+//! several shards (`crate::flat`): each shard has its own `sum_squares` and `adamw`, and the
+//! global norm is summed shard by shard, so a sharded run matches an unsplit one within
+//! f32 rounding of that sum (`kernels-wgsl/tests/sharding.rs`). A group that fits is one
+//! shard, and its run is bit for bit what it was.
 
 use tinygpt_tensor::{AdamWStep, Backend, Tensor, TensorError};
 
