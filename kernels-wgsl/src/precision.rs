@@ -104,22 +104,30 @@ impl fmt::Display for MatmulPrecision {
     }
 }
 
-/// Why no cooperative-matrix kernel runs on `adapter`, in words: none offered (no
-/// `EXPERIMENTAL_COOPERATIVE_MATRIX`, or no f16×f16→f32 configuration among its
-/// `cooperative_matrix_properties()`), or offered but not written yet.
+/// Why no cooperative-matrix kernel runs on `adapter`, in words: none listed, none of
+/// f16×f16→f32 among its `cooperative_matrix_properties()`, listed but not offered by wgpu
+/// (no `EXPERIMENTAL_COOPERATIVE_MATRIX`: wgpu also needs the Vulkan memory model), or
+/// offered but not used (no such kernel is written yet).
 pub(crate) fn cooperative_matrix_note(adapter: &wgpu::Adapter, name: &str) -> String {
-    if !adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
-        return format!("no cooperative matrix on {name}");
-    }
-    let f16_f32 = adapter.cooperative_matrix_properties().into_iter().find(|p| {
+    let listed = adapter.cooperative_matrix_properties();
+    let f16_f32 = listed.iter().find(|p| {
         p.ab_type == wgpu::CooperativeScalarType::F16 && p.cr_type == wgpu::CooperativeScalarType::F32
     });
+    let offered = adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
     match f16_f32 {
+        None if listed.is_empty() => format!("no cooperative matrix on {name}"),
         None => format!("no f16×f16→f32 cooperative matrix on {name}"),
-        Some(p) => format!(
-            "{name} offers {}×{}×{} f16×f16→f32 cooperative matrices, but no kernel uses them yet",
-            p.m_size, p.n_size, p.k_size
-        ),
+        Some(p) => {
+            let what = format!(
+                "{name} lists {}×{}×{} f16×f16→f32 cooperative matrices",
+                p.m_size, p.n_size, p.k_size
+            );
+            if offered {
+                format!("{what}, but no kernel uses them yet")
+            } else {
+                format!("{what}, but wgpu does not offer them here")
+            }
+        }
     }
 }
 
