@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use tinygpt_tensor::Precision;
 
 use self::values::{count, float, Range, MAX_BATCH, MAX_RANK, MAX_STEPS, MAX_TOKENS, MAX_WINDOWS, VOCAB};
 
@@ -229,6 +230,10 @@ pub struct TrainArgs {
     /// folder). One that holds another run is refused unless --overwrite is given.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Matrix products: `f32`, or `mixed` (f16 inputs, f32 sums, dynamic loss scaling;
+    /// --backend wgpu only). Default: the --config's, else f32; with --resume, the run's.
+    #[arg(long)]
+    pub precision: Option<Precision>,
     #[command(flatten)]
     pub compute: Compute,
 }
@@ -303,6 +308,9 @@ pub struct BenchArgs {
     /// Timed steps (after warm-up).
     #[arg(long, default_value_t = 10, allow_negative_numbers = true, value_parser = count::<i64>(1, MAX_STEPS))]
     pub steps: i64,
+    /// Matrix products: `f32`, or `mixed` (--backend wgpu only). Default: the --config's, else f32.
+    #[arg(long)]
+    pub precision: Option<Precision>,
     #[command(flatten)]
     pub compute: Compute,
 }

@@ -5,8 +5,8 @@ use std::any::Any;
 
 use tinygpt_kernels_checked::Checked;
 use tinygpt_kernels_cpu::{CpuBackend, Kernels};
-use tinygpt_kernels_wgsl::WgpuBackend;
-use tinygpt_tensor::{Backend, TensorError};
+use tinygpt_kernels_wgsl::{MatmulPrecision, WgpuBackend};
+use tinygpt_tensor::{Backend, Precision, TensorError};
 
 use crate::args::{BackendKind, Compute, KernelsKind};
 use crate::error::CliError;
@@ -35,13 +35,35 @@ pub fn threads(compute: &Compute) -> Result<usize, CliError> {
 }
 
 pub fn dispatch<C: WithBackend>(compute: &Compute, command: C) -> Result<C::Output, CliError> {
+    dispatch_at(compute, Precision::F32, command)
+}
+
+/// [`dispatch`] on a backend whose matrix products compute in `precision` (a training
+/// config's). `mixed` runs on `--backend wgpu` only: the CPU backends have f32 kernels
+/// only, and the checked backends compare with f32 references.
+pub fn dispatch_at<C: WithBackend>(
+    compute: &Compute,
+    precision: Precision,
+    command: C,
+) -> Result<C::Output, CliError> {
+    check_precision(compute.backend, precision)?;
     let threads = threads(compute)?;
     match compute.backend {
         BackendKind::Cpu => command.run(cpu(compute, threads)?, threads),
-        BackendKind::Wgpu => command.run(wgpu()?, threads),
+        BackendKind::Wgpu => command.run(wgpu(precision)?, threads),
         BackendKind::Checked => command.run(Checked::new(cpu(compute, threads)?), threads),
-        BackendKind::CheckedWgpu => command.run(Checked::new(wgpu()?), threads),
+        BackendKind::CheckedWgpu => command.run(Checked::new(wgpu(precision)?), threads),
     }
+}
+
+/// Refuses `mixed` on every backend but `wgpu`, in one line.
+pub fn check_precision(backend: BackendKind, precision: Precision) -> Result<(), CliError> {
+    if precision == Precision::Mixed && backend != BackendKind::Wgpu {
+        return Err(CliError::Usage(
+            "--precision mixed runs on --backend wgpu; the CPU and checked backends compute in f32".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn cpu(compute: &Compute, threads: usize) -> Result<CpuBackend, CliError> {
@@ -55,9 +77,14 @@ fn cpu(compute: &Compute, threads: usize) -> Result<CpuBackend, CliError> {
     Ok(backend.with_kernels(kernels))
 }
 
-fn wgpu() -> Result<WgpuBackend, CliError> {
-    WgpuBackend::new()
-        .map_err(|e| TensorError::DeviceLost { backend: "wgpu".into(), reason: e.to_string() }.into())
+/// The GPU backend; `f32` opens it as it always did ([`WgpuBackend::new`]), `mixed` asks
+/// for its f16 matmul, which it may refuse (see [`matmul_precision`]).
+fn wgpu(precision: Precision) -> Result<WgpuBackend, CliError> {
+    let made = match precision {
+        Precision::F32 => WgpuBackend::new(),
+        Precision::Mixed => WgpuBackend::new_with_precision(precision),
+    };
+    made.map_err(|e| TensorError::DeviceLost { backend: "wgpu".into(), reason: e.to_string() }.into())
 }
 
 /// The backend under a [`Checked`] wrapper, or `backend` itself.
@@ -81,12 +108,23 @@ pub fn device_label<B: Backend>(backend: &B, threads: usize) -> String {
 }
 
 /// The optional GPU features the adapter offers, for benchmark lines: `{shader_f16,
-/// subgroups, kernels: "f32"}` (the kernels use neither), or `None` on the CPU backend.
+/// subgroups, kernels}` (`kernels`: what the matmul runs, `f32` or `shader-f16`), or `None`
+/// on the CPU backend.
 pub fn gpu_features<B: Backend>(backend: &B) -> Option<serde_json::Value> {
     unwrapped(backend).downcast_ref::<WgpuBackend>().map(|gpu| {
         let adapter = gpu.adapter();
-        serde_json::json!({"shader_f16": adapter.shader_f16, "subgroups": adapter.subgroups, "kernels": "f32"})
+        let kernels = gpu.matmul_precision().kernels.as_str();
+        serde_json::json!({"shader_f16": adapter.shader_f16, "subgroups": adapter.subgroups, "kernels": kernels})
     })
+}
+
+/// What `backend`'s matmul runs and why: the GPU's choice ([`WgpuBackend::matmul_precision`]),
+/// or f32 on the CPU backends, as `(path, reason)`.
+pub fn matmul_path<B: Backend>(backend: &B) -> (String, String) {
+    match unwrapped(backend).downcast_ref::<WgpuBackend>().map(WgpuBackend::matmul_precision) {
+        Some(MatmulPrecision { kernels, reason, .. }) => (kernels.as_str().to_string(), reason.clone()),
+        None => ("f32".into(), "the CPU backends compute in f32".into()),
+    }
 }
 
 /// The CPU kernel variant `backend` runs (`"avx512"`, `"reference"`, …), for benchmark

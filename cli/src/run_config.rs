@@ -93,5 +93,9 @@ pub fn resolve(args: &TrainArgs) -> Result<(ModelConfig, TrainingConfig), CliErr
             seed: args.seed,
         },
     };
-    Ok(recipe.build()?)
+    let (model, mut training) = recipe.build()?;
+    if let Some(precision) = args.precision {
+        training.precision = precision;
+    }
+    Ok((model, training))
 }

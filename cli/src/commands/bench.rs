@@ -7,7 +7,7 @@ use tinygpt_optim::{Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::BenchArgs;
-use crate::compute::{cpu_kernels, device_label, dispatch, gpu_features, WithBackend};
+use crate::compute::{cpu_kernels, device_label, dispatch_at, gpu_features, matmul_path, WithBackend};
 use crate::error::CliError;
 use crate::text;
 
@@ -39,8 +39,10 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             (preset.name.to_string(), preset.model, training)
         }
     };
+    let training = TrainingConfig { precision: args.precision.unwrap_or(training.precision), ..training };
     crate::memory::check_fits(&model, training.batch_size)?;
-    dispatch(&args.compute, Bench { name, model, training, steps: args.steps as usize })
+    let precision = training.precision;
+    dispatch_at(&args.compute, precision, Bench { name, model, training, steps: args.steps as usize })
 }
 
 impl WithBackend for Bench {
@@ -53,6 +55,8 @@ impl WithBackend for Bench {
         let params = model.param_count();
         let estimate = tinygpt_model::training_memory_bytes(&model, training.batch_size);
         let tokens = training.batch_size * model.context_length;
+        let precision = training.precision;
+        let (path, reason) = matmul_path(&backend);
         let mut trainer = Trainer::new(&backend, model, training, dataset)?;
         for _ in 0..WARMUP_STEPS {
             trainer.step()?;
@@ -72,6 +76,10 @@ impl WithBackend for Bench {
             "kernels": cpu_kernels(&backend),
             "gpu_features": gpu_features(&backend),
             "threads": threads,
+            // What was asked for, what the matmul runs (`f32`, `shader-f16`) and why.
+            "precision": precision.as_str(),
+            "matmul_path": path,
+            "matmul_reason": reason,
             "preset": name,
             "params": params,
             "ms_per_step": (ms_per_step * 1000.0).round() / 1000.0,

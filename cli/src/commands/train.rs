@@ -25,7 +25,7 @@ use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::TrainArgs;
 use crate::checkpoint::load;
-use crate::compute::{dispatch, WithBackend};
+use crate::compute::{check_precision, dispatch_at, matmul_path, WithBackend};
 use crate::error::CliError;
 use crate::{memory, run_config, text};
 
@@ -58,6 +58,7 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
     let fresh = match &args.resume {
         None => {
             let (model, training) = run_config::resolve(&args)?;
+            check_precision(args.compute.backend, training.precision)?;
             memory::check_fits(&model, training.batch_size)?;
             let dataset = Dataset::new(&name, &bytes, model.context_length, training.seed)?;
             Some((Start::Fresh { model, training }, dataset))
@@ -86,7 +87,12 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
         (Some(fresh), _) => fresh,
         (None, dir) => {
             let dir = dir.as_deref().expect("not fresh: resuming");
-            let ckpt = load(dir, args.generation.as_deref())?;
+            let mut ckpt = load(dir, args.generation.as_deref())?;
+            // The run's precision, unless --precision changes it from here on.
+            if let Some(precision) = args.precision {
+                ckpt.training_config.precision = precision;
+            }
+            check_precision(args.compute.backend, ckpt.training_config.precision)?;
             memory::check_fits(&ckpt.model_config, ckpt.training_config.batch_size)?;
             let (context, seed) = (ckpt.model_config.context_length, ckpt.training_config.seed);
             let dataset = Dataset::new(&name, &bytes, context, seed)?;
@@ -122,7 +128,11 @@ pub fn run(args: TrainArgs) -> Result<(), CliError> {
             None => max_steps,
         });
     }
-    dispatch(&args.compute, Train { start, stop_at, dataset, out, _lock: lock })
+    let precision = match &start {
+        Start::Fresh { training, .. } => training.precision,
+        Start::Resume { ckpt } => ckpt.training_config.precision,
+    };
+    dispatch_at(&args.compute, precision, Train { start, stop_at, dataset, out, _lock: lock })
 }
 
 /// Whether two paths name one folder (both exist: `out` was just created).
@@ -244,6 +254,8 @@ impl WithBackend for Train {
             backend.name(),
             out.display(),
         );
+        let (path, reason) = matmul_path(&backend);
+        eprintln!("precision {}: matmul {path}: {reason}", trainer.config().precision);
         let bar = progress_bar(trainer.progress().step, stop_at);
         let mut last_val = trainer.history().last().and_then(|p| p.val_loss);
         let mut tokens_per_s = 0.0;
@@ -301,7 +313,11 @@ impl WithBackend for Train {
                 trainer.record_eval(train_loss, val);
                 last_val = Some(val);
                 best.record(step, val, trainer.progress().wall_time_sec);
-                log(&bar, format!("step {step:>6}  train {train_loss:.4}  val {val:.4}"));
+                let scaling = match trainer.progress().loss_scale {
+                    Some(s) => format!("  loss scale {} ({} steps skipped)", s.scale, s.skipped_steps),
+                    None => String::new(),
+                };
+                log(&bar, format!("step {step:>6}  train {train_loss:.4}  val {val:.4}{scaling}"));
                 if trainer.should_stop_early() {
                     stopped_early = Some(step);
                 }
