@@ -210,12 +210,26 @@ const OPERANDS_VEC4: &str = "@group(0) @binding(1) var<storage, read> a: array<v
     fn b4_at(v: u32) -> vec4<f32> { return b[v]; }";
 
 /// The precision's rounding of a product's inputs (`narrow`, `narrow1` in matmul.wgsl): the
-/// identity in f32, and in mixed a round trip through f16, which needs `enable f16;` before
-/// anything else in the module (the defines come first).
+/// identity in f32; in mixed, to the nearest f16 (ties to even, f16's subnormals, infinity
+/// from 65520 on, NaN kept), kept as an f32. The rounding is done on the f32's bits, not by
+/// WGSL's conversion `vec4<f32>(vec4<f16>(v))`: the NVIDIA H200's Vulkan driver folds that
+/// round trip (and `unpack2x16float(pack2x16float(v))`) away, so its "mixed" results were
+/// f32's bit for bit (the start-up self-test caught it); integer operations cannot be folded,
+/// and WGSL leaves a conversion's rounding direction open while this one is exact everywhere.
 const NARROW_F32: &str = "fn narrow(v: vec4<f32>) -> vec4<f32> { return v; }\n\
     fn narrow1(v: f32) -> f32 { return v; }";
-const NARROW_F16: &str = "fn narrow(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(vec4<f16>(v)); }\n\
-    fn narrow1(v: f32) -> f32 { return f32(f16(v)); }";
+const NARROW_F16: &str = "fn narrow(v: vec4<f32>) -> vec4<f32> {\n\
+        let bits = bitcast<vec4<u32>>(v);\n\
+        let mag = bits & vec4<u32>(0x7fffffffu);\n\
+        let lsb = (bits >> vec4<u32>(13u)) & vec4<u32>(1u);\n\
+        let normal = bitcast<vec4<f32>>((bits + vec4<u32>(0xfffu) + lsb) & vec4<u32>(0xffffe000u));\n\
+        let subnormal = round(v * 0x1p24f) * 0x1p-24f;\n\
+        let inf = bitcast<vec4<f32>>((bits & vec4<u32>(0x80000000u)) | vec4<u32>(0x7f800000u));\n\
+        var r = select(normal, subnormal, mag < vec4<u32>(0x38800000u));\n\
+        r = select(r, inf, mag >= vec4<u32>(0x477ff000u));\n\
+        return select(r, v, mag > vec4<u32>(0x7f800000u));\n\
+    }\n\
+    fn narrow1(v: f32) -> f32 { return narrow(vec4<f32>(v)).x; }";
 
 /// One compiled form of matmul.wgsl's `matmul` (and its split sum).
 #[derive(Clone, Copy)]
@@ -279,9 +293,9 @@ fn matmul_defines(v: Variant, g: &Gemm) -> String {
         }
     };
     let operands = if vec4 { OPERANDS_VEC4 } else { OPERANDS_F32 };
-    let (enable, narrow_fns) = if narrow { ("enable f16;\n", NARROW_F16) } else { ("", NARROW_F32) };
+    let narrow_fns = if narrow { NARROW_F16 } else { NARROW_F32 };
     format!(
-        "{enable}const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
+        "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
          const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
          const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n\
          const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n\

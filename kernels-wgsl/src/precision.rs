@@ -6,7 +6,10 @@
 //! kernel when the adapter offers an f16×f16→f32 configuration (none is written yet, so
 //! such an adapter is reported and takes the next path), else the `shader-f16` path (the
 //! f32 kernels with their inputs rounded to f16 as they are staged, see
-//! `shaders/matmul.wgsl`), else f32.
+//! `shaders/matmul.wgsl`), else f32. The `shader-f16` path is offered where the adapter has
+//! the feature, and the device asks for it, as the issue orders them (f16 storage, the next
+//! seam, needs it); this seam rounds on the f32's bits (`NARROW_F16` in `matmul.rs`), which
+//! no driver can fold away.
 
 use std::fmt;
 
@@ -20,8 +23,8 @@ use crate::WgpuBackend;
 pub enum MatmulKernels {
     /// f32 inputs, f32 accumulation: what `f32` always runs, and `mixed`'s fallback.
     F32,
-    /// The f32 kernels with op(A), op(B) rounded to f16 as they are staged (WGSL's `f16`,
-    /// the `shader-f16` feature); products and sums stay f32.
+    /// The f32 kernels with op(A), op(B) rounded to the nearest f16 as they are staged, on
+    /// adapters with the `shader-f16` feature; products and sums stay f32.
     ShaderF16,
     /// Cooperative-matrix (tensor-core) tiles of f16 inputs accumulating in f32. Not
     /// chosen by this version: no such kernel is written yet.
@@ -159,8 +162,8 @@ pub(crate) async fn choose(
             ),
             self_test_worst: Some(worst),
         },
-        Err(why) => {
-            MatmulPrecision::fallback(format!("the shader-f16 matmul failed its start-up self-test ({why})"))
-        }
+        Err(why) => MatmulPrecision::fallback(format!(
+            "the shader-f16 matmul failed its start-up self-test ({why}; {coop})"
+        )),
     }
 }

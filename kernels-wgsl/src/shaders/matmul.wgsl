@@ -29,15 +29,15 @@
 //   `narrow(v: vec4<f32>)`, `narrow1(v: f32)` (below).
 //
 // Precision: `narrow` and `narrow1` are the identity in f32 (the f32 variants compute what
-// they always did, bit for bit) and round to f16 and back in mixed (`enable f16;` first):
+// they always did, bit for bit) and round to the nearest f16 in mixed (on the f32's bits:
+// see `NARROW_F16` in matmul.rs for why not through WGSL's f16):
 // every value of op(A) and op(B) is rounded as a stage is fetched (matmul_direct: as it is
 // loaded), and the products and their sums stay f32 (`fma` on f32), the way autocast and
 // tensor cores take their inputs. What is not a product's input is never narrowed: the
 // bias, the prior, the split partials (matmul_split_sum reads them through `a_at`, not a
 // stage) and the ROW_SUMS, which are a bias gradient, a reduction, and stay the f32 sums of
-// the stored values that `sum_rows` gives on the direct path (see `stage_a`). A value past
-// f16's range (65504) narrows to whatever the adapter's conversion gives (WGSL leaves it
-// open; loss scaling keeps gradients inside it).
+// the stored values that `sum_rows` gives on the direct path (see `stage_a`). A value from
+// 65520 on narrows to infinity, as f16 would (loss scaling keeps gradients inside f16).
 //
 // CAUSAL skips work that a causal mask makes zero (square per-batch products, m = n or
 // m = k = sequence length): 0 none; 1 op(A)[i, kk] = 0 for kk > i (probabilities times
