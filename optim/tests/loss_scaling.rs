@@ -225,3 +225,34 @@ fn an_overflowing_scale_skips_the_step_and_backs_off() {
     assert!(ls.skipped_steps < steps && ls.scale >= 1.0, "{ls:?}");
     assert_eq!(t.optimizer().step() as usize, steps - ls.skipped_steps);
 }
+
+/// A mixed run saved and resumed mid-way (after skipped steps) continues exactly: the
+/// loss scale, its growth count and the skipped steps (AdamW's bias-correction count is
+/// `step - skipped_steps`) travel in `TrainerProgress`.
+#[test]
+fn a_resumed_mixed_run_continues_exactly_through_skipped_steps() {
+    let Some(gpu) = mixed() else { return };
+    let model = Preset::by_name("tiny").unwrap().model;
+    let fresh = Trainer::new(&gpu, model.clone(), config(Precision::F32), dataset()).unwrap();
+    let mut state = block_on(fresh.resume_state()).unwrap();
+    // Overflows for the first few steps, then trains.
+    state.progress.loss_scale = Some(LossScaleState { scale: 2f32.powi(28), ..GradScaler::DEFAULT.start() });
+    let resume =
+        |state: ResumeState| Trainer::resume(&gpu, model.clone(), config(Precision::Mixed), dataset(), state);
+    let mut straight = resume(state.clone()).unwrap();
+    let expected: Vec<u32> = (0..10).map(|_| straight.step().unwrap().train_loss.to_bits()).collect();
+    let mut first = resume(state).unwrap();
+    let mut losses: Vec<u32> = (0..6).map(|_| first.step().unwrap().train_loss.to_bits()).collect();
+    let saved = block_on(first.resume_state()).unwrap();
+    let skipped = saved.progress.loss_scale.unwrap().skipped_steps;
+    assert!(skipped > 0 && skipped < 6, "{:?}", saved.progress.loss_scale);
+    let mut second = resume(saved).unwrap();
+    assert_eq!(second.optimizer().step() as usize, 6 - skipped);
+    losses.extend((0..4).map(|_| second.step().unwrap().train_loss.to_bits()));
+    assert_eq!(losses, expected);
+    let (a, b) = (block_on(straight.resume_state()).unwrap(), block_on(second.resume_state()).unwrap());
+    assert_eq!(a.progress, b.progress);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a.weights), bits(&b.weights));
+    assert_eq!(bits(&a.adam_v), bits(&b.adam_v));
+}
