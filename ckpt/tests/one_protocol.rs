@@ -2,6 +2,7 @@
 //! generations and refuses a root holding anything else before it writes; a run's root
 //! keeps `adapters/`; a corrupt pointer is rewritten by a save from an intact generation;
 //! a reader whose generation a writer prunes meanwhile reads the newer one.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 
