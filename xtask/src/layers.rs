@@ -1,8 +1,9 @@
 //! `cargo xtask check-layers`: the crate layering, read from `cargo metadata` and checked.
 //!
 //! Rules (DEVELOPERS' brief, issue 12): tensor ← autograd ← model ← optim, each layer
-//! depending only on layers below it; `tinygpt-run` (a training run as plain data) sits at the
-//! bottom beside tensor; kernel crates (`tinygpt-kernels-*`) depend on `tinygpt-tensor` alone;
+//! depending only on layers below it; `tinygpt-run` (a training run as plain data) sits just
+//! above tensor, beside autograd (a recipe names tensor's `Precision`, the arithmetic the
+//! composition root builds its backend with); kernel crates (`tinygpt-kernels-*`) depend on `tinygpt-tensor` alone;
 //! `tinygpt-ckpt` (the checkpoint format) may use tensor and run (where the model's
 //! architecture, the training config, the dataset manifest and the adapter config live as
 //! plain data) but **no training crate** (autograd, model, optim) and no kernel crate; the
@@ -19,7 +20,7 @@ use serde_json::Value;
 /// What a workspace crate is, for the rules above.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Role {
-    /// A layer of the stack, with its height (tensor and run 0 … optim 3).
+    /// A layer of the stack, with its height (tensor 0, run and autograd 1 … optim 3).
     Layer(u8),
     Kernel,
     Persistence,
@@ -28,8 +29,8 @@ enum Role {
 
 fn role(name: &str) -> Option<Role> {
     Some(match name {
-        "tinygpt-tensor" | "tinygpt-run" => Role::Layer(0),
-        "tinygpt-autograd" => Role::Layer(1),
+        "tinygpt-tensor" => Role::Layer(0),
+        "tinygpt-run" | "tinygpt-autograd" => Role::Layer(1),
         "tinygpt-model" => Role::Layer(2),
         "tinygpt-optim" => Role::Layer(3),
         "tinygpt-ckpt" => Role::Persistence,
