@@ -78,7 +78,7 @@ fn cpu(compute: &Compute, threads: usize) -> Result<CpuBackend, CliError> {
 }
 
 /// The GPU backend; `f32` opens it as it always did ([`WgpuBackend::new`]), `mixed` asks
-/// for its f16 matmul, which it may refuse (see [`matmul_precision`]).
+/// for its f16 matmul, which it may refuse (see [`WgpuBackend::matmul_precision`]).
 fn wgpu(precision: Precision) -> Result<WgpuBackend, CliError> {
     let made = match precision {
         Precision::F32 => WgpuBackend::new(),
