@@ -6,7 +6,7 @@
 //!   about 20 s; see `web_build::THREADS_TOOLCHAIN`);
 //! - `wasm-bindgen-cli` at Cargo.lock's wasm-bindgen version (`cargo install`, no `--locked`:
 //!   that pins a webpki-roots release the registry here lacks);
-//! - Debian's `chromium`, `chromium-driver` and `mesa-vulkan-drivers` (apt-get);
+//! - Debian's `chromium`, `chromium-driver`, `mesa-vulkan-drivers` and `time` (apt-get);
 //! - the npm packages in `package-lock.json` (`npm ci`): uPlot and playwright-core;
 //! - Python's `safetensors` and `numpy` (pip), with which a test reads our `.safetensors` export.
 
@@ -17,7 +17,8 @@ use crate::util::{
     workspace_root,
 };
 
-const APT_PACKAGES: [&str; 3] = ["chromium", "chromium-driver", "mesa-vulkan-drivers"];
+/// `time` is GNU time, with which cli/tests/bounds.rs measures a refused import's peak memory.
+const APT_PACKAGES: [&str; 4] = ["chromium", "chromium-driver", "mesa-vulkan-drivers", "time"];
 
 pub fn run_task(args: &[String]) -> Result<(), String> {
     parse_options(args, &[])?;
