@@ -30,7 +30,7 @@ use tinygpt_ckpt::{AdapterCheckpoint, BaseRef};
 use tinygpt_model::memory::WASM32_ADDRESS_SPACE;
 use tinygpt_model::{check_training_memory, Dataset, Gpt, ModelConfig, SampleConfig, Split};
 use tinygpt_optim::{Evaluation, Overrides, Part, Recipe, Trainer, TrainingConfig};
-use tinygpt_tensor::{block_on, Backend};
+use tinygpt_tensor::{block_on, Backend, TensorError};
 
 use crate::abandon::{Abandon, Abandonable};
 use crate::adapters::BaseModel;
@@ -724,15 +724,15 @@ pub fn check_fits_one_buffer<B: Backend>(
         return Ok(());
     }
     let mib = |values: u64| values as f64 * 4.0 / (1024.0 * 1024.0);
-    Err(WorkerError::new(
-        ErrorCode::InvalidConfig,
-        format!(
-            "This model cannot train on this device: its largest tensor ({what}) needs {:.1} MiB in one \
-             buffer, {:.1} MiB more than the largest buffer the device binds ({:.1} MiB, the adapter's \
-             maxStorageBufferBindingSize). Choose a smaller model or batch size, or train on WebAssembly.",
-            mib(values),
-            mib(values - limit),
-            mib(limit),
-        ),
-    ))
+    // The same refusal the GPU's own allocation makes (out of memory, naming the binding),
+    // before anything is allocated: the page offers to continue on WebAssembly.
+    let reason = format!(
+        "its largest tensor ({what}) needs {:.1} MiB in one buffer, {:.1} MiB more than this adapter's \
+         largest storage binding ({} bytes), {:.1} MiB (maxStorageBufferBindingSize)",
+        mib(values),
+        mib(values - limit),
+        limit * 4,
+        mib(limit),
+    );
+    Err(WorkerError::from(TensorError::OutOfMemory { backend: "wgpu".into(), reason }))
 }
