@@ -28,9 +28,13 @@ fn a_tensor_past_one_binding_is_refused_and_a_flat_group_past_it_is_not() {
     let mut s = Session::new(gpu.with_max_binding_for_tests(64 * 1024), EngineKind::Webgpu);
     let err = s.start(tiny(json!({})), shakespeare(), 0.0).unwrap_err();
     assert_eq!(err.code, ErrorCode::DeviceLost);
-    for part in
-        ["largest tensor (logits)", "0.5 MiB", "0.4 MiB more", "largest storage binding (65536 bytes", "maxStorageBufferBindingSize"]
-    {
+    for part in [
+        "largest tensor (logits)",
+        "0.5 MiB",
+        "0.4 MiB more",
+        "largest storage binding (65536 bytes",
+        "maxStorageBufferBindingSize",
+    ] {
         assert!(err.message.contains(part), "{part:?} missing from: {}", err.message);
     }
     s.start(tiny(json!({"batch_size": 1, "max_steps": 2})), shakespeare(), 0.0)
