@@ -104,6 +104,10 @@ pub struct LoraTrainArgs {
     /// Seed of the adapter's init and the batches (default: the base's).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Matrix products: `f32`, or `mixed` (f16 inputs, f32 sums, dynamic loss scaling;
+    /// --backend wgpu only). Default f32; with --resume, the adapter run's.
+    #[arg(long)]
+    pub precision: Option<Precision>,
     #[command(flatten)]
     pub compute: Compute,
 }

@@ -124,3 +124,33 @@ fn a_mixed_run_reports_its_matmul_saves_its_loss_scale_and_resumes_mixed() {
     assert_eq!(line["precision"], "mixed", "{line}");
     assert!(line["matmul_path"].is_string() && line["matmul_reason"].is_string(), "{line}");
 }
+
+#[test]
+fn lora_train_takes_precision_like_train() {
+    let dir = scratch("lora");
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("text.txt");
+    std::fs::write(&data, "To be, or not to be, that is the question. ".repeat(200)).unwrap();
+    let lora = |out: &str, extra: &[&str]| {
+        let out = dir.join(out);
+        let args = ["lora", "train", "--base", "builtin", "--data", s(&data), "--steps", "2", "--batch", "2"];
+        let result = tinygpt(&[&args[..], &["--out", s(&out)], extra].concat());
+        (out, result)
+    };
+    let (out, refused) = lora("cpu", &["--backend", "cpu", "--precision", "mixed"]);
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--precision mixed runs on --backend wgpu"), "{err}");
+    assert!(!out.join("latest.json").exists(), "nothing trained");
+
+    if !wgpu_opens() {
+        return;
+    }
+    let (out, run) = lora("wgpu", &["--backend", "wgpu", "--precision", "mixed"]);
+    assert_ok(&run);
+    assert!(stderr(&run).contains("precision mixed: matmul "), "{}", stderr(&run));
+    assert!(latest_file(&out, "training_config.json").contains(r#""precision": "mixed""#));
+    let state: serde_json::Value = serde_json::from_str(&latest_file(&out, "trainer_state.json")).unwrap();
+    assert_eq!(state["loss_scale"]["scale"], 65536.0, "{state}");
+}

@@ -24,7 +24,7 @@ use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::{LoraExportArgs, LoraImportArgs, LoraListArgs, LoraMergeArgs, LoraTrainArgs};
 use crate::base::{adapter_dir, load_adapter, load_base, merged_weights, Base, ADAPTERS_DIR};
-use crate::compute::{dispatch, WithBackend};
+use crate::compute::{dispatch_at, matmul_path, WithBackend};
 use crate::error::CliError;
 use crate::{memory, run_config, text};
 
@@ -79,6 +79,7 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
             let mut training = ckpt.training_config.clone();
             training.max_steps =
                 args.steps.map_or(Ok(training.max_steps), |s| run_config::positive("--steps", s))?;
+            training.precision = args.precision.unwrap_or(training.precision);
             (ckpt.lora.clone(), training)
         }
         None => {
@@ -94,6 +95,7 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
                 ("learning_rate", args.lr.map(serde_json::Value::from)),
                 ("batch_size", args.batch.map(serde_json::Value::from)),
                 ("seed", args.seed.map(serde_json::Value::from)),
+                ("precision", args.precision.map(|p| serde_json::Value::from(p.as_str()))),
             ];
             for (name, value) in named {
                 if let Some(v) = value {
@@ -108,7 +110,8 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
     memory::check_fits(&base.ckpt.model_config, training.batch_size)?;
     let dataset = Dataset::new(&name, &bytes, base.ckpt.model_config.context_length, training.seed)?;
     let compute = args.compute.clone();
-    dispatch(&compute, TrainAdapter { args, base, lora, resume, dataset, training })
+    let precision = training.precision;
+    dispatch_at(&compute, precision, TrainAdapter { args, base, lora, resume, dataset, training })
 }
 
 impl WithBackend for TrainAdapter {
@@ -145,6 +148,8 @@ impl WithBackend for TrainAdapter {
             trainer.progress().step,
             args.out.display()
         );
+        let (path, reason) = matmul_path(&backend);
+        eprintln!("precision {}: matmul {path}: {reason}", trainer.config().precision);
         let mut last_val = start_val;
         let mut saved_at = None;
         let started = Instant::now();
