@@ -9,8 +9,8 @@ Parts (`--only bench,matmul,recipe`, the default all three, run in that order):
   `pytorch_twin.py --config CFG` eager fp32 (sdpa) and `--as-nanogpt`; `--rounds` rounds,
   the four in turn, the order reversed every other round (ABCD DCBA ...); ms/step each.
 - matmul: kernels-wgsl's `gpu_matmul_bench 4096x4096x4096` once per path in
-  `--matmul-paths` ("name=extra args;..."; the example has no path option yet, so the
-  default is one run, `default=`, labelled by the path it reports).
+  `--matmul-paths` ("name=extra args;...", default "f32=--precision f32;mixed=--precision
+  mixed"; each line names the kernels that ran: f32, shader-f16 or cooperative matrix).
 - recipe: for each seed in `--seeds` (1337,1338,1339), the four in turn (reversed every
   other seed): `tinygpt train --config CFG(seed) --backend wgpu --precision P` and
   `pytorch_recipe.py --seed S [--as-nanogpt] --stop-at-val TARGET`. CFG(seed) is a copy of
@@ -52,9 +52,8 @@ seeds take three calls, or two if the second fits:
 
 `--precisions f32,mixed` (default) needs `--precision` on `tinygpt bench` and `train`;
 a binary without it is refused at the start with that reason (`--precisions default`
-runs it without the flag). `--matmul-paths` (or $H200_MATMUL_PATHS) passes the matmul
-example's path option once it has one, e.g.
-"f32=--precision f32;shader-f16=--precision mixed;cooperative-matrix=--precision coop".
+runs it without the flag). `--matmul-paths` (or $H200_MATMUL_PATHS) overrides the matmul
+runs, e.g. "f32=--precision f32" alone.
 
 Testing without a GPU: `--backend cpu --twin-device cpu --threads 2 --config TINY.json`
 (`--precisions default` for a binary without `--precision`); `--dry-run` prints the commands.
@@ -294,6 +293,9 @@ def run_matmul(args, runner, report, save):
         rc, out, err, wall, note = runner.run(f"matmul {name.strip()}", cmd, args.matmul_timeout)
         lines = [l for l in json_lines(out) if "gflops" in l]
         rec = {"call": args.call, "path": name.strip()}
+        report_lines = [l for l in (err or "").splitlines() if l.strip()]
+        if report_lines:
+            rec["precision_report"] = report_lines[-1]
         if lines and rc == 0:
             line = lines[-1]
             if rec["path"] == "default":
@@ -532,9 +534,9 @@ def main():
     ap.add_argument("--matmul-shape", default="4096x4096x4096")
     ap.add_argument(
         "--matmul-paths",
-        default=os.environ.get("H200_MATMUL_PATHS", "default="),
+        default=os.environ.get("H200_MATMUL_PATHS", "f32=--precision f32;mixed=--precision mixed"),
         help='"name=extra args;..." for gpu_matmul_bench, e.g. "f32=--precision f32;shader-f16=--precision mixed" '
-        "(default: $H200_MATMUL_PATHS, else one run without options)",
+        "(default: $H200_MATMUL_PATHS, else f32 and mixed)",
     )
     ap.add_argument("--backend", default="wgpu", help="ours' --backend (cpu for a test here)")
     ap.add_argument("--twin-device", default="cuda", choices=["cuda", "cpu"])
