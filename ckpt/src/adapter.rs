@@ -36,8 +36,8 @@ use crate::error::{CkptError, Result};
 use crate::generations::{GenerationKind, Generations, SaveReport};
 use crate::json::{from_json, to_json};
 use crate::layout::{
-    sha256_hex, FileEntry, TrainerState, DATASET_MANIFEST, FORMAT_VERSION, LOSS_HISTORY, MAX_JSON_BYTES,
-    MAX_LOSS_HISTORY_BYTES, TRAINER_STATE, TRAINING_CONFIG,
+    sha256_hex, TrainerState, DATASET_MANIFEST, LOSS_HISTORY, MAX_JSON_BYTES, MAX_LOSS_HISTORY_BYTES,
+    TRAINER_STATE, TRAINING_CONFIG,
 };
 use crate::store::BlobStore;
 
@@ -190,25 +190,7 @@ impl AdapterCheckpoint {
             files.push(file(ADAPTER_M, f32_le_bytes(&self.adam_m)));
             files.push(file(ADAPTER_V, f32_le_bytes(&self.adam_v)));
         }
-        let table = files
-            .iter()
-            .map(|f| {
-                (f.name.to_string(), FileEntry { bytes: f.bytes.len() as u64, sha256: sha256_hex(&f.bytes) })
-            })
-            .collect();
-        let p = &self.progress;
-        let mut state = TrainerState {
-            format_version: FORMAT_VERSION,
-            step: p.step,
-            tokens_seen: p.tokens_seen,
-            best_val_loss: p.best_val_loss,
-            wall_time_sec: p.wall_time_sec,
-            rng_state: p.rng_state,
-            loss_scale: p.loss_scale,
-            files: table,
-            state_sha256: None,
-        };
-        state.state_sha256 = Some(state.checksum());
+        let state = TrainerState::sealed(&self.progress, &files);
         files.push(file(TRAINER_STATE, to_json(TRAINER_STATE, &state, 2)?));
         Ok(files)
     }
@@ -376,14 +358,7 @@ async fn read_adapter<S: BlobStore>(
             &files.location(DATASET_MANIFEST),
             &files.read(DATASET_MANIFEST, MAX_JSON_BYTES, Some(&state)).await?,
         )?,
-        progress: TrainerProgress {
-            step: state.step,
-            tokens_seen: state.tokens_seen,
-            best_val_loss: state.best_val_loss,
-            wall_time_sec: state.wall_time_sec,
-            rng_state: state.rng_state,
-            loss_scale: state.loss_scale,
-        },
+        progress: state.progress(),
         loss_history: from_json(
             &files.location(LOSS_HISTORY),
             &files.read(LOSS_HISTORY, MAX_LOSS_HISTORY_BYTES, Some(&state)).await?,

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use tinygpt_run::{DatasetManifest, LossPoint, ModelConfig, TensorSpec, TrainerProgress, TrainingConfig};
+use tinygpt_run::{DatasetManifest, LossPoint, ModelConfig, TensorSpec, TrainingConfig};
 
 use crate::checkpoint::{check_finite, Checkpoint};
 use crate::error::{CkptError, Result};
@@ -85,14 +85,7 @@ pub(crate) async fn read_checkpoint<S: BlobStore>(
     let weights = tensors.next().expect("weights.f32 is always read");
     let (adam_m, adam_v) = (tensors.next().unwrap_or_default(), tensors.next().unwrap_or_default());
 
-    let progress = TrainerProgress {
-        step: state.step,
-        tokens_seen: state.tokens_seen,
-        best_val_loss: state.best_val_loss,
-        wall_time_sec: state.wall_time_sec,
-        rng_state: state.rng_state,
-        loss_scale: state.loss_scale,
-    };
+    let progress = state.progress();
     Ok(Checkpoint { model_config, training_config, dataset, progress, loss_history, weights, adam_m, adam_v })
 }
 

@@ -1,14 +1,12 @@
 //! Checkpoint → the layout's files. A pure function of the checkpoint (no clock, no
 //! randomness, no platform-dependent formatting), so every build writes the same bytes.
 
-use std::collections::BTreeMap;
-
 use crate::checkpoint::Checkpoint;
 use crate::error::Result;
 use crate::json::to_json;
 use crate::layout::{
-    sha256_hex, FileEntry, ModelConfigFile, TrainerState, ADAM_M, ADAM_V, DATASET_MANIFEST, FORMAT_VERSION,
-    LOSS_HISTORY, MODEL_CONFIG, TRAINER_STATE, TRAINING_CONFIG, WEIGHTS,
+    ModelConfigFile, TrainerState, ADAM_M, ADAM_V, DATASET_MANIFEST, LOSS_HISTORY, MODEL_CONFIG,
+    TRAINER_STATE, TRAINING_CONFIG, WEIGHTS,
 };
 
 /// One file of a generation, as a [`crate::GenerationKind`] writes it.
@@ -38,25 +36,7 @@ pub(crate) fn encode(ckpt: &Checkpoint, with_moments: bool) -> Result<Vec<Encode
         files.push(EncodedFile { name: ADAM_M, bytes: f32_le_bytes(&ckpt.adam_m) });
         files.push(EncodedFile { name: ADAM_V, bytes: f32_le_bytes(&ckpt.adam_v) });
     }
-    let files_table: BTreeMap<String, FileEntry> = files
-        .iter()
-        .map(|f| {
-            (f.name.to_string(), FileEntry { bytes: f.bytes.len() as u64, sha256: sha256_hex(&f.bytes) })
-        })
-        .collect();
-    let p = &ckpt.progress;
-    let mut state = TrainerState {
-        format_version: FORMAT_VERSION,
-        step: p.step,
-        tokens_seen: p.tokens_seen,
-        best_val_loss: p.best_val_loss,
-        wall_time_sec: p.wall_time_sec,
-        rng_state: p.rng_state,
-        loss_scale: p.loss_scale,
-        files: files_table,
-        state_sha256: None,
-    };
-    state.state_sha256 = Some(state.checksum());
+    let state = TrainerState::sealed(&ckpt.progress, &files);
     files.push(EncodedFile { name: TRAINER_STATE, bytes: to_json(TRAINER_STATE, &state, 2)? });
     Ok(files)
 }

@@ -26,7 +26,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tinygpt_run::{ConfigError, LossScaleState, ModelConfig, TensorSpec};
+use tinygpt_run::{ConfigError, LossScaleState, ModelConfig, TensorSpec, TrainerProgress};
+
+use crate::encode::EncodedFile;
 
 use crate::error::{CkptError, Result};
 
@@ -80,6 +82,43 @@ pub(crate) struct TrainerState {
 }
 
 impl TrainerState {
+    /// The state that seals a generation: `progress`, the size and checksum of each of
+    /// `files` (every other file of the generation), and its own checksum. Run and adapter
+    /// generations write it the same way.
+    pub fn sealed(progress: &TrainerProgress, files: &[EncodedFile]) -> TrainerState {
+        let files = files
+            .iter()
+            .map(|f| {
+                (f.name.to_string(), FileEntry { bytes: f.bytes.len() as u64, sha256: sha256_hex(&f.bytes) })
+            })
+            .collect();
+        let mut state = TrainerState {
+            format_version: FORMAT_VERSION,
+            step: progress.step,
+            tokens_seen: progress.tokens_seen,
+            best_val_loss: progress.best_val_loss,
+            wall_time_sec: progress.wall_time_sec,
+            rng_state: progress.rng_state,
+            loss_scale: progress.loss_scale,
+            files,
+            state_sha256: None,
+        };
+        state.state_sha256 = Some(state.checksum());
+        state
+    }
+
+    /// Where the run stood when this state was written.
+    pub fn progress(&self) -> TrainerProgress {
+        TrainerProgress {
+            step: self.step,
+            tokens_seen: self.tokens_seen,
+            best_val_loss: self.best_val_loss,
+            wall_time_sec: self.wall_time_sec,
+            rng_state: self.rng_state,
+            loss_scale: self.loss_scale,
+        }
+    }
+
     /// The `state_sha256` this state should carry (see the module docs).
     pub fn checksum(&self) -> String {
         let unsealed = TrainerState { state_sha256: None, ..self.clone() };
