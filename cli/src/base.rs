@@ -3,7 +3,7 @@
 //!
 //! `builtin` is a `medium` model trained by `tinygpt train` on TinyShakespeare and shipped
 //! in this binary as a weights-only `.safetensors` (cli/assets; the command, steps and
-//! final validation loss are in BENCHMARKS.md), so LoRA works without pretraining first.
+//! final validation loss are in docs/benchmarks-log.md), so LoRA works without pretraining first.
 //! Adapters of a base folder live in `<base>/adapters/<name>/`; `--adapter` takes a path,
 //! or a name looked up there.
 

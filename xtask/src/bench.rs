@@ -16,7 +16,7 @@
 //! minute and a half on 2 cores), optim's ignored `quality` test in a release build. It
 //! prints the commit (with `-dirty` for uncommitted changes), a line per evaluation, and
 //! `{"recipe","steps","val_loss","threads","seconds"}`; it fails if the validation loss is
-//! above 1.95. BENCHMARKS.md records its figure per commit. Not part of `cargo xtask test`
+//! above 1.95. docs/benchmarks-log.md records its figure per commit. Not part of `cargo xtask test`
 //! or CI: minutes of every core.
 
 use std::process::Command;

@@ -52,7 +52,7 @@ const NC: usize = 256;
 /// Columns per parallel piece when C has at least [`ROW_BLOCKS_FOR_WIDE`] row blocks (enough
 /// pieces for the threads without cutting columns): a row block of A is then packed once
 /// for every layer up to `large` (`d_mlp` 768), where 256 columns packed it three times
-/// at the `large` MLP shapes; 768 ran them 10–40% faster (`matmul_bench`, BENCHMARKS.md).
+/// at the `large` MLP shapes; 768 ran them 10–40% faster (`matmul_bench`, docs/benchmarks-log.md).
 const NC_WIDE: usize = 768;
 const ROW_BLOCKS_FOR_WIDE: usize = 4;
 /// Room for the largest `mr × nr` tile, for the partial tiles at the edges of C.
@@ -62,7 +62,7 @@ const MAX_TILE: usize = 512;
 /// sets. The weight gradients with `m` = 512 and 1024 (`medium`'s and `xl`'s `fc`), packed:
 /// `512x128x1536:tn` went from a median of 80 to 94 GFLOP/s on one thread (0.70 to 0.82 of
 /// the FMA peak) and `1024x256x1024:tn` from 94 to 104. Other strides (m = 192, 256, 576,
-/// 768) were level or slower packed (`matmul_bench`, BENCHMARKS.md).
+/// 768) were level or slower packed (`matmul_bench`, docs/benchmarks-log.md).
 const ALIASED_STRIDE: usize = 512;
 /// Rows and columns of a [`Split::Deep`] piece: a multiple of every variant's `mr` and `nr`
 /// (and so is its half, which [`deep_piece`] takes to make at least [`DEEP_PIECES`]).
@@ -383,7 +383,7 @@ fn pack_b_panels_of<const NR: usize>(dst: &mut [f32], b: Strided<'_>, ks: Range<
 /// Each stored row's part is read once, in order, and dealt out to the panels, and the rows
 /// [`PREFETCH_ROWS`] ahead are asked for. Panel by panel instead, every panel walked all the
 /// stored rows again, a whole row apart, and each row waited on memory: a quarter of the
-/// time of `512x128x1536:tn` went to one load of that copy (`perf`, BENCHMARKS.md).
+/// time of `512x128x1536:tn` went to one load of that copy (`perf`, docs/benchmarks-log.md).
 #[inline(always)]
 fn deal_rows<const W: usize>(
     dst: &mut [f32],
