@@ -21,7 +21,7 @@ pub use config::{ScheduleKind, TrainingConfig};
 pub use dataset::DatasetManifest;
 pub use error::{ConfigError, InvalidTrainingConfig};
 pub use lora::LoraConfig;
-pub use model_config::{ModelConfig, Preset, TensorSpec};
+pub use model_config::{is_bpe_name, ModelConfig, Preset, TensorSpec, BYTE_V1};
 pub use progress::{LossPoint, LossScaleState, TrainerProgress};
 pub use structure::{Block, GptParts, Init, LayerNorm, Linear, LinearKind, TensorDecl};
 

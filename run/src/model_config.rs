@@ -6,13 +6,23 @@ use serde::{Deserialize, Serialize};
 use crate::error::ConfigError;
 use crate::structure::GptParts;
 
-/// The byte-level GPT's shape. Serialized as `model_config.json`.
+/// The byte tokenizer's name, the default.
+pub const BYTE_V1: &str = "byte-v1";
+
+/// The GPT's shape. Serialized as `model_config.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelConfig {
     /// A name for the model, saved with it.
     pub model_name: String,
-    /// Always 256: one token per UTF-8 byte ("byte-v1").
+    /// Token ids the model reads and predicts: 256 for `byte-v1`; a BPE's vocabulary size
+    /// (at least its 256 one-byte tokens) otherwise.
     pub vocab_size: usize,
+    /// The tokenizer: `"byte-v1"` (one token per UTF-8 byte; the default, and left out of
+    /// the JSON, so byte models' files are what they always were) or a byte-level BPE's
+    /// `"bpe-<16 hex>"` (GPT-2's `vocab.json` + `merges.txt`, which live beside the model;
+    /// the hex is `tinygpt_model::tokenizer::Bpe::id`'s hash of them).
+    #[serde(default = "byte_v1", skip_serializing_if = "is_byte_v1")]
+    pub tokenizer: String,
     /// The longest sequence the model reads (positions).
     pub context_length: usize,
     /// Transformer blocks.
@@ -30,6 +40,20 @@ pub struct ModelConfig {
     pub tie_embeddings: bool,
     /// Always "float32".
     pub dtype: String,
+}
+
+fn byte_v1() -> String {
+    BYTE_V1.to_string()
+}
+
+fn is_byte_v1(name: &str) -> bool {
+    name == BYTE_V1
+}
+
+/// Whether `name` is a BPE tokenizer's: `bpe-` and 16 lower-case hex digits.
+pub fn is_bpe_name(name: &str) -> bool {
+    name.strip_prefix("bpe-")
+        .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 /// A named model size with the batch size it trains with.
@@ -109,6 +133,7 @@ impl ModelConfig {
         ModelConfig {
             model_name: "tinygpt-reference".to_string(),
             vocab_size: 256,
+            tokenizer: byte_v1(),
             context_length: 128,
             n_layers: 4,
             n_heads: 4,
@@ -128,8 +153,31 @@ impl ModelConfig {
     /// Rejects configs this implementation cannot run, naming the field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |field: &'static str, reason: String| Err(ConfigError::InvalidConfig { field, reason });
-        if self.vocab_size != 256 {
-            return bad("vocab_size", format!("is {}, but the byte-v1 tokenizer needs 256", self.vocab_size));
+        if self.tokenizer == BYTE_V1 {
+            if self.vocab_size != 256 {
+                return bad(
+                    "vocab_size",
+                    format!("is {}, but the byte-v1 tokenizer needs 256", self.vocab_size),
+                );
+            }
+        } else if is_bpe_name(&self.tokenizer) {
+            if !(256..=1 << 24).contains(&self.vocab_size) {
+                return bad(
+                    "vocab_size",
+                    format!(
+                        "is {}, but a byte-level BPE has its 256 one-byte tokens and at most 2^24",
+                        self.vocab_size
+                    ),
+                );
+            }
+        } else {
+            return bad(
+                "tokenizer",
+                format!(
+                    "is {:?}; known are \"byte-v1\" and a byte-level BPE's \"bpe-<16 hex>\"",
+                    self.tokenizer
+                ),
+            );
         }
         for (field, v) in [
             ("context_length", self.context_length),
@@ -227,6 +275,30 @@ mod tests {
         c.n_heads = 3;
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("d_model") && err.contains("n_heads"), "{err}");
+    }
+
+    #[test]
+    fn the_tokenizer_field_is_left_out_for_bytes_and_sets_the_vocabulary_rule() {
+        let c = ModelConfig::reference();
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(!json.contains("tokenizer"), "{json}");
+        let back: ModelConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c);
+        let gpt2 = ModelConfig {
+            vocab_size: 50_257,
+            tokenizer: "bpe-0123456789abcdef".into(),
+            ..ModelConfig::reference()
+        };
+        gpt2.validate().unwrap();
+        let json = serde_json::to_string(&gpt2).unwrap();
+        assert!(json.contains(r#""tokenizer":"bpe-0123456789abcdef""#), "{json}");
+        assert_eq!(serde_json::from_str::<ModelConfig>(&json).unwrap(), gpt2);
+        let err = ModelConfig { vocab_size: 50_257, ..c.clone() }.validate().unwrap_err().to_string();
+        assert!(err.contains("vocab_size") && err.contains("byte-v1"), "{err}");
+        let err = ModelConfig { vocab_size: 100, ..gpt2.clone() }.validate().unwrap_err().to_string();
+        assert!(err.contains("vocab_size") && err.contains("256"), "{err}");
+        let err = ModelConfig { tokenizer: "sentencepiece".into(), ..c }.validate().unwrap_err().to_string();
+        assert!(err.contains("tokenizer") && err.contains("sentencepiece"), "{err}");
     }
 
     #[test]
