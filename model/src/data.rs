@@ -1,8 +1,8 @@
 //! Text → training batches, reproducibly.
 //!
-//! Tokenization is "byte-v1": one token per UTF-8 byte. The bytes split at
-//! `train_len = len * 9 / 10` (integer division): `[0, train_len)` trains, the rest
-//! validates. A batch row is a window drawn with [`Rng::below`]: `i = rng.below(split_len -
+//! Tokenization is "byte-v1" (one token per UTF-8 byte; [`Dataset::new`]) or a byte-level
+//! BPE ([`Dataset::with_tokenizer`]). The tokens split at `train_len = len * 9 / 10`
+//! (integer division): `[0, train_len)` trains, the rest validates. A batch row is a window drawn with [`Rng::below`]: `i = rng.below(split_len -
 //! ctx)`, `x = t[i .. i+ctx]`, `y = t[i+1 .. i+ctx+1]`, rows drawn in order. Any backend
 //! that follows this and [`Rng`]'s contract draws the very same batches.
 
@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use tinygpt_tensor::Rng;
 
 use crate::error::ModelError;
+use crate::tokenizer::Tokenizer;
 use crate::DatasetManifest;
 
 /// The tokenizer name stored in manifests.
@@ -29,9 +30,49 @@ pub enum Split {
 /// A token stream split into train and validation parts.
 #[derive(Clone, Debug)]
 pub struct Dataset {
-    tokens: Vec<u8>,
+    tokens: Tokens,
     train_len: usize,
     manifest: DatasetManifest,
+}
+
+/// The token stream: a byte per token for byte-v1 (the text itself, no wider copy), u32
+/// ids for a BPE.
+#[derive(Clone, Debug)]
+enum Tokens {
+    Bytes(Vec<u8>),
+    Ids(Vec<u32>),
+}
+
+/// One split's tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitTokens<'a> {
+    /// byte-v1: the bytes are the ids.
+    Bytes(&'a [u8]),
+    /// A BPE's ids.
+    Ids(&'a [u32]),
+}
+
+impl SplitTokens<'_> {
+    /// Tokens in the split.
+    pub fn len(&self) -> usize {
+        match self {
+            SplitTokens::Bytes(t) => t.len(),
+            SplitTokens::Ids(t) => t.len(),
+        }
+    }
+
+    /// Whether the split has no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends tokens `from..to` as ids to `out`.
+    fn extend_into(&self, from: usize, to: usize, out: &mut Vec<u32>) {
+        match self {
+            SplitTokens::Bytes(t) => out.extend(t[from..to].iter().map(|&b| b as u32)),
+            SplitTokens::Ids(t) => out.extend_from_slice(&t[from..to]),
+        }
+    }
 }
 
 /// Inputs and next-token targets, `[batch, seq]` each, row-major.
@@ -63,32 +104,74 @@ fn check_splits(len: usize, context: usize) -> Result<(), ModelError> {
     Ok(())
 }
 
+impl Tokens {
+    fn len(&self) -> usize {
+        match self {
+            Tokens::Bytes(t) => t.len(),
+            Tokens::Ids(t) => t.len(),
+        }
+    }
+}
+
+/// [`check_splits`] for `tokens` tokens of a `bytes`-byte text: byte-v1's rule as it was;
+/// for a BPE the same rule on tokens, reported in bytes at this text's bytes per token.
+fn check_tokens(bytes: usize, tokens: usize, context: usize) -> Result<(), ModelError> {
+    match check_splits(tokens, context) {
+        Err(ModelError::DatasetTooShort { needed, .. }) if tokens != bytes => {
+            let per_token = bytes as f64 / tokens.max(1) as f64;
+            Err(ModelError::DatasetTooShort {
+                bytes,
+                context,
+                needed: (needed as f64 * per_token).ceil() as usize,
+            })
+        }
+        other => other,
+    }
+}
+
 impl Dataset {
-    /// Tokenizes `text` and checks both splits can hold a window of `context` + 1 bytes.
-    /// `seed` is the sampler's seed, recorded in the manifest.
+    /// Tokenizes `text` (byte-v1) and checks both splits can hold a window of `context` + 1
+    /// bytes. `seed` is the sampler's seed, recorded in the manifest.
     pub fn new(name: &str, text: &[u8], context: usize, seed: u64) -> Result<Self, ModelError> {
+        Self::with_tokenizer(name, text, &Tokenizer::Byte, context, seed)
+    }
+
+    /// Tokenizes `text` with `tokenizer` (byte-v1 keeps the bytes as they are; a BPE holds
+    /// u32 ids) and checks both splits can hold a window of `context` + 1 tokens. The
+    /// manifest records the tokenizer's name and the token count.
+    pub fn with_tokenizer(
+        name: &str,
+        text: &[u8],
+        tokenizer: &Tokenizer,
+        context: usize,
+        seed: u64,
+    ) -> Result<Self, ModelError> {
         if text.is_empty() {
             return Err(ModelError::EmptyDataset);
         }
-        check_splits(text.len(), context)?;
-        let train_len = text.len() * 9 / 10;
+        let tokens = match tokenizer {
+            Tokenizer::Byte => Tokens::Bytes(text.to_vec()),
+            Tokenizer::Bpe(_) => Tokens::Ids(tokenizer.encode(text)),
+        };
+        let token_count = tokens.len();
+        check_tokens(text.len(), token_count, context)?;
         let manifest = DatasetManifest {
             dataset_id: dataset_id(text),
             name: name.to_string(),
             raw_bytes: text.len(),
-            token_count: text.len(),
-            tokenizer: TOKENIZER.to_string(),
+            token_count,
+            tokenizer: tokenizer.name().to_string(),
             train_split: 0.9,
             val_split: 0.1,
             seed,
         };
-        Ok(Dataset { tokens: text.to_vec(), train_len, manifest })
+        Ok(Dataset { tokens, train_len: token_count * 9 / 10, manifest })
     }
 
-    /// Whether both splits hold a window of `context` + 1 bytes (a model with another
+    /// Whether both splits hold a window of `context` + 1 tokens (a model with another
     /// context than the one this dataset was made for may not fit).
     pub fn fits_context(&self, context: usize) -> Result<(), ModelError> {
-        check_splits(self.tokens.len(), context)
+        check_tokens(self.manifest.raw_bytes, self.tokens.len(), context)
     }
 
     /// The dataset's identity, as checkpoints record it.
@@ -97,10 +180,14 @@ impl Dataset {
     }
 
     /// The tokens of one split.
-    pub fn split(&self, split: Split) -> &[u8] {
-        match split {
-            Split::Train => &self.tokens[..self.train_len],
-            Split::Val => &self.tokens[self.train_len..],
+    pub fn split(&self, split: Split) -> SplitTokens<'_> {
+        let range = match split {
+            Split::Train => 0..self.train_len,
+            Split::Val => self.train_len..self.tokens.len(),
+        };
+        match &self.tokens {
+            Tokens::Bytes(t) => SplitTokens::Bytes(&t[range]),
+            Tokens::Ids(t) => SplitTokens::Ids(&t[range]),
         }
     }
 
@@ -126,8 +213,8 @@ impl Dataset {
         targets.clear();
         for _ in 0..batch {
             let i = rng.below((t.len() - seq) as u64) as usize;
-            inputs.extend(t[i..i + seq].iter().map(|&b| b as u32));
-            targets.extend(t[i + 1..i + seq + 1].iter().map(|&b| b as u32));
+            t.extend_into(i, i + seq, inputs);
+            t.extend_into(i + 1, i + seq + 1, targets);
         }
         (out.batch, out.seq) = (batch, seq);
     }
@@ -148,6 +235,44 @@ mod tests {
             assert_eq!(b1.inputs[r * 8 + 1..r * 8 + 8], b1.targets[r * 8..r * 8 + 7]);
         }
         assert_eq!(d.split(Split::Train).len(), 180);
+    }
+
+    #[test]
+    fn a_bpe_dataset_holds_ids_wider_than_a_byte() {
+        let vocab = include_bytes!("../tests/fixtures/bpe/vocab.json");
+        let merges = include_bytes!("../tests/fixtures/bpe/merges.txt");
+        let tok = Tokenizer::bpe(vocab, merges).unwrap();
+        let text = "First Citizen:\nBefore we proceed any further, hear me speak.\n".repeat(20);
+        let d = Dataset::with_tokenizer("t", text.as_bytes(), &tok, 8, 1).unwrap();
+        let ids = tok.encode(text.as_bytes());
+        assert_eq!(d.manifest().token_count, ids.len());
+        assert_eq!(d.manifest().raw_bytes, text.len());
+        assert_eq!(d.manifest().tokenizer, tok.name());
+        assert!(matches!(d.split(Split::Val), SplitTokens::Ids(_)));
+        assert!(ids.iter().any(|&i| i > 255));
+        let b = d.batch(Split::Train, 3, 8, &mut Rng::new(2));
+        for r in 0..3 {
+            let row = &b.inputs[r * 8..r * 8 + 8];
+            assert!(ids.windows(8).any(|w| w == row));
+            assert_eq!(b.inputs[r * 8 + 1..r * 8 + 8], b.targets[r * 8..r * 8 + 7]);
+        }
+        // Too short, reported in bytes at the text's bytes per token.
+        let err = Dataset::with_tokenizer("s", b"the king", &tok, 8, 1).unwrap_err();
+        assert!(matches!(err, ModelError::DatasetTooShort { bytes: 8, .. }), "{err}");
+    }
+
+    #[test]
+    fn byte_v1_batches_are_what_they_were() {
+        let text: Vec<u8> = (0..300u32).map(|i| (i * 7 % 256) as u8).collect();
+        let a = Dataset::new("t", &text, 8, 1).unwrap();
+        let b = Dataset::with_tokenizer("t", &text, &Tokenizer::Byte, 8, 1).unwrap();
+        assert_eq!(a.manifest(), b.manifest());
+        assert_eq!(a.manifest().tokenizer, "byte-v1");
+        assert_eq!(a.split(Split::Val), SplitTokens::Bytes(&text[270..]));
+        let batch = a.batch(Split::Train, 2, 8, &mut Rng::new(9));
+        let mut rng = Rng::new(9);
+        let i = rng.below(270 - 8) as usize;
+        assert_eq!(batch.inputs[..8], text[i..i + 8].iter().map(|&x| x as u32).collect::<Vec<_>>()[..]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ mod params;
 mod sample;
 pub mod tokenizer;
 
-pub use data::{Batch, Dataset, Split};
+pub use data::{Batch, Dataset, Split, SplitTokens};
 pub use dropout::DropoutDraw;
 pub use error::ModelError;
 pub use gpt::{Forward, Gpt, LinearDelta, LN_EPS};
@@ -29,6 +29,7 @@ pub use lora::{Lora, DEFAULT_LORA_LEARNING_RATE};
 pub use memory::{check_training_memory, largest_tensor, training_memory_bytes};
 pub use params::Params;
 pub use sample::{pick_token, Generation, SampleConfig};
+pub use tokenizer::Tokenizer;
 /// The architecture, dataset manifest and adapter config as plain data (they live in
 /// `tinygpt-run` so that the checkpoint format reads them without the training crates).
 pub use tinygpt_run::{
