@@ -42,6 +42,7 @@
 mod backend;
 mod copy_many;
 mod error;
+mod flash_attention;
 mod matmul;
 mod ops;
 mod pipelines;

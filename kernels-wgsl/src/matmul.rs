@@ -218,7 +218,7 @@ const OPERANDS_VEC4: &str = "@group(0) @binding(1) var<storage, read> a: array<v
 /// and WGSL leaves a conversion's rounding direction open while this one is exact everywhere.
 const NARROW_F32: &str = "fn narrow(v: vec4<f32>) -> vec4<f32> { return v; }\n\
     fn narrow1(v: f32) -> f32 { return v; }";
-const NARROW_F16: &str = "fn narrow(v: vec4<f32>) -> vec4<f32> {\n\
+pub(crate) const NARROW_F16: &str = "fn narrow(v: vec4<f32>) -> vec4<f32> {\n\
         let bits = bitcast<vec4<u32>>(v);\n\
         let mag = bits & vec4<u32>(0x7fffffffu);\n\
         let lsb = (bits >> vec4<u32>(13u)) & vec4<u32>(1u);\n\

@@ -546,8 +546,36 @@ impl Backend for WgpuBackend {
         v: &Self::Storage,
         dims: AttentionDims,
     ) -> AttentionSaved<Self::Storage> {
+        if self.flash_attention_fits(dims) {
+            let len = dims.batch * dims.seq * dims.channels();
+            for (what, buf) in [("q", q), ("k", k), ("v", v)] {
+                expect_len("attention", what, buf, len);
+            }
+            return self.flash_attention_forward(q, k, v, dims);
+        }
         let AttentionOut { out, probs } = self.attention_probs(q, k, v, dims, false);
         AttentionSaved { out, saved: probs }
+    }
+
+    /// Flash attention's backward where the forward ran it (`flash_attention.rs`), else
+    /// the trait's default.
+    fn attention_backward_saved(
+        &self,
+        dout: &Self::Storage,
+        q: &Self::Storage,
+        k: &Self::Storage,
+        v: &Self::Storage,
+        saved: &Self::Storage,
+        dims: AttentionDims,
+    ) -> AttentionGrads<Self::Storage> {
+        if !self.flash_attention_fits(dims) {
+            return self.attention_backward(dout, q, k, v, saved, dims);
+        }
+        let len = dims.batch * dims.seq * dims.channels();
+        for (what, buf) in [("dout", dout), ("q", q), ("k", k), ("v", v)] {
+            expect_len("attention_backward", what, buf, len);
+        }
+        self.flash_attention_backward(dout, q, k, v, saved, dims)
     }
 
     fn cross_entropy(
