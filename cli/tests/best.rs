@@ -2,28 +2,11 @@
 //! `checkpoints` listing marks the best, and `--generation best` loads it in every command
 //! that loads a generation (sample, eval, export, train --resume).
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn tinygpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tinygpt-best-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn ok(out: Output) -> Output {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    out
-}
+use common::{ok, s, scratch, tinygpt};
 
 /// A learning rate far too small to move the weights: the validation loss stalls at once,
 /// so a patience of 1 stops the run within a few evaluations (deterministically).
@@ -37,7 +20,7 @@ fn early_stop_keeps_the_best_generation_which_every_loading_command_takes() {
     let config = dir.join("config.json");
     std::fs::write(&config, STALLING_RUN).unwrap();
     let run = dir.join("run");
-    let out = ok(tinygpt(&["train", "--config", s(&config), "--threads", "1", "--out", s(&run)]));
+    let out = ok(&["train", "--config", s(&config), "--threads", "1", "--out", s(&run)]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let stop_line = stderr.lines().find(|l| l.starts_with("stopped early at step ")).expect(&stderr);
     assert!(
@@ -57,7 +40,7 @@ fn early_stop_keeps_the_best_generation_which_every_loading_command_takes() {
     assert!(stderr.contains(&format!("at step {best_step} after")), "{stderr}");
 
     // The listing marks the best (at its step) and the latest (at the stop).
-    let listing = String::from_utf8(ok(tinygpt(&["checkpoints", s(&run)])).stdout).unwrap();
+    let listing = String::from_utf8(ok(&["checkpoints", s(&run)]).stdout).unwrap();
     let marked = |mark: &str| {
         let line = listing.lines().find(|l| l.contains(mark)).unwrap_or_else(|| panic!("{mark}: {listing}"));
         let step: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
@@ -72,31 +55,20 @@ fn early_stop_keeps_the_best_generation_which_every_loading_command_takes() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(&format!("best generation: {best_id} (step {best_step}")), "{stderr}");
     };
-    let eval_best = ok(tinygpt(&["eval", "--model", s(&run), "--generation", "best", "--threads", "1"]));
+    let eval_best = ok(&["eval", "--model", s(&run), "--generation", "best", "--threads", "1"]);
     said_best(&eval_best);
-    let eval_numbered =
-        ok(tinygpt(&["eval", "--model", s(&run), "--generation", &best_id, "--threads", "1"]));
+    let eval_numbered = ok(&["eval", "--model", s(&run), "--generation", &best_id, "--threads", "1"]);
     assert_eq!(eval_best.stdout, eval_numbered.stdout);
     let sample = |generation: &str| {
-        ok(tinygpt(&[
-            "sample",
-            "--model",
-            s(&run),
-            "--generation",
-            generation,
-            "--tokens",
-            "8",
-            "--seed",
-            "3",
-        ]))
+        ok(&["sample", "--model", s(&run), "--generation", generation, "--tokens", "8", "--seed", "3"])
     };
     said_best(&sample("best"));
     assert_eq!(sample("best").stdout, sample(&best_id).stdout);
     let export = dir.join("best.safetensors");
-    said_best(&ok(tinygpt(&["export", "--model", s(&run), "--generation", "best", "--out", s(&export)])));
+    said_best(&ok(&["export", "--model", s(&run), "--generation", "best", "--out", s(&export)]));
     assert!(export.is_file());
     let branch = dir.join("branch");
-    let resumed = ok(tinygpt(&[
+    let resumed = ok(&[
         "train",
         "--resume",
         s(&run),
@@ -108,9 +80,9 @@ fn early_stop_keeps_the_best_generation_which_every_loading_command_takes() {
         "1",
         "--out",
         s(&branch),
-    ]));
+    ]);
     said_best(&resumed);
-    let branch_listing = String::from_utf8(ok(tinygpt(&["checkpoints", s(&branch)])).stdout).unwrap();
+    let branch_listing = String::from_utf8(ok(&["checkpoints", s(&branch)]).stdout).unwrap();
     assert!(branch_listing
         .lines()
         .any(|l| l.split_whitespace().nth(1) == Some(&(best_step + 1).to_string())));

@@ -2,12 +2,12 @@
 //! would wrap, floats that are not numbers, and flags that would be silently ignored are
 //! each refused with one line naming the flag (or file) and what is allowed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn tinygpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
-}
+mod common;
+
+use common::{assert_clean_error, s, scratch, stderr, tinygpt};
 
 /// The run of `args`, and its peak resident memory in KiB where GNU time can tell it.
 fn tinygpt_measured(args: &[&str]) -> (Output, Option<u64>) {
@@ -29,32 +29,6 @@ fn tinygpt_measured(args: &[&str]) -> (Output, Option<u64>) {
     // What the binary itself wrote: the first line (time's report follows it).
     let first = err.lines().next().unwrap_or_default().to_string();
     (Output { stderr: format!("{first}\n").into_bytes(), ..out }, rss)
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tinygpt-bounds-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Exit code 1, no panic, and exactly one stderr line containing every needle.
-fn assert_clean_error(out: &Output, needles: &[&str]) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(err.trim().lines().count(), 1, "one line expected: {err}");
-    for needle in needles {
-        assert!(err.contains(needle), "expected {needle:?} in: {err}");
-    }
 }
 
 /// A sparse file of `len` bytes (no disk used) that starts with `start`.
@@ -102,24 +76,24 @@ fn files_that_are_not_regular_or_too_large_are_refused_naming_the_limit() {
     assert_clean_error(&out, &["huge.safetensors", "bytes is more than the", "this reader accepts"]);
 }
 
-/// A small text to train on.
-fn data(dir: &Path) -> PathBuf {
+/// `tinygpt lora train --base builtin` on a small text written into `dir`, with the extra
+/// flags it is called with, into `dir/never`: for refusals, which must leave that unmade.
+fn lora_into_never(dir: &Path) -> impl Fn(&[&str]) -> Output {
     let data = dir.join("data.txt");
     std::fs::write(&data, "To be or not to be, that is the question.\n".repeat(50)).unwrap();
-    data
+    let never = dir.join("never");
+    move |extra| {
+        let mut args = vec!["lora", "train", "--base", "builtin", "--data", s(&data)];
+        args.extend(["--out", s(&never), "--threads", "1"]);
+        args.extend(extra);
+        tinygpt(&args)
+    }
 }
 
 #[test]
 fn counts_out_of_range_are_refused_naming_the_flag_and_its_range() {
     let dir = scratch("counts");
-    let data = data(&dir);
-    let never = dir.join("never");
-    let lora = |extra: &[&str]| {
-        let mut args = vec!["lora", "train", "--base", "builtin", "--data", s(&data)];
-        args.extend(["--out", s(&never), "--threads", "1"]);
-        args.extend(extra);
-        tinygpt(&args)
-    };
+    let lora = lora_into_never(&dir);
     let cases: Vec<(Output, &str)> = vec![
         (tinygpt(&["sample", "--model", "builtin", "--tokens", "18446744073709551613"]), "--tokens"),
         (tinygpt(&["sample", "--model", "builtin", "--tokens", "0"]), "--tokens"),
@@ -143,14 +117,7 @@ fn counts_out_of_range_are_refused_naming_the_flag_and_its_range() {
 #[test]
 fn floats_that_are_not_finite_are_refused_naming_the_flag_and_its_range() {
     let dir = scratch("floats");
-    let data = data(&dir);
-    let never = dir.join("never");
-    let lora = |extra: &[&str]| {
-        let mut args = vec!["lora", "train", "--base", "builtin", "--data", s(&data)];
-        args.extend(["--out", s(&never), "--threads", "1"]);
-        args.extend(extra);
-        tinygpt(&args)
-    };
+    let lora = lora_into_never(&dir);
     let cases: Vec<(Output, &str, &str)> = vec![
         (lora(&["--lr", "NaN"]), "--lr", "positive"),
         (lora(&["--lr", "inf"]), "--lr", "positive"),
@@ -176,19 +143,7 @@ fn flags_that_would_be_ignored_or_changed_are_refused() {
     assert_clean_error(&out, &["--generation", "builtin"]);
 
     let dir = scratch("ignored");
-    let data = data(&dir);
-    let out = tinygpt(&[
-        "lora",
-        "train",
-        "--base",
-        "builtin",
-        "--data",
-        s(&data),
-        "--targets",
-        "q_proj,v_proj,q_proj",
-        "--out",
-        s(&dir.join("never")),
-    ]);
+    let out = lora_into_never(&dir)(&["--targets", "q_proj,v_proj,q_proj"]);
     assert_clean_error(&out, &["q_proj", "twice"]);
     assert!(!dir.join("never").exists());
 }

@@ -1,24 +1,11 @@
 //! `--backend checked`: a real run is bit-identical to the plain CPU backend's (the checks
 //! only read), and a run that blows up stops with one line naming the first op that did.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn tinygpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tinygpt-checked-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn ok(out: Output) -> Output {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    out
-}
+use common::{ok, scratch, tinygpt};
 
 /// The weights of the latest checkpoint generation in `dir`.
 fn latest_weights(dir: &Path) -> Vec<u8> {
@@ -33,7 +20,7 @@ fn checked_training_matches_the_cpu_backend_bit_for_bit() {
     let train = |backend: &str| {
         let out = dir.join(backend.replace(':', "-"));
         let args = ["train", "--preset", "tiny", "--steps", "3", "--threads", "1", "--backend", backend];
-        ok(tinygpt(&[&args[..], &["--out", out.to_str().unwrap()]].concat()));
+        ok(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
         latest_weights(&out)
     };
     assert!(train("cpu") == train("checked"), "the checks changed the training");

@@ -1,27 +1,11 @@
 //! The `tinygpt` binary end to end: a short run, and one clear line for every kind of bad input.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn tinygpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tinygpt-cli-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Exit code 1, no panic, and exactly one stderr line that contains `needle`.
-fn assert_clean_error(out: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
-    assert!(!stderr.contains("panicked"), "panic: {stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "one line expected: {stderr}");
-    assert!(stderr.contains(needle), "expected {needle:?} in: {stderr}");
-}
+use common::{assert_clean_error, scratch, tinygpt};
 
 #[test]
 fn train_then_sample_and_eval() {
@@ -82,7 +66,7 @@ fn resume_continues_exactly_and_refuses_other_data() {
         .unwrap();
     let resume_other =
         ["train", "--resume", split.to_str().unwrap(), "--steps", "1", "--data", other.to_str().unwrap()];
-    assert_clean_error(&tinygpt(&resume_other), "dataset_id");
+    assert_clean_error(&tinygpt(&resume_other), &["dataset_id"]);
     let forced = tinygpt(&[&resume_other[..], &["--force"]].concat());
     assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
 }
@@ -154,7 +138,7 @@ fn bad_input_gets_one_clear_line() {
     ];
     for (args, needle) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        assert_clean_error(&tinygpt(&args), needle);
+        assert_clean_error(&tinygpt(&args), &[needle]);
     }
     // Refused before the default --out folder is created.
     assert!(!std::path::Path::new("out").exists(), "bad input created ./out");
@@ -175,7 +159,7 @@ fn bench_times_the_model_of_a_config_file() {
     let params = line["params"].as_u64().unwrap_or_else(|| panic!("params in {line}"));
     assert!(params > 0 && params < 20_000, "{line}");
     let out = tinygpt(&["bench", "--config", "/nonexistent/config.json", "--steps", "1"]);
-    assert_clean_error(&out, "cannot read config file");
+    assert_clean_error(&out, &["cannot read config file"]);
 }
 
 #[test]
@@ -192,5 +176,5 @@ fn bench_reports_the_kernel_variant_it_ran() {
         }
     }
     let out = tinygpt(&["bench", "--preset", "tiny", "--steps", "1", "--kernels", "simd"]);
-    assert_clean_error(&out, "possible values: reference, fast");
+    assert_clean_error(&out, &["possible values: reference, fast"]);
 }

@@ -1,19 +1,11 @@
 //! How `tinygpt train` builds a run's configs from `--config` and flags: the rules of
 //! `tinygpt_optim::Recipe`, the same the web worker uses (issue 7, items 17 and 18).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn tinygpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tinygpt-config-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{scratch, tinygpt};
 
 /// Trains one step with `config` and `flags`; the run's training_config.json.
 fn trained_config(name: &str, config: &str, flags: &[&str]) -> serde_json::Value {

@@ -2,32 +2,19 @@
 //! compared between backends.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use safetensors::{Dtype, SafeTensors};
 use tinygpt_kernels_wgsl::testing;
 
-fn tinygpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
-}
+mod common;
 
-fn ok(out: Output) -> Output {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tinygpt-interop-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{assert_ok, ok, scratch, tinygpt};
 
 /// A tiny model trained for 3 steps in `dir/model`.
 fn trained(dir: &std::path::Path) -> String {
     let model = dir.join("model").to_str().unwrap().to_string();
-    ok(tinygpt(&["train", "--preset", "tiny", "--steps", "3", "--threads", "1", "--out", &model]));
+    ok(&["train", "--preset", "tiny", "--steps", "3", "--threads", "1", "--out", &model]);
     model
 }
 
@@ -37,15 +24,14 @@ fn nanogpt_export_then_import_samples_the_same_text() {
     let model = trained(&dir);
     let file = dir.join("nano.safetensors");
     let file = file.to_str().unwrap();
-    ok(tinygpt(&["export", "--format", "nanogpt", "--model", &model, "--out", file]));
+    ok(&["export", "--format", "nanogpt", "--model", &model, "--out", file]);
     let back = dir.join("back");
     let back = back.to_str().unwrap();
-    ok(tinygpt(&["import", "--format", "nanogpt", "--in", file, "--out", back]));
-    let sample = |m: &str| {
-        ok(tinygpt(&["sample", "--model", m, "--prompt", "A", "--tokens", "30", "--seed", "5"])).stdout
-    };
+    ok(&["import", "--format", "nanogpt", "--in", file, "--out", back]);
+    let sample =
+        |m: &str| ok(&["sample", "--model", m, "--prompt", "A", "--tokens", "30", "--seed", "5"]).stdout;
     assert_eq!(sample(&model), sample(back));
-    let eval = |m: &str| ok(tinygpt(&["eval", "--model", m, "--threads", "1"])).stdout;
+    let eval = |m: &str| ok(&["eval", "--model", m, "--threads", "1"]).stdout;
     assert_eq!(eval(&model), eval(back));
 
     // Our importer refuses a nanoGPT file (and the reverse) in one line.
@@ -54,7 +40,7 @@ fn nanogpt_export_then_import_samples_the_same_text() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     let ours = dir.join("ours.safetensors");
-    ok(tinygpt(&["export", "--model", &model, "--out", ours.to_str().unwrap()]));
+    ok(&["export", "--model", &model, "--out", ours.to_str().unwrap()]);
     let out = tinygpt(&[
         "import",
         "--format",
@@ -129,14 +115,15 @@ fn debug_state_agrees_between_cpu_and_wgpu() {
         (result, out)
     };
     let (out, cpu_file) = state("cpu");
-    let line: serde_json::Value = serde_json::from_slice(&ok(out).stdout).unwrap();
+    assert_ok(&out);
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(line["losses"].as_array().unwrap().len(), 10);
     let (out, gpu_file) = state("wgpu");
     if !out.status.success() && testing::no_gpu_allowed() {
         eprintln!("skipped: no GPU adapter (TINYGPT_ALLOW_NO_GPU=1)");
         return;
     }
-    ok(out);
+    assert_ok(&out);
     let (cpu, cpu_meta) = read_state(&cpu_file);
     let (gpu, gpu_meta) = read_state(&gpu_file);
     assert_eq!(cpu.keys().collect::<Vec<_>>(), gpu.keys().collect::<Vec<_>>());

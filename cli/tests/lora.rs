@@ -1,29 +1,11 @@
 //! `tinygpt lora …` and `--adapter` end to end on a tiny base: train, resume, list,
 //! sample, eval, merge, export/import, and one clear line for a wrong base.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn tinygpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
-}
+mod common;
 
-fn ok(args: &[&str]) -> Output {
-    let out = tinygpt(args);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tinygpt-lora-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{ok, s, scratch, tinygpt};
 
 #[test]
 fn adapter_train_resume_list_sample_eval_merge_and_transfer() {

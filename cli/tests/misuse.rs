@@ -2,43 +2,13 @@
 //! Each test is named after the behaviour it holds the CLI to.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn tinygpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tinygpt-misuse-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn assert_ok(out: &Output) {
-    assert!(out.status.success(), "{}", stderr(out));
-}
-
-/// Exit code 1, no panic, and exactly one stderr line containing every needle.
-fn assert_clean_error(out: &Output, needles: &[&str]) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(err.trim().lines().count(), 1, "one line expected: {err}");
-    for needle in needles {
-        assert!(err.contains(needle), "expected {needle:?} in: {err}");
-    }
-}
+use common::{assert_clean_error, assert_ok, s, scratch, stderr, tinygpt};
 
 /// A tiny run of `steps` steps into `out`.
 fn train_tiny(out: &Path, steps: &str) {

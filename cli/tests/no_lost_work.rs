@@ -4,17 +4,11 @@
 //! wrong base is named.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn tinygpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
-}
+mod common;
 
-fn ok(args: &[&str]) -> Output {
-    let out = tinygpt(args);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
+use common::{ok, s, scratch, tinygpt};
 
 fn refused(args: &[&str]) -> String {
     let out = tinygpt(args);
@@ -23,17 +17,6 @@ fn refused(args: &[&str]) -> String {
     assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
     assert!(!err.contains("panicked"), "{err}");
     err
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tinygpt-no-lost-work-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// A tiny run of `steps` steps, evaluated and saved every step (the last two generations

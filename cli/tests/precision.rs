@@ -3,41 +3,9 @@
 //! loss scale into the checkpoint, and keeps them on resume unless told otherwise; an f32
 //! run's files have neither field. The wgpu parts pass quietly where no adapter opens.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn tinygpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tinygpt")).args(args).output().expect("the binary runs")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tinygpt-precision-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn assert_ok(out: &Output) {
-    assert!(out.status.success(), "{}", stderr(out));
-}
-
-/// The newest generation's `name` file, as text.
-fn latest_file(run: &Path, name: &str) -> String {
-    let mut gens: Vec<_> = std::fs::read_dir(run)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("gen-"))
-        .collect();
-    gens.sort();
-    std::fs::read_to_string(run.join(gens.last().expect("a generation")).join(name)).unwrap()
-}
+use common::{assert_ok, latest_file, s, scratch, stderr, tinygpt};
 
 /// Whether a wgpu adapter opens here (a bench step of `tiny`).
 fn wgpu_opens() -> bool {
