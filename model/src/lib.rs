@@ -9,6 +9,7 @@
 //! [`GptParts::build`].
 #![warn(missing_docs)]
 
+pub mod count_models;
 pub mod data;
 pub mod dropout;
 mod error;
@@ -20,6 +21,7 @@ mod params;
 mod sample;
 pub mod tokenizer;
 
+pub use count_models::{count_model_losses, CountModelLosses};
 pub use data::{Batch, Dataset, Split, SplitTokens};
 pub use dropout::DropoutDraw;
 pub use error::ModelError;
