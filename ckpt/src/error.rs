@@ -143,6 +143,9 @@ pub enum CkptError {
     /// Not an importable nanoGPT file.
     #[error("not a nanoGPT file TinyGPT can import: {reason}")]
     NanoGpt { reason: String },
+    /// Not an importable Hugging Face GPT-2 folder.
+    #[error("not a Hugging Face GPT-2 model TinyGPT can import: {reason}")]
+    HfGpt2 { reason: String },
 }
 
 /// A result whose error is [`CkptError`].

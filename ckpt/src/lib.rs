@@ -24,7 +24,8 @@
 //! [`LoadOptions::allow_non_finite`] is set, and every error is a [`CkptError`] naming the
 //! file. [`check_compatible`] guards a resume; [`export_safetensors`] and
 //! [`import_safetensors`] move a checkpoint as one file;
-//! [`export_nanogpt`] and [`import_nanogpt`] in nanoGPT's names and layout (for PyTorch).
+//! [`export_nanogpt`] and [`import_nanogpt`] in nanoGPT's names and layout (for PyTorch);
+//! [`import_hf_gpt2`] reads a Hugging Face GPT-2 folder.
 #![warn(missing_docs)]
 
 mod adapter;
@@ -41,6 +42,7 @@ mod error;
 #[cfg(feature = "test-util")]
 mod fault;
 mod generations;
+mod hf_gpt2;
 mod json;
 mod layout;
 #[cfg(not(target_arch = "wasm32"))]
@@ -80,6 +82,7 @@ pub use layout::{
     ADAM_M, ADAM_V, DATASET_MANIFEST, FILES, FORMAT_VERSION, LOSS_HISTORY, MODEL_CONFIG, TRAINER_STATE,
     TRAINING_CONFIG, WEIGHTS,
 };
+pub use hf_gpt2::{config_from_hf_json, import_hf_gpt2, HfTokenizer};
 #[cfg(not(target_arch = "wasm32"))]
 pub use lock::{WriterLock, LOCK_FILE};
 pub use memory::MemoryStore;
