@@ -27,6 +27,10 @@ fn adapter_train_resume_list_sample_eval_merge_and_transfer() {
     assert_eq!(line["steps"], 10);
     assert!(line["adapter_val_loss"].as_f64().unwrap() < line["base_val_loss"].as_f64().unwrap(), "{line}");
     assert!(line["adapter_over_base"].as_f64().unwrap() > 0.0);
+    // The count-model baselines: one line repeated, so the bigram all but knows the text.
+    let (unigram, bigram) =
+        (line["unigram_val_loss"].as_f64().unwrap(), line["bigram_val_loss"].as_f64().unwrap());
+    assert!(bigram < unigram && bigram < 1.0 && unigram < 5.55, "{line}");
     // Beside the base, never a copy of it.
     let files: Vec<String> = walk(&adapter);
     assert!(

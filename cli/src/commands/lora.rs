@@ -18,7 +18,7 @@ use tinygpt_ckpt::{
     check_placement, export_adapter_safetensors, import_adapter_safetensors, AdapterCheckpoint, AdapterStore,
     BaseRef, Checkpoint, CheckpointDir, DirStore, StoreRole,
 };
-use tinygpt_model::{Dataset, Gpt, LoraConfig, Params, Split};
+use tinygpt_model::{count_model_losses, Dataset, Gpt, LoraConfig, Params, Split};
 use tinygpt_optim::{adapter_training_config, GroupOptions, Trainer, TrainingConfig, DEFAULT_ADAPTER_STEPS};
 use tinygpt_tensor::{block_on, Backend};
 
@@ -133,6 +133,11 @@ impl WithBackend for TrainAdapter {
         let base_ref = BaseRef { name: base.name.clone(), weights_sha256: base.weights_sha256() };
         let store = AdapterStore::new(DirStore::open(&args.out)?);
         let start_val = trainer.evaluate(Split::Val)?;
+        // What any model learns from this text's token counts alone: the bar the adapter's
+        // gain is read against.
+        let data = trainer.dataset();
+        let counts =
+            count_model_losses(data.split(Split::Train), data.split(Split::Val), model_config.vocab_size);
         let adapter_params = trainer.adapter().expect("an adapter run").config().param_count(&model_config);
         eprintln!(
             "training a LoRA adapter ({} parameters: rank {}, alpha {}, {}) on base {} ({} parameters, frozen), \
@@ -150,6 +155,12 @@ impl WithBackend for TrainAdapter {
         );
         let (path, reason) = matmul_path(&backend);
         eprintln!("precision {}: matmul {path}: {reason}", trainer.config().precision);
+        if let Some(c) = counts {
+            eprintln!(
+                "count models on this text's val split: unigram {:.4}, bigram {:.4}",
+                c.unigram, c.bigram
+            );
+        }
         let mut last_val = start_val;
         let mut saved_at = None;
         let started = Instant::now();
@@ -179,6 +190,8 @@ impl WithBackend for TrainAdapter {
                 "start_val_loss": start_val,
                 "adapter_val_loss": last_val,
                 "val_loss_reduction": 1.0 - last_val / start_val,
+                "unigram_val_loss": counts.map(|c| c.unigram),
+                "bigram_val_loss": counts.map(|c| c.bigram),
                 "steps": trainer.progress().step,
                 "train_seconds": started.elapsed().as_secs_f64(),
                 "adapter_file_bytes": adapter_bytes,
