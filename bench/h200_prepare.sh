@@ -1,7 +1,7 @@
 #!/bin/sh
 # What bench/h200.py needs on the lent H200, made on a machine with cargo (the GPU machine
 # has none and reaches no registry): release builds of `tinygpt` and kernels-wgsl's
-# `gpu_matmul_bench`, stripped into target/h200/ (a device call carries 64 MiB at most; the
+# `gpu_matmul_bench` and `attention_time`, stripped into target/h200/ (a device call carries 64 MiB at most; the
 # unstripped tinygpt alone is ~70 MB), and the Vulkan loader's .debs in .gl/ (TOOLCHAIN.md,
 # last section). Then carry `target/h200` and `.gl` (both git-ignored) into the call.
 #
@@ -10,10 +10,10 @@ set -eu
 cd "$(dirname "$0")/.."
 release=${CARGO_TARGET_DIR:-target}/release
 cargo build --release -p tinygpt-cli
-cargo build --release -p tinygpt-kernels-wgsl --example gpu_matmul_bench
+cargo build --release -p tinygpt-kernels-wgsl --example gpu_matmul_bench --example attention_time
 mkdir -p target/h200
-cp "$release/tinygpt" "$release/examples/gpu_matmul_bench" target/h200/
-strip target/h200/tinygpt target/h200/gpu_matmul_bench
+cp "$release/tinygpt" "$release/examples/gpu_matmul_bench" "$release/examples/attention_time" target/h200/
+strip target/h200/tinygpt target/h200/gpu_matmul_bench target/h200/attention_time
 if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
     mkdir -p .gl
     (cd .gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
