@@ -131,6 +131,13 @@ fn saved_out4(at: u32, c: u32) -> vec4<f32> {
     return lanes(c, vec4<f32>(saved[i.x], saved[i.y], saved[i.z], saved[i.w]));
 }
 
+// A score's (or dP's) dot product is summed per lane over the head's vec4s, then across the
+// lanes in this order: four independent chains instead of one, where one invocation's
+// scores wait on nothing else; every kernel recomputes the scores in this same order.
+fn lane_sum(x: vec4<f32>) -> f32 {
+    return (x.x + x.y) + (x.z + x.w);
+}
+
 // Stages rows first .. first + BC of k (tile_a) and v (tile_b), narrowed; zero past T.
 // Every invocation calls it (it holds the barriers).
 fn stage_keys(blk: Block, first: u32, lid: u32) {
@@ -174,11 +181,11 @@ fn flash_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
             n = min(BC, t + 1u - u0);
         }
         for (var j = 0u; j < n; j++) {
-            var s = 0.0;
+            var sv = vec4<f32>(0.0);
             for (var c = 0u; c < HD4; c++) {
-                s += dot(qr[c], tile_a[j * HD4 + c]);
+                sv += qr[c] * tile_a[j * HD4 + c];
             }
-            s *= p.scale;
+            let s = lane_sum(sv) * p.scale;
             if (s > mx) {
                 let corr = exp(mx - s);
                 l *= corr;
@@ -268,14 +275,14 @@ fn flash_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             n = min(BC, t + 1u - u0);
         }
         for (var j = 0u; j < n; j++) {
-            var s = 0.0;
-            var dp = 0.0;
+            var sv = vec4<f32>(0.0);
+            var dv4 = vec4<f32>(0.0);
             for (var c = 0u; c < HD4; c++) {
-                s += dot(qr[c], tile_a[j * HD4 + c]);
-                dp += dot(dr[c], tile_b[j * HD4 + c]);
+                sv += qr[c] * tile_a[j * HD4 + c];
+                dv4 += dr[c] * tile_b[j * HD4 + c];
             }
-            let pr = exp(s * p.scale - lse);
-            dp *= dropout_factor(mask, mask_index(blk, t, u0 + j));
+            let pr = exp(lane_sum(sv) * p.scale - lse);
+            let dp = lane_sum(dv4) * dropout_factor(mask, mask_index(blk, t, u0 + j));
             let w = narrow1(pr * (dp - dlt) * p.scale);
             for (var c = 0u; c < HD4; c++) {
                 acc[c] += w * tile_a[j * HD4 + c];
@@ -323,14 +330,15 @@ fn flash_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
             n = min(BC, p.seq - t0);
         }
         for (var j = j0; j < n; j++) {
-            var s = 0.0;
-            var dp = 0.0;
+            var sv = vec4<f32>(0.0);
+            var dv4 = vec4<f32>(0.0);
             for (var c = 0u; c < HD4; c++) {
-                s += dot(tile_a[j * HD4 + c], kr[c]);
-                dp += dot(tile_b[j * HD4 + c], vr[c]);
+                sv += tile_a[j * HD4 + c] * kr[c];
+                dv4 += tile_b[j * HD4 + c] * vr[c];
             }
             let r = tile_r[j];
-            let pr = exp(s * p.scale - r.x);
+            let pr = exp(lane_sum(sv) * p.scale - r.x);
+            let dp = lane_sum(dv4);
             let f = dropout_factor(mask, mask_index(blk, t0 + j, u));
             let ds = narrow1(pr * (dp * f - r.y) * p.scale);
             let w = narrow1(pr * f);
