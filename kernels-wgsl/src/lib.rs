@@ -26,8 +26,8 @@
 //! device (`self_test.rs`), its generated variants round op(A) and op(B) to f16 as they are
 //! staged and accumulate in f32 (`precision.rs`, `shaders/matmul.wgsl`); attention's
 //! products narrow with it, its softmax does not, and the training pair runs flash
-//! attention (`flash_attention.rs`: no `[B, H, T, T]` probabilities). Otherwise, and always for `f32`, the
-//! kernels are the f32 ones, bit for bit; [`WgpuBackend::matmul_precision`] says which ran
+//! attention (`flash_attention.rs`: no `[B, H, T, T]` probabilities). Otherwise, and always
+//! for `f32`, the kernels are the f32 ones, bit for bit; [`WgpuBackend::matmul_precision`] says which ran
 //! and why. No kernel uses subgroups or cooperative matrices (the latter are looked for and
 //! reported), so the f32 paths run on any adapter.
 //!
