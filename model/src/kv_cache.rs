@@ -60,7 +60,13 @@ impl<B: Backend> Gpt<B> {
     /// device). Panics on no tokens or more than the cache has room for (callers slide
     /// their window first).
     pub fn forward_cached(&self, cache: &mut KvCache<B>, tokens: &[u8]) -> Tensor<B> {
-        let (n, past) = (tokens.len(), cache.len);
+        let ids: Vec<u32> = tokens.iter().map(|&t| t as u32).collect();
+        self.forward_cached_ids(cache, &ids)
+    }
+
+    /// [`Gpt::forward_cached`] for token ids of any vocabulary.
+    pub fn forward_cached_ids(&self, cache: &mut KvCache<B>, ids: &[u32]) -> Tensor<B> {
+        let (n, past) = (ids.len(), cache.len);
         assert!(n >= 1 && n <= cache.room(), "{n} tokens for a cache with room for {}", cache.room());
         let c = self.config();
         let d = c.d_model;
@@ -71,9 +77,8 @@ impl<B: Backend> Gpt<B> {
         let norm = |x: &Tensor<B>, l: &LayerNorm<usize>| x.layer_norm(&p[l.weight], &p[l.bias], LN_EPS).0;
 
         // Embeddings of the new positions: [n, C].
-        let ids: Vec<u32> = tokens.iter().map(|&t| t as u32).collect();
         let positions: Vec<u32> = (past..past + n).map(|t| t as u32).collect();
-        let tok = p[parts.token_embedding].embedding(&Indices::new(backend, &ids));
+        let tok = p[parts.token_embedding].embedding(&Indices::new(backend, ids));
         let pos = p[parts.position_embedding].embedding(&Indices::new(backend, &positions));
         let mut x = tok.add(&pos);
 

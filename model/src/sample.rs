@@ -16,6 +16,7 @@ use tinygpt_tensor::{Backend, Indices, Rng, Tensor, TensorError};
 
 use crate::gpt::Gpt;
 use crate::kv_cache::KvCache;
+use crate::tokenizer::Tokenizer;
 
 /// How to sample. `temperature == 0` is greedy (argmax); `top_k == 0` keeps every token;
 /// `top_p == 1` keeps every token (else the smallest set of most likely tokens whose
@@ -72,11 +73,17 @@ impl SampleConfig {
     }
 }
 
-/// Picks the next token from one row of logits (see [`SampleConfig`]). Ties keep the lower
-/// token id; the draw is one `rng.uniform()` against the cumulative probabilities.
+/// Picks the next byte from one row of byte-v1 logits: [`pick_token_id`] as a byte.
 pub fn pick_token(logits: &[f32], config: &SampleConfig, rng: &mut Rng) -> u8 {
+    pick_token_id(logits, config, rng) as u8
+}
+
+/// Picks the next token from one row of logits, any vocabulary (see [`SampleConfig`]).
+/// Ties keep the lower token id; the draw is one `rng.uniform()` against the cumulative
+/// probabilities.
+pub fn pick_token_id(logits: &[f32], config: &SampleConfig, rng: &mut Rng) -> u32 {
     let argmax =
-        || logits.iter().enumerate().fold(0, |best, (i, &l)| if l > logits[best] { i } else { best }) as u8;
+        || logits.iter().enumerate().fold(0, |best, (i, &l)| if l > logits[best] { i } else { best }) as u32;
     if config.temperature <= 0.0 {
         return argmax();
     }
@@ -102,10 +109,10 @@ pub fn pick_token(logits: &[f32], config: &SampleConfig, rng: &mut Rng) -> u8 {
     for (&i, w) in order.iter().zip(&weights) {
         target -= w;
         if target < 0.0 {
-            return i as u8;
+            return i as u32;
         }
     }
-    order[weights.len() - 1] as u8
+    order[weights.len() - 1] as u32
 }
 
 /// Whether `bytes` ends inside a UTF-8 character (a lead byte still waiting for some of its
@@ -135,10 +142,17 @@ const MAX_CHARACTER_TAIL: usize = 3;
 /// from a newline, a natural document boundary; one `Rng::new(seed)` drives the whole
 /// sample; the window slides as the module docs say. With `cached`, the key/value cache
 /// belongs to the model of the first [`Generation::next_token`]: keep to that model.
+///
+/// With a BPE tokenizer ([`Generation::with_tokenizer`]) `max_tokens` counts tokens, a
+/// token adds its bytes to [`Generation::generated`], and a stop sequence ends generation
+/// after the token that completes it (whose bytes may run past it).
 #[derive(Clone, Debug)]
 pub struct Generation<B: Backend> {
     config: SampleConfig,
-    tokens: Vec<u8>,
+    tokenizer: Tokenizer,
+    tokens: Vec<u32>,
+    /// The generated tokens' bytes.
+    bytes: Vec<u8>,
     prompt_len: usize,
     /// Where the window starts in `tokens`.
     start: usize,
@@ -150,18 +164,34 @@ pub struct Generation<B: Backend> {
 }
 
 impl<B: Backend> Generation<B> {
-    /// A generation continuing `prompt`.
+    /// A generation continuing `prompt` (byte-v1).
     pub fn new(prompt: &[u8], config: SampleConfig) -> Self {
-        let tokens = if prompt.is_empty() { vec![b'\n'] } else { prompt.to_vec() };
+        Self::with_tokenizer(prompt, &Tokenizer::Byte, config)
+    }
+
+    /// A generation continuing `prompt`, encoded with `tokenizer` (the model's).
+    pub fn with_tokenizer(prompt: &[u8], tokenizer: &Tokenizer, config: SampleConfig) -> Self {
+        let tokens = tokenizer.encode(if prompt.is_empty() { b"\n" } else { prompt });
         let rng = Rng::new(config.seed);
         let prompt_len = tokens.len();
-        Generation { config, prompt_len, tokens, start: 0, rng, cache: None, stopped: false, positions: 0 }
+        Generation {
+            config,
+            tokenizer: tokenizer.clone(),
+            prompt_len,
+            tokens,
+            bytes: Vec::new(),
+            start: 0,
+            rng,
+            cache: None,
+            stopped: false,
+            positions: 0,
+        }
     }
 
     /// Whether the sample is complete: `max_tokens` produced (and no character left half
     /// done), or a stop sequence produced.
     pub fn is_done(&self) -> bool {
-        let produced = self.generated().len();
+        let produced = self.tokens.len() - self.prompt_len;
         self.stopped
             || produced >= self.config.max_tokens.saturating_add(MAX_CHARACTER_TAIL)
             || (produced >= self.config.max_tokens && !ends_inside_a_character(self.generated()))
@@ -169,6 +199,11 @@ impl<B: Backend> Generation<B> {
 
     /// The bytes produced so far (prompt excluded).
     pub fn generated(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The token ids produced so far (prompt excluded).
+    pub fn generated_ids(&self) -> &[u32] {
         &self.tokens[self.prompt_len..]
     }
 
@@ -179,9 +214,14 @@ impl<B: Backend> Generation<B> {
         self.positions
     }
 
+    /// Samples the next byte-v1 token: [`Generation::next_token_id`] as a byte.
+    pub async fn next_token(&mut self, model: &Gpt<B>) -> Result<u8, TensorError> {
+        Ok(self.next_token_id(model).await? as u8)
+    }
+
     /// Samples the next token: one position through the model with the cache (after a
     /// slide, the kept window), else the whole window. Reads back one row of logits.
-    pub async fn next_token(&mut self, model: &Gpt<B>) -> Result<u8, TensorError> {
+    pub async fn next_token_id(&mut self, model: &Gpt<B>) -> Result<u32, TensorError> {
         let ctx = model.config().context_length;
         let n = self.tokens.len();
         if n - self.start > ctx {
@@ -196,28 +236,34 @@ impl<B: Backend> Generation<B> {
             let cache = self.cache.get_or_insert_with(|| KvCache::new(model));
             let from = self.start + cache.len();
             self.positions += n - from;
-            model.forward_cached(cache, &self.tokens[from..n])
+            model.forward_cached_ids(cache, &self.tokens[from..n])
         } else {
             self.positions += n - self.start;
             last_logits(model, &self.tokens[self.start..n])
         };
         let row = logits.read().await?;
-        let token = pick_token(&row, &self.config, &mut self.rng);
+        let token = pick_token_id(&row, &self.config, &mut self.rng);
         self.tokens.push(token);
-        let generated = self.generated();
-        self.stopped = self.config.stop.iter().any(|s| generated.ends_with(s));
+        let before = self.bytes.len();
+        self.tokenizer.push_bytes(token, &mut self.bytes);
+        // A stop sequence that this token's bytes complete (for bytes: the output ends with it).
+        let added = self.bytes.len() - before;
+        let bytes = &self.bytes;
+        self.stopped = self.config.stop.iter().any(|s| {
+            let from = before.saturating_sub(s.len() - 1);
+            added > 0 && bytes[from..].windows(s.len()).any(|w| w == s.as_slice())
+        });
         Ok(token)
     }
 }
 
 /// The uncached path: the whole window through the model, only the last row of the
 /// logits copied out (and so read back).
-fn last_logits<B: Backend>(model: &Gpt<B>, window: &[u8]) -> Tensor<B> {
+fn last_logits<B: Backend>(model: &Gpt<B>, ids: &[u32]) -> Tensor<B> {
     let vocab = model.config().vocab_size;
-    let ids: Vec<u32> = window.iter().map(|&b| b as u32).collect();
     let backend = model.params().tensors()[0].backend();
     let tape = Tape::no_grad();
-    let fwd = model.forward(&tape, &Indices::new(backend, &ids), 1, ids.len());
+    let fwd = model.forward(&tape, &Indices::new(backend, ids), 1, ids.len());
     let row = Tensor::zeros(backend, [vocab]);
     backend.copy(fwd.logits.value().storage(), (ids.len() - 1) * vocab, row.storage(), 0, vocab);
     row
@@ -237,6 +283,26 @@ impl<B: Backend> Gpt<B> {
         while !generation.is_done() {
             let token = generation.next_token(self).await?;
             if !on_token(token) {
+                break;
+            }
+        }
+        Ok(generation.generated().to_vec())
+    }
+
+    /// [`Gpt::generate`] with the model's `tokenizer`: `on_bytes` gets each token's bytes
+    /// (possibly part of a character: `Utf8Stream` joins them); returns the new bytes.
+    pub async fn generate_with(
+        &self,
+        tokenizer: &Tokenizer,
+        prompt: &[u8],
+        config: &SampleConfig,
+        mut on_bytes: impl FnMut(&[u8]) -> bool,
+    ) -> Result<Vec<u8>, TensorError> {
+        let mut generation = Generation::with_tokenizer(prompt, tokenizer, config.clone());
+        while !generation.is_done() {
+            let before = generation.generated().len();
+            generation.next_token_id(self).await?;
+            if !on_bytes(&generation.generated()[before..]) {
                 break;
             }
         }
