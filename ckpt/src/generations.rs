@@ -106,11 +106,16 @@ pub struct RunFiles {
 /// reserved by the run's store: one layout in which a run and its adapters live together.
 pub const ADAPTERS_GROUP: &str = "adapters";
 
+/// The folder in a run's root that holds a BPE model's tokenizer files (`vocab.json`,
+/// `merges.txt`; `model_config.json`'s `tokenizer` names them), reserved like `adapters/`:
+/// every generation of the run reads the same tokenizer.
+pub const TOKENIZER_GROUP: &str = "tokenizer";
+
 impl GenerationKind for RunFiles {
     type Value = Checkpoint;
     const WHAT: &'static str = "checkpoint";
     const FILES: &'static [&'static str] = &FILES;
-    const RESERVED_GROUPS: &'static [&'static str] = &[ADAPTERS_GROUP];
+    const RESERVED_GROUPS: &'static [&'static str] = &[ADAPTERS_GROUP, TOKENIZER_GROUP];
     const BARE_ROOT: bool = true;
 
     fn encode(&self, value: &Checkpoint) -> Result<Vec<EncodedFile>> {

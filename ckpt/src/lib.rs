@@ -76,13 +76,13 @@ pub use fault::{Fault, FaultyStore};
 pub use generations::{
     is_generation_name, val_loss_at_step, BestInfo, BestLoad, CheckpointStore, GenerationInfo,
     GenerationKind, Generations, PointerProblems, RunFiles, SaveReport, ADAPTERS_GROUP, BEST_POINTER,
-    POINTER,
+    POINTER, TOKENIZER_GROUP,
 };
+pub use hf_gpt2::{config_from_hf_json, import_hf_gpt2, HfTokenizer};
 pub use layout::{
     ADAM_M, ADAM_V, DATASET_MANIFEST, FILES, FORMAT_VERSION, LOSS_HISTORY, MODEL_CONFIG, TRAINER_STATE,
     TRAINING_CONFIG, WEIGHTS,
 };
-pub use hf_gpt2::{config_from_hf_json, import_hf_gpt2, HfTokenizer};
 #[cfg(not(target_arch = "wasm32"))]
 pub use lock::{WriterLock, LOCK_FILE};
 pub use memory::MemoryStore;
