@@ -351,20 +351,34 @@ pub enum FileFormat {
     Nanogpt,
 }
 
+/// What `import` reads: `export`'s two formats, or a Hugging Face GPT-2 folder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ImportFormat {
+    /// Our canonical names, AdamW moments and run documents.
+    Tinygpt,
+    /// nanoGPT's GPT (karpathy/nanoGPT model.py): weights only.
+    Nanogpt,
+    /// A Hugging Face GPT-2 folder: config.json, model.safetensors, vocab.json, merges.txt.
+    HfGpt2,
+}
+
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// A .safetensors file written by `tinygpt export` (or the web app's download), or
-    /// with --format nanogpt one in nanoGPT's layout (examples/pytorch/continue.py writes one).
+    /// A .safetensors file written by `tinygpt export` (or the web app's download); with
+    /// --format nanogpt one in nanoGPT's layout (examples/pytorch/continue.py writes one);
+    /// with --format hf-gpt2 a folder (config.json, model.safetensors, vocab.json, merges.txt).
     #[arg(long = "in")]
     pub input: PathBuf,
     /// The checkpoint folder to create or add a generation to.
     #[arg(long)]
     pub out: PathBuf,
-    /// The file's naming scheme (see `export --format`). A nanoGPT file without our run
-    /// documents imports as a new run at step 0, tied to the embedded TinyShakespeare
-    /// with the default training config (`train --resume --force --data` changes the data).
-    #[arg(long, value_enum, default_value_t = FileFormat::Tinygpt)]
-    pub format: FileFormat,
+    /// The file's naming scheme (see `export --format`), or `hf-gpt2`. A nanoGPT file
+    /// without our run documents, and a GPT-2 folder, import as a new run at step 0, tied to
+    /// the embedded TinyShakespeare with the default training config (`train --resume
+    /// --force --data` changes the data); a GPT-2 folder's tokenizer files go to the run
+    /// folder's tokenizer/.
+    #[arg(long, value_enum, default_value_t = ImportFormat::Tinygpt)]
+    pub format: ImportFormat,
 }
 
 #[derive(Args, Debug)]

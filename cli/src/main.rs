@@ -12,6 +12,7 @@ mod error;
 mod memory;
 mod run_config;
 mod text;
+mod tokenizer;
 
 use clap::error::ErrorKind;
 use clap::Parser;

@@ -9,7 +9,7 @@ use crate::args::EvalArgs;
 use crate::base::{adapter_dir, load_adapter, load_base};
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
-use crate::text;
+use crate::{text, tokenizer};
 
 struct Eval(EvalArgs);
 
@@ -28,10 +28,11 @@ impl WithBackend for Eval {
             Some(dir) => Some(load_adapter(&base, &adapter_dir(&base, dir))?),
             None => None,
         };
+        let tokenizer = tokenizer::for_model(&base.ckpt.model_config, base.dir.as_deref())?;
         let ckpt = base.ckpt;
         let (name, bytes) = text::load(args.data.as_deref())?;
         let (context, seed) = (ckpt.model_config.context_length, ckpt.training_config.seed);
-        let dataset = Dataset::new(&name, &bytes, context, seed)?;
+        let dataset = Dataset::with_tokenizer(&name, &bytes, &tokenizer, context, seed)?;
         // Evaluation reuses the trainer's fixed, seeded eval batches (the base's, with or
         // without the adapter, so the two are scored on the same windows).
         crate::memory::check_fits(&ckpt.model_config, ckpt.training_config.batch_size)?;

@@ -11,6 +11,7 @@ use crate::args::SampleArgs;
 use crate::base::{adapter_dir, load_adapter, load_base, merged_weights, BUILTIN};
 use crate::compute::{dispatch, WithBackend};
 use crate::error::CliError;
+use crate::tokenizer;
 
 struct Sample {
     args: SampleArgs,
@@ -84,13 +85,15 @@ impl WithBackend for Sample {
             Some(dir) => merged_weights(&base, &load_adapter(&base, &adapter_dir(&base, dir))?)?,
             None => base.ckpt.weights.clone(),
         };
+        let tokenizer = tokenizer::for_model(&base.ckpt.model_config, base.dir.as_deref())?;
         let params = Params::from_flat(&backend, &base.ckpt.model_config, &weights)?;
         let model = Gpt::new(base.ckpt.model_config, params)?;
         let mut stdout = std::io::stdout().lock();
         let mut stream = Utf8Stream::new();
         let _ = write!(stdout, "{}", args.prompt);
-        block_on(model.generate(args.prompt.as_bytes(), &config, |byte| {
-            let piece = stream.push(byte);
+        // A token's bytes may end inside a character: the stream holds them until it is whole.
+        block_on(model.generate_with(&tokenizer, args.prompt.as_bytes(), &config, |bytes| {
+            let piece: String = bytes.iter().map(|&b| stream.push(b)).collect();
             // A closed pipe (e.g. `| head`) ends generation quietly.
             write!(stdout, "{piece}").and_then(|_| stdout.flush()).is_ok()
         }))?;
