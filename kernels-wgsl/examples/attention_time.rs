@@ -8,7 +8,11 @@
 //! ```sh
 //! cargo run --release -p tinygpt-kernels-wgsl --example attention_time
 //! cargo run --release -p tinygpt-kernels-wgsl --example attention_time -- --batch 4 --iters 3
+//! TINYGPT_WGPU_FLASH_ATTENTION=off cargo run --release -p tinygpt-kernels-wgsl --example attention_time
 //! ```
+//!
+//! The last keeps the unfused pair on `mixed` too (its products rounded to f16 like
+//! flash attention's), to compare the two at the same precision.
 //!
 //! One JSON line per precision: `{"precision", "path", "matmul", "shape", "forward_ms",
 //! "backward_ms", "pair_ms"}`, after 2 warm-up pairs, each the mean of `iters` calls

@@ -13,6 +13,11 @@
 //! `Δ_t = dout_t · out_t` needs `out`, which the trait's backward is not given. That copy
 //! is `C / (H·T)` of the probabilities' size (1/256 at the recipe's shape).
 //!
+//! `TINYGPT_WGPU_FLASH_ATTENTION=off` (read once per process; not in a browser) keeps the
+//! unfused pair on mixed too, to compare the two at the same precision
+//! (`examples/attention_time.rs`); like `tuning.rs`'s knobs, it changes speed and memory,
+//! and the results only within the tests' tolerances.
+//!
 //! The backward is two kernels, so no two workgroups add into one value (WGSL has no float
 //! atomics) and the results do not depend on scheduling: `flash_backward_dq` (a query row
 //! per invocation, which also writes `Δ`), then `flash_backward_dkdv` (a key row per
@@ -98,6 +103,19 @@ fn params(dims: AttentionDims) -> [u32; 12] {
         .expect("twelve parameters")
 }
 
+/// Whether `TINYGPT_WGPU_FLASH_ATTENTION=off` (see the module doc).
+#[cfg(not(target_arch = "wasm32"))]
+fn flash_attention_off() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("TINYGPT_WGPU_FLASH_ATTENTION").is_ok_and(|v| v == "off"))
+}
+
+/// A browser has no environment: flash attention whenever it fits.
+#[cfg(target_arch = "wasm32")]
+fn flash_attention_off() -> bool {
+    false
+}
+
 fn u(v: usize) -> u32 {
     u32::try_from(v).expect("a size beyond u32 reached a GPU kernel")
 }
@@ -111,6 +129,7 @@ impl WgpuBackend {
         let max_grid = self.gpu.adapter.max_compute_workgroups_per_dimension as usize;
         let pairs = dims.batch * dims.heads;
         self.mixed
+            && !flash_attention_off()
             && dims.seq > 0
             && pairs > 0
             && (1..=MAX_HEAD_DIM).contains(&dims.head_dim)
