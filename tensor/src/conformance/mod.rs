@@ -164,6 +164,7 @@ macro_rules! __conformance_tests {
             cross_entropy,
             cross_entropy_backward,
             cross_entropy_for_training,
+            wide_vocab_head,
             adamw,
         );
     };

@@ -13,6 +13,7 @@ mod gelu;
 mod layernorm;
 mod matmul;
 mod memory;
+mod wide_vocab;
 
 pub use adamw::adamw;
 pub use attention::{
@@ -28,3 +29,4 @@ pub use gelu::{gelu, gelu_backward};
 pub use layernorm::{layer_norm, layer_norm_backward, layer_norm_backward_onto};
 pub use matmul::{matmul, matmul_backward, matmul_onto, matmul_sum_rows};
 pub use memory::{indices_round_trip, upload_read_round_trip, zeros};
+pub use wide_vocab::{wide_vocab_head, GPT2_VOCAB};
