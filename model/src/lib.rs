@@ -1,7 +1,8 @@
-//! The TinyGPT model: a byte-level, pre-LayerNorm GPT with tied embeddings.
+//! The TinyGPT model: a pre-LayerNorm GPT with tied embeddings, over bytes (`byte-v1`) or
+//! GPT-2's byte-level BPE ([`tokenizer`]).
 //!
 //! Architecture (the contract checkpoints and outside tools rely on):
-//! token embedding `[256, d]` + position embedding `[ctx, d]`; `n_layers` blocks of
+//! token embedding `[vocab, d]` (256 for bytes) + position embedding `[ctx, d]`; `n_layers` blocks of
 //! `x += o_proj(causal_mha(q_proj, k_proj, v_proj of ln1(x)))`,
 //! `x += fc_out(gelu_tanh(fc_in(ln2(x))))`; a final LayerNorm; logits `= x · token_embeddingᵀ`.
 //! Every linear has a bias; LayerNorm eps is 1e-5; attention is scaled by `1/sqrt(head_dim)`;

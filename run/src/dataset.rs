@@ -14,7 +14,8 @@ pub struct DatasetManifest {
     pub raw_bytes: usize,
     /// Tokens after tokenization (bytes, for the byte tokenizer).
     pub token_count: usize,
-    /// The tokenizer's id (`byte-v1`).
+    /// The tokenizer's name: `byte-v1`, or a byte-level BPE's `bpe-<16 hex>` (the model
+    /// config's `tokenizer`).
     pub tokenizer: String,
     /// Fraction of tokens for training.
     pub train_split: f64,

@@ -199,24 +199,13 @@ impl Bpe {
 
     /// Bytes → token ids: valid UTF-8 as [`Bpe::encode`]; each byte of an invalid sequence
     /// (a text file need not be UTF-8) becomes its one-byte token and cuts the text there.
-    pub fn encode_bytes(&self, mut bytes: &[u8]) -> Vec<u32> {
+    pub fn encode_bytes(&self, bytes: &[u8]) -> Vec<u32> {
         let mut out = Vec::with_capacity(bytes.len() / 3 + 1);
-        while !bytes.is_empty() {
-            let (valid, rest) = match std::str::from_utf8(bytes) {
-                Ok(s) => (s, &bytes[bytes.len()..]),
-                Err(e) => {
-                    let (ok, rest) = bytes.split_at(e.valid_up_to());
-                    (std::str::from_utf8(ok).expect("valid prefix"), rest)
-                }
-            };
-            for piece in pieces(valid) {
+        for chunk in bytes.utf8_chunks() {
+            for piece in pieces(chunk.valid()) {
                 self.encode_piece(piece.as_bytes(), &mut out);
             }
-            let bad = rest
-                .len()
-                .min(std::str::from_utf8(rest).err().and_then(|e| e.error_len()).unwrap_or(rest.len()));
-            out.extend(rest[..bad].iter().map(|&b| self.byte_ids[b as usize]));
-            bytes = &rest[bad..];
+            out.extend(chunk.invalid().iter().map(|&b| self.byte_ids[b as usize]));
         }
         out
     }
