@@ -293,7 +293,7 @@ def run_matmul(args, runner, report, save):
         rc, out, err, wall, note = runner.run(f"matmul {name.strip()}", cmd, args.matmul_timeout)
         lines = [l for l in json_lines(out) if "gflops" in l]
         rec = {"call": args.call, "path": name.strip()}
-        report_lines = [l for l in (err or "").splitlines() if l.strip()]
+        report_lines = [l.strip() for l in err if l.strip() and "XDG_RUNTIME_DIR" not in l]
         if report_lines:
             rec["precision_report"] = report_lines[-1]
         if lines and rc == 0:
