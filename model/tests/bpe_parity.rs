@@ -91,3 +91,41 @@ fn the_byte_tokenizer_is_unchanged() {
     assert_eq!(tok.encode(text), text.iter().map(|&b| b as u32).collect::<Vec<_>>());
     assert_eq!(tok.decode(&tok.encode(text)), text);
 }
+
+#[test]
+fn a_random_corpus_of_every_character_class_and_whitespace_encodes_as_tokenizers_does() {
+    let tok = Tokenizer::bpe(VOCAB, MERGES).unwrap();
+    let cases: Value = serde_json::from_str(CASES).unwrap();
+    let text = cases["random_corpus"]["text"].as_str().unwrap();
+    let want = ids(&cases["random_corpus"]["ids"]);
+    let got = tok.encode(text.as_bytes());
+    if got != want {
+        let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+        let from = at.saturating_sub(3);
+        panic!(
+            "first difference at id {at}: ours {:?} ({:?}), tokenizers {:?} ({:?})",
+            &got[from..(at + 3).min(got.len())],
+            String::from_utf8_lossy(&tok.decode(&got[from..(at + 3).min(got.len())])),
+            &want[from..(at + 3).min(want.len())],
+            String::from_utf8_lossy(&tok.decode(&want[from..(at + 3).min(want.len())])),
+        );
+    }
+    assert_eq!(tok.decode(&got), text.as_bytes());
+}
+
+#[test]
+fn all_of_tinyshakespeare_encodes_as_tokenizers_does() {
+    use sha2::{Digest, Sha256};
+    let tok = Tokenizer::bpe(VOCAB, MERGES).unwrap();
+    let cases: Value = serde_json::from_str(CASES).unwrap();
+    let text = include_bytes!("../../data/tinyshakespeare.txt");
+    let got = tok.encode(text);
+    let digest: String = Sha256::digest(got.iter().flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let want = &cases["tinyshakespeare"];
+    assert_eq!(got.len() as u64, want["tokens"].as_u64().unwrap());
+    assert_eq!(digest, want["sha256_u32le"].as_str().unwrap());
+    assert_eq!(tok.decode(&got), text);
+}
