@@ -71,7 +71,8 @@ fn logits_equal_transformers_on_the_cpu() {
             .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
             .collect();
         let tape = Tape::no_grad();
-        let got = model.forward(&tape, &Indices::new(&b, &ids), 1, ids.len()).logits.value().to_vec().unwrap();
+        let got =
+            model.forward(&tape, &Indices::new(&b, &ids), 1, ids.len()).logits.value().to_vec().unwrap();
         assert_eq!(got.len(), want.len());
         for (k, (&g, &w)) in got.iter().zip(&want).enumerate() {
             // The kit's ACCUMULATED tolerance.

@@ -32,13 +32,13 @@ pub use lora::{Lora, DEFAULT_LORA_LEARNING_RATE};
 pub use memory::{check_training_memory, largest_tensor, training_memory_bytes};
 pub use params::Params;
 pub use sample::{pick_token, pick_token_id, Generation, SampleConfig};
-pub use tokenizer::Tokenizer;
 /// The architecture, dataset manifest and adapter config as plain data (they live in
 /// `tinygpt-run` so that the checkpoint format reads them without the training crates).
 pub use tinygpt_run::{
     Block, ConfigError, DatasetManifest, GptParts, Init, LayerNorm, Linear, LinearKind, LoraConfig,
     ModelConfig, Preset, TensorDecl, TensorSpec,
 };
+pub use tokenizer::Tokenizer;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
