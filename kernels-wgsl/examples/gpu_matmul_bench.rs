@@ -26,7 +26,7 @@ fn main() -> Result<(), String> {
     while let Some(arg) = args.next() {
         if arg == "--precision" {
             let list = args.next().ok_or("--precision needs f32, mixed or f32,mixed")?;
-            precisions = list.split(',').map(str::parse).collect::<Result<_, _>>().map_err(|e| format!("{e}"))?;
+            precisions = list.split(',').map(str::parse).collect::<Result<_, String>>()?;
         } else {
             shapes.push(arg);
         }

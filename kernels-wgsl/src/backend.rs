@@ -10,7 +10,9 @@ use std::task::{Context, Poll, Waker};
 
 use tinygpt_tensor::{Precision, TensorError};
 
+use crate::coop::CoopPlan;
 use crate::error::WgpuBackendError;
+use crate::flash_attention::FlashAttention;
 use crate::pipelines::{Kernel, Pipelines};
 use crate::pool::{Bind, Counters, GpuBuffer, Pool, Staging};
 use crate::precision::{self, MatmulKernels, MatmulPrecision};
@@ -94,6 +96,10 @@ pub struct WgpuBackend {
     pub(crate) max_binding_for_tests: Option<u64>,
     /// The matmul rounds its inputs to f16 (the device's mixed path; see `precision.rs`).
     pub(crate) mixed: bool,
+    /// When the training attention pair runs flash attention (`flash_attention.rs`).
+    pub(crate) flash: FlashAttention,
+    /// The mixed matmul runs on cooperative matrices where it can (`coop.rs`).
+    pub(crate) coop: Option<CoopPlan>,
 }
 
 impl fmt::Debug for WgpuBackend {
@@ -163,14 +169,29 @@ impl WgpuBackend {
         }
         let shader_f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
         let mixed = precision == Precision::Mixed && shader_f16;
-        let required_features =
-            profile_features | if mixed { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
+        // The cooperative-matrix matmul's features, only where it may run (`coop.rs`).
+        let coop = if mixed { precision::coop_plan(&adapter) } else { Err(String::new()) };
+        let coop_features = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SUBGROUP;
+        // (Intersected with the adapter's: `TINYGPT_WGPU_COOP=force` plans it anyway.)
+        let coop_features =
+            if coop.is_ok() { coop_features & adapter.features() } else { wgpu::Features::empty() };
+        let required_features = profile_features
+            | coop_features
+            | if mixed { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
+        let experimental_features = if !coop_features.is_empty() {
+            // SAFETY: wgpu marks cooperative matrices experimental (its SPIR-V for them may
+            // have bugs). The kernel that uses them runs only after the start-up self-test
+            // compared it with the f32 matmul on this device (`precision.rs`).
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::default()
+        };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("tinygpt"),
                 required_features,
                 required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::default(),
+                experimental_features,
                 memory_hints: wgpu::MemoryHints::Performance,
                 trace: wgpu::Trace::Off,
             })
@@ -235,11 +256,13 @@ impl WgpuBackend {
             matmul_split_k: None,
             max_binding_for_tests: None,
             mixed: false,
+            flash: FlashAttention::from_env(),
+            coop: None,
         };
-        let chosen = precision::choose(&f32, precision, &adapter).await;
-        let mixed = chosen.kernels == MatmulKernels::ShaderF16;
+        let (chosen, coop) = precision::choose(&f32, precision, &adapter, coop).await;
+        let mixed = chosen.kernels != MatmulKernels::F32;
         f32.gpu.matmul_precision.set(chosen).expect("the matmul precision is chosen once");
-        Ok(WgpuBackend { mixed, ..f32 })
+        Ok(WgpuBackend { mixed, coop, ..f32 })
     }
 
     /// The same device with another matmul kernel (the default: [`MatmulPath::Direct`] on

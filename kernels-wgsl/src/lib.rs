@@ -28,8 +28,10 @@
 //! products narrow with it, its softmax does not, and the training pair runs flash
 //! attention (`flash_attention.rs`: no `[B, H, T, T]` probabilities). Otherwise, and always
 //! for `f32`, the kernels are the f32 ones, bit for bit; [`WgpuBackend::matmul_precision`] says which ran
-//! and why. No kernel uses subgroups or cooperative matrices (the latter are looked for and
-//! reported), so the f32 paths run on any adapter.
+//! and why. Where the adapter offers 16×16×16 f16×f16→f32 cooperative matrices (tensor
+//! cores) and wgpu the features, mixed runs its products on them instead
+//! (`coop.rs`, `shaders/matmul_coop.wgsl`; the only kernel using subgroups), again only
+//! after its own start-up self-test; the f32 paths run on any adapter.
 //!
 //! Where the time goes: [`WgpuBackend::new_profiled`] times every dispatch
 //! (`examples/step_profile.rs` prints a training step's breakdown); `tuning.rs` holds the
@@ -41,6 +43,7 @@
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
 mod backend;
+mod coop;
 mod copy_many;
 mod error;
 mod flash_attention;
@@ -58,6 +61,7 @@ mod tuning;
 
 pub use backend::{AdapterSummary, MatmulPath, WgpuBackend, WgpuStats};
 pub use error::WgpuBackendError;
+pub use flash_attention::FlashAttention;
 pub use pool::GpuBuffer;
 pub use precision::{MatmulKernels, MatmulPrecision};
 pub use profile::KernelTime;

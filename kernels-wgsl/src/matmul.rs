@@ -4,6 +4,7 @@
 
 use tinygpt_tensor::MatmulDims;
 
+use crate::coop;
 use crate::pipelines::{Access, Kernel};
 use crate::pool::GpuBuffer;
 use crate::tuning::{TileSpec, Tuning, NARROW_MAX_N, SPLIT_TILE_MAX_LARGE};
@@ -196,13 +197,13 @@ impl Gemm {
 
 /// The operand bindings and readers matmul.wgsl expects from its defines: plain f32
 /// arrays, or (VEC4) arrays of vec4 read a value or a vec4 at a time.
-const OPERANDS_F32: &str = "@group(0) @binding(1) var<storage, read> a: array<f32>;\n\
+pub(crate) const OPERANDS_F32: &str = "@group(0) @binding(1) var<storage, read> a: array<f32>;\n\
     @group(0) @binding(2) var<storage, read> b: array<f32>;\n\
     fn a_at(i: u32) -> f32 { return a[i]; }\n\
     fn b_at(i: u32) -> f32 { return b[i]; }\n\
     fn a4_at(v: u32) -> vec4<f32> { return vec4<f32>(a[4u * v], a[4u * v + 1u], a[4u * v + 2u], a[4u * v + 3u]); }\n\
     fn b4_at(v: u32) -> vec4<f32> { return vec4<f32>(b[4u * v], b[4u * v + 1u], b[4u * v + 2u], b[4u * v + 3u]); }";
-const OPERANDS_VEC4: &str = "@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;\n\
+pub(crate) const OPERANDS_VEC4: &str = "@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;\n\
     @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;\n\
     fn a_at(i: u32) -> f32 { return a[i / 4u][i % 4u]; }\n\
     fn b_at(i: u32) -> f32 { return b[i / 4u][i % 4u]; }\n\
@@ -275,8 +276,24 @@ fn matmul_defines(v: Variant, g: &Gemm) -> String {
                       fn store_row_sum(slice: u32, i: u32, v: f32) { c[SPLIT_K * p.m * p.n + slice * p.m + i] = v; }\n\
                       fn store_row_sum_final(i: u32, v: f32) { sums[i] = v; }",
     };
+    let bias_fn = extra_fns(bias, onto);
+    let operands = if vec4 { OPERANDS_VEC4 } else { OPERANDS_F32 };
+    let narrow_fns = if narrow { NARROW_F16 } else { NARROW_F32 };
+    format!(
+        "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
+         const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
+         const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n\
+         const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n\
+         const ROW_SUMS: bool = {row_sums};\n{bias_fn}\n{row_sum_fns}\n{operands}\n{narrow_fns}",
+        tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, g.trans_a, g.trans_b, g.causal as u32,
+    )
+}
+
+/// matmul.wgsl's `bias_at(j)` and `onto_at(i, v)` (and binding 4) for a bias, a prior or
+/// neither (matmul_coop.wgsl takes the same).
+pub(crate) fn extra_fns(bias: bool, onto: bool) -> &'static str {
     assert!(!(bias && onto), "matmul: a bias or a prior, not both");
-    let bias_fn = match (bias, onto) {
+    match (bias, onto) {
         (true, _) => {
             "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n\
              fn bias_at(j: u32) -> f32 { return bias[j]; }\n\
@@ -291,26 +308,16 @@ fn matmul_defines(v: Variant, g: &Gemm) -> String {
             "fn bias_at(j: u32) -> f32 { return 0.0; }\n\
              fn onto_at(i: u32, v: f32) -> f32 { return v; }"
         }
-    };
-    let operands = if vec4 { OPERANDS_VEC4 } else { OPERANDS_F32 };
-    let narrow_fns = if narrow { NARROW_F16 } else { NARROW_F32 };
-    format!(
-        "const BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst BK: u32 = {}u;\nconst TM: u32 = {}u;\n\
-         const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
-         const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n\
-         const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n\
-         const ROW_SUMS: bool = {row_sums};\n{bias_fn}\n{row_sum_fns}\n{operands}\n{narrow_fns}",
-        tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, g.trans_a, g.trans_b, g.causal as u32,
-    )
+    }
 }
 
-fn u(v: usize) -> u32 {
+pub(crate) fn u(v: usize) -> u32 {
     u32::try_from(v).expect("a size beyond u32 reached a GPU kernel")
 }
 
 /// What a product writes besides C = op(A) · op(B), through matmul.wgsl's bindings 4 and 5.
 #[derive(Clone, Copy)]
-enum Extra<'a> {
+pub(crate) enum Extra<'a> {
     None,
     /// `+ bias` on every row (binding 4; unbatched only).
     Bias(&'a GpuBuffer<f32>),
@@ -372,6 +379,9 @@ impl WgpuBackend {
         let (m, n, k) = (g.m, g.n, g.k);
         if m * n * g.batch == 0 {
             return;
+        }
+        if let Some(plan) = self.coop.filter(|_| coop::takes(g, &extra)) {
+            return self.gemm_coop(plan, a, b, extra, out, g);
         }
         let tuning = &self.gpu.tuning;
         if self.matmul_path == MatmulPath::Tiled && transposes_b(tuning, g) {
@@ -467,22 +477,50 @@ impl WgpuBackend {
         let partial = self.alloc::<f32>(split * m * n + sums_len);
         let defines = matmul_defines(Variant { bias: false, onto: false, ..variant }, g);
         self.run(&K_MATMUL, &defines, &params, &[a.bind(), b.bind(), partial.bind()], grid);
+        self.sum_slices(&partial, extra, out, g, split, &params);
+    }
+
+    /// Adds the `split` slices' partial sums in `partial` ([split, m, n], then the row
+    /// sums' [split, m] with `Extra::RowSums`) into `out` (and the bias, the prior or the
+    /// row sums): matmul.wgsl's `matmul_split_sum`, for matmul.wgsl's and
+    /// matmul_coop.wgsl's split products, with their `params`.
+    pub(crate) fn sum_slices(
+        &self,
+        partial: &GpuBuffer<f32>,
+        extra: Extra<'_>,
+        out: &GpuBuffer<f32>,
+        g: &Gemm,
+        split: usize,
+        params: &[u32],
+    ) {
+        let (m, n) = (g.m, g.n);
+        let row_sums = matches!(extra, Extra::RowSums(_));
+        let variant = Variant {
+            tile: TILE_SMALL,
+            bias: matches!(extra, Extra::Bias(_)),
+            split,
+            double_buffer: false,
+            vec4: false,
+            row_sums,
+            onto: matches!(extra, Extra::Onto(_)),
+            narrow: false,
+        };
         let outputs = m * n + if row_sums { m } else { 0 };
         let grid = self.recorder().grid_1d(outputs.div_ceil(SPLIT_SUM_WG));
         // (The partials arrive as `a`, read a value at a time, and are never narrowed: the
         // sum shares the f32 variant's pipeline.)
-        let defines = matmul_defines(Variant { vec4: false, narrow: false, ..variant }, g);
+        let defines = matmul_defines(variant, g);
         match extra {
             Extra::Bias(at_4) | Extra::Onto(at_4) => {
                 let bufs = [partial.bind(), out.bind(), at_4.bind()];
-                self.run(&K_MATMUL_SPLIT_SUM_BIAS, &defines, &params, &bufs, grid)
+                self.run(&K_MATMUL_SPLIT_SUM_BIAS, &defines, params, &bufs, grid)
             }
             Extra::RowSums(sums) => {
                 let bufs = [partial.bind(), out.bind(), sums.bind()];
-                self.run(&K_MATMUL_SPLIT_SUM_ROW_SUMS, &defines, &params, &bufs, grid)
+                self.run(&K_MATMUL_SPLIT_SUM_ROW_SUMS, &defines, params, &bufs, grid)
             }
             Extra::None => {
-                self.run(&K_MATMUL_SPLIT_SUM, &defines, &params, &[partial.bind(), out.bind()], grid)
+                self.run(&K_MATMUL_SPLIT_SUM, &defines, params, &[partial.bind(), out.bind()], grid)
             }
         }
     }

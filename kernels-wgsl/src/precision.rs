@@ -2,9 +2,10 @@
 //! opens: the precision asked for, what the adapter offers, and the start-up self-test
 //! (`self_test.rs`) decide it, and the report says why in one line.
 //!
-//! The order of preference for [`Precision::Mixed`] is the issue's: a cooperative-matrix
-//! kernel when the adapter offers an f16×f16→f32 configuration (none is written yet, so
-//! such an adapter is reported and takes the next path), else the `shader-f16` path (the
+//! The order of preference for [`Precision::Mixed`] is the issue's: the cooperative-matrix
+//! kernel (`coop.rs`) when the adapter offers a 16×16×16 f16×f16→f32 configuration and
+//! wgpu the features it needs, once its own start-up self-test passed, else the
+//! `shader-f16` path (the
 //! f32 kernels with their inputs rounded to f16 as they are staged, see
 //! `shaders/matmul.wgsl`), else f32. The `shader-f16` path is offered where the adapter has
 //! the feature, and the device asks for it, as the issue orders them (f16 storage, the next
@@ -15,7 +16,9 @@ use std::fmt;
 
 use tinygpt_tensor::Precision;
 
+use crate::coop::{self, CoopPlan};
 use crate::self_test;
+use crate::tuning::{self, CoopSetting};
 use crate::WgpuBackend;
 
 /// The kernel family behind the matmul.
@@ -26,8 +29,9 @@ pub enum MatmulKernels {
     /// The f32 kernels with op(A), op(B) rounded to the nearest f16 as they are staged, on
     /// adapters with the `shader-f16` feature; products and sums stay f32.
     ShaderF16,
-    /// Cooperative-matrix (tensor-core) tiles of f16 inputs accumulating in f32. Not
-    /// chosen by this version: no such kernel is written yet.
+    /// Cooperative-matrix (tensor-core) tiles of f16 inputs accumulating in f32
+    /// (`shaders/matmul_coop.wgsl`); the products it does not take (causal skips, row
+    /// sums) run on the shader-f16 kernels.
     CooperativeMatrix,
 }
 
@@ -107,63 +111,90 @@ impl fmt::Display for MatmulPrecision {
     }
 }
 
-/// Why no cooperative-matrix kernel runs on `adapter`, in words: none listed, none of
-/// f16×f16→f32 among its `cooperative_matrix_properties()`, listed but not offered by wgpu
-/// (no `EXPERIMENTAL_COOPERATIVE_MATRIX`: wgpu also needs the Vulkan memory model), or
-/// offered but not used (no such kernel is written yet).
-pub(crate) fn cooperative_matrix_note(adapter: &wgpu::Adapter, name: &str) -> String {
-    let listed = adapter.cooperative_matrix_properties();
-    let f16_f32 = listed.iter().find(|p| {
-        p.ab_type == wgpu::CooperativeScalarType::F16 && p.cr_type == wgpu::CooperativeScalarType::F32
-    });
-    let offered = adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
-    match f16_f32 {
-        None if listed.is_empty() => format!("no cooperative matrix on {name}"),
-        None => format!("no f16×f16→f32 cooperative matrix on {name}"),
-        Some(p) => {
-            let what = format!(
-                "{name} lists {}×{}×{} f16×f16→f32 cooperative matrices",
-                p.m_size, p.n_size, p.k_size
-            );
-            if offered {
-                format!("{what}, but no kernel uses them yet")
-            } else {
-                format!("{what}, but wgpu does not offer them here")
-            }
-        }
+/// Whether the mixed matmul may run on cooperative matrices on `adapter` ([`coop::plan`]),
+/// unless `TINYGPT_WGPU_COOP` says otherwise ([`CoopSetting`]).
+pub(crate) fn coop_plan(adapter: &wgpu::Adapter) -> Result<CoopPlan, String> {
+    let properties = adapter.cooperative_matrix_properties();
+    let offer = coop::CoopOffer::of(adapter, &properties);
+    let anyway =
+        |large, emulated| CoopPlan { subgroup: offer.subgroup_max_size.clamp(1, 128), large, emulated };
+    match tuning::coop_setting() {
+        Some(CoopSetting::Off) => Err("turned off by TINYGPT_WGPU_COOP=off".into()),
+        Some(CoopSetting::Force) => Ok(coop::plan(&offer).unwrap_or(anyway(false, false))),
+        Some(CoopSetting::Emulate { large }) => Ok(anyway(large, true)),
+        None => coop::plan(&offer),
     }
 }
 
-/// Decides what `f32` (a new device's f32 handle) runs for `requested`: see the module doc.
+/// Decides what `f32` (a new device's f32 handle) runs for `requested`, given whether the
+/// cooperative-matrix kernel may run (`coop`, from [`coop_plan`]): see the module doc.
+/// Returns the report and the plan of the cooperative-matrix kernel when it is chosen.
 pub(crate) async fn choose(
     f32: &WgpuBackend,
     requested: Precision,
     adapter: &wgpu::Adapter,
-) -> MatmulPrecision {
+    coop: Result<CoopPlan, String>,
+) -> (MatmulPrecision, Option<CoopPlan>) {
     if requested == Precision::F32 {
-        return MatmulPrecision::f32_as_asked();
+        return (MatmulPrecision::f32_as_asked(), None);
     }
     let name = &f32.gpu.adapter.name;
-    let coop = cooperative_matrix_note(adapter, name);
     if !f32.gpu.adapter.shader_f16 {
-        return MatmulPrecision::fallback(format!(
-            "mixed was asked for but {name} has no shader-f16 ({coop})"
-        ));
+        let why = coop_note(adapter, name);
+        return (
+            MatmulPrecision::fallback(format!("mixed was asked for but {name} has no shader-f16 ({why})")),
+            None,
+        );
     }
-    let mixed = WgpuBackend { mixed: true, ..f32.clone() };
-    match self_test::check_mixed(f32, &mixed).await {
+    let coop_note = match coop {
+        Ok(plan) => {
+            let tensor = WgpuBackend { mixed: true, coop: Some(plan), ..f32.clone() };
+            match self_test::check_mixed(f32, &tensor).await {
+                Ok(worst) => {
+                    let chosen = MatmulPrecision {
+                        requested,
+                        kernels: MatmulKernels::CooperativeMatrix,
+                        reason: format!(
+                            "f16 inputs in 16×16×16 cooperative matrices, f32 accumulation (subgroups of up to {}{}; \
+                             start-up self-test passed: worst error {worst:.2} units of 2⁻¹¹·√Σ(ab)², bound {})",
+                            plan.subgroup,
+                            if plan.emulated { ", EMULATED for tests (TINYGPT_WGPU_COOP)" } else { "" },
+                            self_test::BOUND
+                        ),
+                        self_test_worst: Some(worst),
+                    };
+                    return (chosen, Some(plan));
+                }
+                Err(why) => format!("the cooperative-matrix matmul failed its start-up self-test ({why})"),
+            }
+        }
+        Err(why) if why.is_empty() => coop_note(adapter, name),
+        Err(why) => format!("no cooperative-matrix matmul on {name}: {why}"),
+    };
+    let mixed = WgpuBackend { mixed: true, coop: None, ..f32.clone() };
+    let chosen = match self_test::check_mixed(f32, &mixed).await {
         Ok(worst) => MatmulPrecision {
             requested,
             kernels: MatmulKernels::ShaderF16,
             reason: format!(
-                "f16 inputs, f32 accumulation ({coop}; start-up self-test passed: worst error {worst:.2} \
+                "f16 inputs, f32 accumulation ({coop_note}; start-up self-test passed: worst error {worst:.2} \
                  units of 2⁻¹¹·√Σ(ab)², bound {})",
                 self_test::BOUND
             ),
             self_test_worst: Some(worst),
         },
         Err(why) => MatmulPrecision::fallback(format!(
-            "the shader-f16 matmul failed its start-up self-test ({why}; {coop})"
+            "the shader-f16 matmul failed its start-up self-test ({why}; {coop_note})"
         )),
+    };
+    (chosen, None)
+}
+
+/// Why no cooperative-matrix kernel runs on `adapter`, as [`coop::plan`] says it.
+fn coop_note(adapter: &wgpu::Adapter, name: &str) -> String {
+    let properties = adapter.cooperative_matrix_properties();
+    match coop::plan(&coop::CoopOffer::of(adapter, &properties)) {
+        Ok(_) => format!("{name} offers cooperative matrices"),
+        Err(why) => format!("no cooperative-matrix matmul on {name}: {why}"),
     }
 }

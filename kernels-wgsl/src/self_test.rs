@@ -73,6 +73,8 @@ pub(crate) async fn check_mixed(f32: &WgpuBackend, mixed: &WgpuBackend) -> Resul
     // any error of compiling or running the variants.
     let (internal, memory, validation) = (internal.pop(), memory.pop(), validation.pop());
     if let Some(error) = [internal.await, memory.await, validation.await].into_iter().flatten().next() {
+        // (On one line: the report is one.)
+        let error = error.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
         return Err(format!("a GPU error: {error}"));
     }
     let (mut worst, mut worst_at, mut rounded) = (0f64, String::new(), false);

@@ -6,8 +6,37 @@
 //! (0 or 1), `TINYGPT_WGPU_MATMUL_TILE` (the large tile, `BMxBN`, `BMxBN:T` or `BMxBN:TMxTN`:
 //! see [`TileSpec::parse`]), `TINYGPT_WGPU_NARROW_TILE`, `TINYGPT_WGPU_SPLIT_TILE` (the
 //! same syntax, or `off`), `TINYGPT_WGPU_NT_AS_NN` (0 or 1),
-//! `TINYGPT_WGPU_BATCHED_DENSE` (0 or 1). They change speed only: a split product sums in another
+//! `TINYGPT_WGPU_BATCHED_DENSE` (0 or 1), `TINYGPT_WGPU_COOP` (`off`, `force`, `emulate`, `emulate-large`:
+//! see [`CoopSetting`]). They change speed only: a split product sums in another
 //! (still fixed) order, well inside the tests' tolerances.
+
+/// What `TINYGPT_WGPU_COOP` asks of the cooperative-matrix matmul (`coop.rs`); unset (or
+/// in a browser) the adapter decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CoopSetting {
+    /// `off`: never (to compare with the shader-f16 path).
+    Off,
+    /// `force`: try it even where the adapter lists no cooperative matrices (the kernel
+    /// then fails to compile, and the start-up self-test falls back: tests of that path).
+    Force,
+    /// `emulate` (`emulate-large`): run it with its cooperative-matrix built-ins emulated,
+    /// every product on the small (large) tile: tests of the kernel's staging, addressing
+    /// and write-out on adapters without cooperative matrices; slow.
+    Emulate { large: bool },
+}
+
+/// The `TINYGPT_WGPU_COOP` setting, if any.
+pub(crate) fn coop_setting() -> Option<CoopSetting> {
+    #[cfg(not(target_arch = "wasm32"))]
+    match std::env::var("TINYGPT_WGPU_COOP").as_deref() {
+        Ok("off") => return Some(CoopSetting::Off),
+        Ok("force") => return Some(CoopSetting::Force),
+        Ok("emulate") => return Some(CoopSetting::Emulate { large: false }),
+        Ok("emulate-large") => return Some(CoopSetting::Emulate { large: true }),
+        _ => {}
+    }
+    None
+}
 
 /// The widest output (columns) that takes [`Tuning::narrow_tile`].
 pub(crate) const NARROW_MAX_N: usize = 384;

@@ -1,0 +1,153 @@
+//! The cooperative-matrix matmul (issue 34) where no driver offers cooperative matrices:
+//! - with its built-ins emulated (`TINYGPT_WGPU_COOP=emulate`, `emulate-large`), everything
+//!   else of the kernel (staging f32 → f16 tiles in both stored orientations, fragment
+//!   addresses, subgroups' parts of the tile, write-out with bias, prior and bounds, slices
+//!   of k) runs on the device and must match the definition, op(A) and op(B) rounded to
+//!   the nearest f16 and the products summed in f64, within f32's accumulation error
+//!   (`Tolerance::ACCUMULATED`, as `mixed_matmul.rs` holds the shader-f16 path to);
+//! - forced onto an adapter without cooperative matrices (`TINYGPT_WGPU_COOP=force`), its
+//!   start-up self-test fails (the kernel does not compile) and the backend falls back to
+//!   shader-f16, saying why, on a device that still works.
+//!
+//! On an adapter that offers them (an NVIDIA H200) `mixed_matmul.rs` and the kit check the
+//! real kernel, which the start-up self-test has compared with f32 first.
+
+use std::sync::Mutex;
+
+use tinygpt_kernels_wgsl::testing::prefer_lavapipe;
+use tinygpt_kernels_wgsl::{MatmulKernels, WgpuBackend};
+use tinygpt_tensor::conformance::Tolerance;
+use tinygpt_tensor::{block_on, AttentionDims, Backend, MatmulDims, Precision, Rng};
+
+/// A mixed backend opened with `TINYGPT_WGPU_COOP=setting` (read only while it opens;
+/// the lock keeps the tests of this binary from opening theirs at the same time).
+fn mixed_with(setting: &str) -> Option<WgpuBackend> {
+    static OPENING: Mutex<()> = Mutex::new(());
+    let _guard = OPENING.lock().unwrap_or_else(|e| e.into_inner());
+    prefer_lavapipe();
+    std::env::set_var("TINYGPT_WGPU_COOP", setting);
+    let made = WgpuBackend::new_with_precision(Precision::Mixed);
+    std::env::remove_var("TINYGPT_WGPU_COOP");
+    let backend = made.expect("an adapter (the wgpu tests need lavapipe at least)");
+    let adapter = backend.adapter();
+    if !adapter.shader_f16 || !adapter.subgroups {
+        eprintln!("skipped: {} lacks shader-f16 or subgroups", adapter.name);
+        return None;
+    }
+    Some(backend)
+}
+
+/// `x` rounded to the nearest f16 (ties to even), as an f32; past f16's range, infinity.
+fn f16_round(x: f32) -> f32 {
+    let a = x.abs();
+    if x.is_nan() || a >= 65520.0 {
+        return if x.is_nan() { x } else { f32::INFINITY.copysign(x) };
+    }
+    if a < 2f32.powi(-14) {
+        return (x * 2f32.powi(24)).round_ties_even() * 2f32.powi(-24);
+    }
+    let bits = x.to_bits();
+    f32::from_bits((bits + 0x0FFF + ((bits >> 13) & 1)) & !0x1FFF)
+}
+
+/// `op(A)·op(B)` in f64 from f16-rounded operands.
+fn emulated(a: &[f32], b: &[f32], d: MatmulDims) -> Vec<f64> {
+    let mut out = vec![0f64; d.m * d.n];
+    for i in 0..d.m {
+        for j in 0..d.n {
+            out[i * d.n + j] = (0..d.k)
+                .map(|kk| {
+                    let av = if d.trans_a { a[kk * d.m + i] } else { a[i * d.k + kk] };
+                    let bv = if d.trans_b { b[j * d.k + kk] } else { b[kk * d.n + j] };
+                    f16_round(av) as f64 * f16_round(bv) as f64
+                })
+                .sum();
+        }
+    }
+    out
+}
+
+fn normal(rng: &mut Rng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.normal() as f32).collect()
+}
+
+fn read(backend: &WgpuBackend, s: &<WgpuBackend as Backend>::Storage) -> Vec<f32> {
+    block_on(backend.read(s)).unwrap()
+}
+
+/// Every layout on whole tiles (vec4 stages) and awkward sizes, plain, with a bias and
+/// onto a prior, unsplit and (the long k) split over k, on the small tile (`emulate`) and
+/// the large one (`emulate-large`); then attention (batched products; its causal ones stay
+/// on matmul.wgsl) within the kit's reach of f32. (Opening each backend also ran its
+/// start-up self-test on the emulated kernel.)
+#[test]
+fn the_kernel_with_emulated_cooperative_matrices_computes_the_mixed_products() {
+    for setting in ["emulate", "emulate-large"] {
+        let Some(x) = mixed_with(setting) else { return };
+        let report = x.matmul_precision();
+        eprintln!("{setting} on {}: {report}", x.adapter().name);
+        assert_eq!(report.kernels, MatmulKernels::CooperativeMatrix, "{report}");
+        assert!(report.reason.contains("EMULATED"), "{report}");
+        let tol = Tolerance::ACCUMULATED;
+        let mut rng = Rng::new(0xC00B);
+        // (Each variant compiles on lavapipe in about a second: few shapes, every layout.)
+        for (m, k, n) in [(128, 64, 128), (33, 70, 9), (5, 300, 17)] {
+            for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
+                let dims = MatmulDims { m, k, n, trans_a, trans_b };
+                let (a, b) = (normal(&mut rng, m * k), normal(&mut rng, k * n));
+                let (bias, onto) = (normal(&mut rng, n), normal(&mut rng, m * n));
+                let want = emulated(&a, &b, dims);
+                let want_bias: Vec<f64> =
+                    want.iter().enumerate().map(|(i, w)| w + bias[i % n] as f64).collect();
+                let want_onto: Vec<f64> = want.iter().zip(&onto).map(|(w, &o)| w + o as f64).collect();
+                // Split over k: the long k only.
+                for split in if k == 300 { vec![Some(3)] } else { vec![None] } {
+                    let what = format!("{setting} {dims:?} split {split:?}");
+                    let x = x.with_matmul_split_k(split);
+                    let (ua, ub, ubias, uonto) =
+                        (x.upload(&a), x.upload(&b), x.upload(&bias), x.upload(&onto));
+                    tol.assert_close(&what, &read(&x, &x.matmul(&ua, &ub, None, dims)), &want);
+                    let with_bias = read(&x, &x.matmul(&ua, &ub, Some(&ubias), dims));
+                    tol.assert_close(&format!("{what} with bias"), &with_bias, &want_bias);
+                    let on = read(&x, &x.matmul_onto(&uonto, &ua, &ub, None, dims));
+                    tol.assert_close(&format!("{what} onto"), &on, &want_onto);
+                }
+            }
+        }
+        if setting != "emulate" {
+            continue;
+        }
+        let dims = AttentionDims { batch: 2, seq: 17, heads: 2, head_dim: 8, dropout: None };
+        let len = dims.batch * dims.seq * dims.channels();
+        let (q, k, v) = (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
+        let f32 = WgpuBackend::new().unwrap();
+        let out = |be: &WgpuBackend| {
+            read(be, &be.attention(&be.upload(&q), &be.upload(&k), &be.upload(&v), dims).out)
+        };
+        let (got, f) = (out(&x), out(&f32));
+        let worst = got.iter().zip(&f).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst < 1e-2, "{setting}: attention differs from f32 by {worst}");
+    }
+}
+
+/// Forced where the adapter has no cooperative matrices, the kernel fails to compile; the
+/// start-up self-test catches it and the backend runs shader-f16, saying why, and its
+/// device has no error left over.
+#[test]
+fn a_cooperative_matrix_kernel_that_fails_its_self_test_falls_back_to_shader_f16() {
+    let Some(x) = mixed_with("force") else { return };
+    let report = x.matmul_precision();
+    eprintln!("force on {}: {report}", x.adapter().name);
+    if report.kernels == MatmulKernels::CooperativeMatrix {
+        eprintln!("skipped: {} runs cooperative matrices (its self-test passed)", x.adapter().name);
+        return;
+    }
+    assert_eq!(report.kernels, MatmulKernels::ShaderF16, "{report}");
+    assert!(
+        report.reason.contains("the cooperative-matrix matmul failed its start-up self-test (a GPU error"),
+        "{report}"
+    );
+    let dims = MatmulDims { m: 3, k: 2, n: 2, trans_a: false, trans_b: false };
+    let (a, b) = (x.upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), x.upload(&[1.0, 0.0, 0.0, 1.0]));
+    assert_eq!(read(&x, &x.matmul(&a, &b, None, dims)), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+}
