@@ -1,27 +1,24 @@
 //! The training attention pair (`attention_for_training`, `attention_backward_saved`) at one
-//! shape on `f32` and on `mixed`, wall-clock per call: on `mixed` it is flash attention
-//! (`src/flash_attention.rs`, no `[B, H, T, T]` buffer), on `f32` the unfused kernels
-//! (products, softmax and dropout over the probabilities). The defaults are the recipe's
-//! (configs/nanogpt-shakespeare-char.json: batch 64, 256 positions, 6 heads of 64,
-//! attention dropout 0.2).
+//! shape, wall-clock per call, three ways: `f32` (the unfused kernels: products, softmax
+//! and dropout over the probabilities), `mixed` unfused (the same with products rounded to
+//! f16), and `mixed` flash attention (`src/flash_attention.rs`, no `[B, H, T, T]` buffer;
+//! by default the backend runs it only where the unfused pair does not fit, see
+//! `FlashAttention`). The defaults are the recipe's (configs/nanogpt-shakespeare-char.json:
+//! batch 64, 256 positions, 6 heads of 64, attention dropout 0.2).
 //!
 //! ```sh
 //! cargo run --release -p tinygpt-kernels-wgsl --example attention_time
 //! cargo run --release -p tinygpt-kernels-wgsl --example attention_time -- --batch 4 --iters 3
-//! TINYGPT_WGPU_FLASH_ATTENTION=off cargo run --release -p tinygpt-kernels-wgsl --example attention_time
 //! ```
 //!
-//! The last keeps the unfused pair on `mixed` too (its products rounded to f16 like
-//! flash attention's), to compare the two at the same precision.
-//!
-//! One JSON line per precision: `{"precision", "path", "matmul", "shape", "forward_ms",
+//! One JSON line per way: `{"precision", "path", "matmul", "shape", "forward_ms",
 //! "backward_ms", "pair_ms"}`, after 2 warm-up pairs, each the mean of `iters` calls
 //! recorded back to back and waited for once (`backward_ms` is the pair's time less the
 //! forward's). The matmul line (`WgpuBackend::matmul_precision`) goes to stderr.
 
 use std::time::Instant;
 
-use tinygpt_kernels_wgsl::WgpuBackend;
+use tinygpt_kernels_wgsl::{FlashAttention, WgpuBackend};
 use tinygpt_tensor::{block_on, AttentionDims, Backend, DropoutMask, Precision, Rng};
 
 const WARMUP: usize = 2;
@@ -57,7 +54,13 @@ fn main() -> Result<(), String> {
     for precision in Precision::ALL {
         let backend = WgpuBackend::new_with_precision(precision).map_err(|e| e.to_string())?;
         eprintln!("{precision}: {}", backend.matmul_precision());
-        time(&backend, precision, dims, iters)?;
+        let flash: &[FlashAttention] = match precision {
+            Precision::F32 => &[FlashAttention::Never],
+            Precision::Mixed => &[FlashAttention::Never, FlashAttention::Always],
+        };
+        for &mode in flash {
+            time(&backend.with_flash_attention(mode), precision, dims, iters)?;
+        }
     }
     Ok(())
 }

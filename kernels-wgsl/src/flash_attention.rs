@@ -13,10 +13,15 @@
 //! `Δ_t = dout_t · out_t` needs `out`, which the trait's backward is not given. That copy
 //! is `C / (H·T)` of the probabilities' size (1/256 at the recipe's shape).
 //!
-//! `TINYGPT_WGPU_FLASH_ATTENTION=off` (read once per process; not in a browser) keeps the
-//! unfused pair on mixed too, to compare the two at the same precision
-//! (`examples/attention_time.rs`); like `tuning.rs`'s knobs, it changes speed and memory,
-//! and the results only within the tests' tolerances.
+//! When it runs ([`FlashAttention`]): by default only where the unfused pair cannot, i.e.
+//! where its `[B, H, T, T]` probabilities exceed the device's largest storage binding. On
+//! an H200 at the recipe's shape these kernels (one query or key row per invocation, no
+//! tensor cores) took 17.1 ms a forward and backward pair against the unfused kernels'
+//! 0.76 ms (`examples/attention_time.rs`; BENCHMARKS.md), so where both can run the
+//! unfused pair is the faster. `TINYGPT_WGPU_FLASH_ATTENTION=on|off` (read once per
+//! process; not in a browser) or [`WgpuBackend::with_flash_attention`] choose otherwise;
+//! like `tuning.rs`'s knobs, that changes speed and memory, and the results only within
+//! the tests' tolerances.
 //!
 //! The backward is two kernels, so no two workgroups add into one value (WGSL has no float
 //! atomics) and the results do not depend on scheduling: `flash_backward_dq` (a query row
@@ -103,17 +108,35 @@ fn params(dims: AttentionDims) -> [u32; 12] {
         .expect("twelve parameters")
 }
 
-/// Whether `TINYGPT_WGPU_FLASH_ATTENTION=off` (see the module doc).
-#[cfg(not(target_arch = "wasm32"))]
-fn flash_attention_off() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OFF.get_or_init(|| std::env::var("TINYGPT_WGPU_FLASH_ATTENTION").is_ok_and(|v| v == "off"))
+/// When the training attention pair runs flash attention on a mixed-precision device
+/// (see the module doc; `f32` never does).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlashAttention {
+    /// Only where the unfused pair's probabilities exceed one storage binding.
+    #[default]
+    WhereNeeded,
+    /// Wherever the kernels can run the shape.
+    Always,
+    /// Never: the unfused pair, or the GPU's out-of-memory error where it cannot run.
+    Never,
 }
 
-/// A browser has no environment: flash attention whenever it fits.
-#[cfg(target_arch = "wasm32")]
-fn flash_attention_off() -> bool {
-    false
+impl FlashAttention {
+    /// `TINYGPT_WGPU_FLASH_ATTENTION` (`on`, `off`; anything else or unset: where needed),
+    /// read once per process. A browser has no environment: where needed.
+    pub(crate) fn from_env() -> FlashAttention {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            static MODE: std::sync::OnceLock<FlashAttention> = std::sync::OnceLock::new();
+            *MODE.get_or_init(|| match std::env::var("TINYGPT_WGPU_FLASH_ATTENTION").as_deref() {
+                Ok("on") => FlashAttention::Always,
+                Ok("off") => FlashAttention::Never,
+                _ => FlashAttention::WhereNeeded,
+            })
+        }
+        #[cfg(target_arch = "wasm32")]
+        FlashAttention::WhereNeeded
+    }
 }
 
 fn u(v: usize) -> u32 {
@@ -121,21 +144,33 @@ fn u(v: usize) -> u32 {
 }
 
 impl WgpuBackend {
-    /// Whether the training pair runs flash attention for `dims`: on the mixed path, for
-    /// heads up to [`MAX_HEAD_DIM`] wide, a grid the device can launch, and a dropout index
+    /// Whether the training pair runs flash attention for `dims`: on the mixed path, where
+    /// [`FlashAttention`] wants it, for heads up to [`MAX_HEAD_DIM`] wide, a grid the device can launch, and a dropout index
     /// (the element's in the unfused `[B, H, T, T]`) that fits a u32 as the unfused path's
     /// does. The forward and the backward ask the same question, so they agree.
     pub(crate) fn flash_attention_fits(&self, dims: AttentionDims) -> bool {
         let max_grid = self.gpu.adapter.max_compute_workgroups_per_dimension as usize;
         let pairs = dims.batch * dims.heads;
+        let probs_bytes = (pairs as u64) * (dims.seq as u64).pow(2) * 4;
+        let wanted = match self.flash {
+            FlashAttention::Always => true,
+            FlashAttention::WhereNeeded => probs_bytes > self.max_binding(),
+            FlashAttention::Never => false,
+        };
         self.mixed
-            && !flash_attention_off()
+            && wanted
             && dims.seq > 0
             && pairs > 0
             && (1..=MAX_HEAD_DIM).contains(&dims.head_dim)
             && pairs <= max_grid
             && dims.seq.div_ceil(ROWS) <= max_grid
             && (pairs as u64) * (dims.seq as u64).pow(2) <= u32::MAX as u64
+    }
+
+    /// The same device with flash attention chosen by `mode` instead of
+    /// `TINYGPT_WGPU_FLASH_ATTENTION` (tests and timing examples).
+    pub fn with_flash_attention(&self, mode: FlashAttention) -> Self {
+        WgpuBackend { flash: mode, ..self.clone() }
     }
 
     fn flash_shape(&self, dims: AttentionDims) -> Shape {

@@ -62,11 +62,14 @@ mod mixed {
     });
 }
 
-/// The kit on `mixed` with the tiled kernel (vec4 stages, causal skips, row sums).
+/// The kit on `mixed` with the tiled kernel (vec4 stages, causal skips, row sums), and
+/// flash attention for every training attention pair (by default it runs only where the
+/// unfused pair cannot, so the `mixed` kit above checks the unfused one).
 mod mixed_tiled {
     use super::*;
+    use tinygpt_kernels_wgsl::FlashAttention;
     tinygpt_tensor::backend_conformance_tests!(precision: Mixed => match mixed::mixed_backend() {
-        Some(backend) => backend.with_matmul_path(MatmulPath::Tiled),
+        Some(backend) => backend.with_matmul_path(MatmulPath::Tiled).with_flash_attention(FlashAttention::Always),
         None => return,
     });
 }

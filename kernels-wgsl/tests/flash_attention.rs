@@ -18,7 +18,7 @@
 
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::shared_backend_with;
-use tinygpt_kernels_wgsl::{MatmulKernels, WgpuBackend};
+use tinygpt_kernels_wgsl::{FlashAttention, MatmulKernels, WgpuBackend};
 use tinygpt_tensor::conformance::Tolerance;
 use tinygpt_tensor::{block_on, AttentionDims, Backend, DropoutMask, Precision, Rng};
 
@@ -31,7 +31,8 @@ fn mixed() -> Option<WgpuBackend> {
         "{}",
         backend.matmul_precision()
     );
-    Some(backend)
+    // By default flash attention runs only where the unfused pair cannot; here, always.
+    Some(backend.with_flash_attention(FlashAttention::Always))
 }
 
 fn normal(rng: &mut Rng, len: usize) -> Vec<f32> {
