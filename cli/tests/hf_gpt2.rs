@@ -95,3 +95,37 @@ fn a_bpe_model_file_imports_only_where_its_tokenizer_is() {
     let out = ok(&["sample", "--model", s(&run), "--prompt", "KING", "--tokens", "5", "--seed", "3"]);
     assert!(out.stdout.starts_with(b"KING"));
 }
+
+#[test]
+fn a_lora_adapter_on_an_imported_gpt2_trains_on_its_bpe_tokens() {
+    let dir = scratch("lora");
+    let run = imported(&dir);
+    let data = dir.join("text.txt");
+    std::fs::write(&data, "Now is the winter of our discontent, made glorious summer. ".repeat(80)).unwrap();
+    let adapter = dir.join("adapter");
+    let out = ok(&[
+        "lora",
+        "train",
+        "--base",
+        s(&run),
+        "--data",
+        s(&data),
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--threads",
+        "1",
+        "--out",
+        s(&adapter),
+    ]);
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(line["adapter_val_loss"].as_f64().unwrap().is_finite(), "{line}");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&common::latest_file(&adapter, "dataset_manifest.json")).unwrap();
+    // The base's BPE, not bytes: fewer tokens than bytes, and the tokenizer named.
+    let (tokens, bytes) =
+        (manifest["token_count"].as_u64().unwrap(), manifest["raw_bytes"].as_u64().unwrap());
+    assert!(tokens < bytes / 2, "{manifest}");
+    assert!(manifest["tokenizer"].as_str().unwrap().starts_with("bpe-"), "{manifest}");
+}

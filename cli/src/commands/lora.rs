@@ -26,7 +26,7 @@ use crate::args::{LoraExportArgs, LoraImportArgs, LoraListArgs, LoraMergeArgs, L
 use crate::base::{adapter_dir, load_adapter, load_base, merged_weights, Base, ADAPTERS_DIR};
 use crate::compute::{dispatch_at, matmul_path, WithBackend};
 use crate::error::CliError;
-use crate::{memory, run_config, text};
+use crate::{memory, run_config, text, tokenizer};
 
 struct TrainAdapter {
     args: LoraTrainArgs,
@@ -108,7 +108,10 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
         }
     };
     memory::check_fits(&base.ckpt.model_config, training.batch_size)?;
-    let dataset = Dataset::new(&name, &bytes, base.ckpt.model_config.context_length, training.seed)?;
+    // The base's own tokens: bytes for byte-v1, its BPE for an imported GPT-2.
+    let tokenizer = tokenizer::for_model(&base.ckpt.model_config, base.dir.as_deref())?;
+    let context = base.ckpt.model_config.context_length;
+    let dataset = Dataset::with_tokenizer(&name, &bytes, &tokenizer, context, training.seed)?;
     let compute = args.compute.clone();
     let precision = training.precision;
     dispatch_at(&compute, precision, TrainAdapter { args, base, lora, resume, dataset, training })
