@@ -79,14 +79,16 @@ impl CoopTile {
 pub(crate) struct CoopPlan {
     pub subgroup: u32,
     pub large: bool,
+    /// Every product on the large tile, whatever its size (the start-up self-test's
+    /// products are small; and `TINYGPT_WGPU_COOP=emulate-large`).
+    pub always_large: bool,
     pub emulated: bool,
 }
 
 impl CoopPlan {
     fn tile(self, g: &Gemm) -> CoopTile {
         let large = g.m.div_ceil(TILE_LARGE.bm) * g.n.div_ceil(TILE_LARGE.bn) * g.batch;
-        // (Emulated, for tests, the plan names the tile: see `CoopSetting::Emulate`.)
-        if self.large && (large >= LARGE_TILE_MIN_GROUPS || self.emulated) {
+        if self.large && (large >= LARGE_TILE_MIN_GROUPS || self.always_large) {
             TILE_LARGE
         } else {
             TILE_SMALL
@@ -159,7 +161,7 @@ pub(crate) fn plan(offer: &CoopOffer<'_>) -> Result<CoopPlan, String> {
             offer.max_invocations, offer.max_workgroup_bytes
         ));
     }
-    Ok(CoopPlan { subgroup: sg, large: fits(TILE_LARGE), emulated: false })
+    Ok(CoopPlan { subgroup: sg, large: fits(TILE_LARGE), always_large: false, emulated: false })
 }
 
 /// Whether the cooperative-matrix kernel takes `g` (see the module doc).

@@ -128,14 +128,20 @@ fn offer(properties: &[CooperativeMatrixProperties]) -> CoopOffer<'_> {
 #[test]
 fn an_adapter_with_16x16x16_f16_f32_and_the_features_gets_the_large_tile() {
     let props = h200_properties();
-    assert_eq!(plan(&offer(&props)), Ok(CoopPlan { subgroup: 32, large: true, emulated: false }));
+    assert_eq!(
+        plan(&offer(&props)),
+        Ok(CoopPlan { subgroup: 32, large: true, always_large: false, emulated: false })
+    );
     // The large tile needs 48 KiB for its widest layout (A plain, B transposed).
     assert_eq!(TILE_LARGE.workgroup_bytes(false, true), 49152);
     let small_memory = CoopOffer { max_workgroup_bytes: 32768, ..offer(&props) };
-    assert_eq!(plan(&small_memory), Ok(CoopPlan { subgroup: 32, large: false, emulated: false }));
+    assert_eq!(
+        plan(&small_memory),
+        Ok(CoopPlan { subgroup: 32, large: false, always_large: false, emulated: false })
+    );
     // Subgroups of 64 (AMD): 8 × 64 invocations still fit 1024.
     let wide = CoopOffer { subgroup_max_size: 64, ..offer(&props) };
-    assert_eq!(plan(&wide), Ok(CoopPlan { subgroup: 64, large: true, emulated: false }));
+    assert_eq!(plan(&wide), Ok(CoopPlan { subgroup: 64, large: true, always_large: false, emulated: false }));
 }
 
 #[test]

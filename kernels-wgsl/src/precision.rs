@@ -116,8 +116,12 @@ impl fmt::Display for MatmulPrecision {
 pub(crate) fn coop_plan(adapter: &wgpu::Adapter) -> Result<CoopPlan, String> {
     let properties = adapter.cooperative_matrix_properties();
     let offer = coop::CoopOffer::of(adapter, &properties);
-    let anyway =
-        |large, emulated| CoopPlan { subgroup: offer.subgroup_max_size.clamp(1, 128), large, emulated };
+    let anyway = |large, emulated| CoopPlan {
+        subgroup: offer.subgroup_max_size.clamp(1, 128),
+        large,
+        always_large: large && emulated,
+        emulated,
+    };
     match tuning::coop_setting() {
         Some(CoopSetting::Off) => Err("turned off by TINYGPT_WGPU_COOP=off".into()),
         Some(CoopSetting::Force) => Ok(coop::plan(&offer).unwrap_or(anyway(false, false))),
@@ -148,15 +152,33 @@ pub(crate) async fn choose(
     }
     let coop_note = match coop {
         Ok(plan) => {
-            let tensor = WgpuBackend { mixed: true, coop: Some(plan), ..f32.clone() };
-            match self_test::check_mixed(f32, &tensor).await {
-                Ok(worst) => {
+            // The small tile on the self-test's products first, then (where it fits) the
+            // large one on the same products, so that no variant runs unchecked.
+            let run = |p: CoopPlan| {
+                let tensor = WgpuBackend { mixed: true, coop: Some(p), ..f32.clone() };
+                async move { self_test::check_mixed(f32, &tensor).await }
+            };
+            match run(CoopPlan { large: false, always_large: false, ..plan }).await {
+                Ok(small_worst) => {
+                    let (plan, worst, tiles) = if plan.large {
+                        match run(CoopPlan { always_large: true, ..plan }).await {
+                            Ok(w) => (plan, w.max(small_worst), "128×128 and 64×64 tiles".to_string()),
+                            Err(why) => (
+                                CoopPlan { large: false, always_large: false, ..plan },
+                                small_worst,
+                                format!("64×64 tiles: the 128×128 one failed its self-test ({why})"),
+                            ),
+                        }
+                    } else {
+                        (plan, small_worst, "64×64 tiles".to_string())
+                    };
                     let chosen = MatmulPrecision {
                         requested,
                         kernels: MatmulKernels::CooperativeMatrix,
                         reason: format!(
-                            "f16 inputs in 16×16×16 cooperative matrices, f32 accumulation (subgroups of up to {}{}; \
-                             start-up self-test passed: worst error {worst:.2} units of 2⁻¹¹·√Σ(ab)², bound {})",
+                            "f16 inputs in 16×16×16 cooperative matrices, f32 accumulation ({tiles}, subgroups of \
+                             up to {}{}; start-up self-test passed: worst error {worst:.2} units of 2⁻¹¹·√Σ(ab)², \
+                             bound {})",
                             plan.subgroup,
                             if plan.emulated { ", EMULATED for tests (TINYGPT_WGPU_COOP)" } else { "" },
                             self_test::BOUND

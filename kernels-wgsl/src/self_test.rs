@@ -25,11 +25,13 @@ use crate::{MatmulPath, WgpuBackend};
 /// The largest accepted error, in units of `2⁻¹¹ · √Σ(a·b)²` (see the module doc).
 pub(crate) const BOUND: f64 = 8.0;
 
-/// `(m, k, n, trans_a, trans_b)`: whole 64² tiles (vec4 stages on the tiled path), sizes
+/// `(m, k, n, trans_a, trans_b)`: whole 64² and 128² tiles (vec4 stages on the tiled path and
+/// the cooperative-matrix kernel's tiles), sizes
 /// off every tile with B transposed, a long k with A transposed, odd sizes both
 /// transposed, and a single value.
-const SHAPES: [(usize, usize, usize, bool, bool); 5] = [
+const SHAPES: [(usize, usize, usize, bool, bool); 6] = [
     (64, 64, 64, false, false),
+    (128, 64, 128, false, false),
     (33, 70, 9, false, true),
     (5, 300, 17, true, false),
     (129, 40, 65, true, true),
