@@ -35,7 +35,9 @@ const READ_EVERY: usize = 10;
 /// A checkpoint is written at least this often, whatever `checkpoint_interval` says.
 const MAX_TIME_BETWEEN_CHECKPOINTS: Duration = Duration::from_secs(60);
 
-/// Where a run starts: fresh configs, or a checkpoint to continue.
+/// Where a run starts: fresh configs, or a checkpoint to continue. (One per process, so
+/// the variants' sizes do not matter.)
+#[allow(clippy::large_enum_variant)]
 enum Start {
     Fresh { model: ModelConfig, training: TrainingConfig },
     Resume { ckpt: Box<Checkpoint> },
