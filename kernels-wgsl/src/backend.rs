@@ -18,6 +18,7 @@ use crate::pool::{Bind, Counters, GpuBuffer, Pool, Staging};
 use crate::precision::{self, MatmulKernels, MatmulPrecision};
 use crate::profile::{self, KernelTime, Profiler};
 use crate::recorder::Recorder;
+use crate::reductions::RowReductions;
 use crate::tuning::Tuning;
 
 /// What the backend runs on, for logs, benchmark lines and capability panels.
@@ -37,8 +38,9 @@ pub struct AdapterSummary {
     /// for [`Precision::Mixed`], whose matmul then rounds its inputs to f16 once its
     /// start-up self-test passes ([`WgpuBackend::matmul_precision`] says what runs).
     pub shader_f16: bool,
-    /// Whether the adapter offers subgroup operations (`subgroups`). Reported only: no
-    /// kernel uses them.
+    /// Whether the adapter offers subgroup operations (`subgroups`). The device asks for
+    /// them natively for [`Precision::Mixed`], whose row reductions then run on them
+    /// ([`WgpuBackend::row_reductions`] says which run).
     pub subgroups: bool,
 }
 
@@ -100,6 +102,9 @@ pub struct WgpuBackend {
     pub(crate) flash: FlashAttention,
     /// The mixed matmul runs on cooperative matrices where it can (`coop.rs`).
     pub(crate) coop: Option<CoopPlan>,
+    /// How the softmax, LayerNorm and cross-entropy kernels reduce their rows
+    /// (`reductions.rs`): on subgroups only when `mixed` and the device has them.
+    pub(crate) rows: RowReductions,
 }
 
 impl fmt::Debug for WgpuBackend {
@@ -175,8 +180,11 @@ impl WgpuBackend {
         // (Intersected with the adapter's: `TINYGPT_WGPU_COOP=force` plans it anyway.)
         let coop_features =
             if coop.is_ok() { coop_features & adapter.features() } else { wgpu::Features::empty() };
+        // Subgroups for the row reductions of mixed precision (`reductions.rs`).
+        let subgroup_rows = RowReductions::wanted(precision, &adapter);
         let required_features = profile_features
             | coop_features
+            | if subgroup_rows { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() }
             | if mixed { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
         let experimental_features = if !coop_features.is_empty() {
             // SAFETY: wgpu marks cooperative matrices experimental (its SPIR-V for them may
@@ -258,11 +266,13 @@ impl WgpuBackend {
             mixed: false,
             flash: FlashAttention::from_env(),
             coop: None,
+            rows: RowReductions::Workgroup,
         };
         let (chosen, coop) = precision::choose(&f32, precision, &adapter, coop).await;
         let mixed = chosen.kernels != MatmulKernels::F32;
         f32.gpu.matmul_precision.set(chosen).expect("the matmul precision is chosen once");
-        Ok(WgpuBackend { mixed, coop, ..f32 })
+        let rows = if mixed && subgroup_rows { RowReductions::Subgroup } else { RowReductions::Workgroup };
+        Ok(WgpuBackend { mixed, coop, rows, ..f32 })
     }
 
     /// The same device with another matmul kernel (the default: [`MatmulPath::Direct`] on
@@ -292,6 +302,13 @@ impl WgpuBackend {
     /// chosen when the device opened; print it with `{}`.
     pub fn matmul_precision(&self) -> &MatmulPrecision {
         self.gpu.matmul_precision.get().expect("chosen when the device opened")
+    }
+
+    /// How the softmax, LayerNorm and cross-entropy rows are reduced: on subgroups with
+    /// mixed precision on a native device that offers them, else in workgroup memory
+    /// (always on `f32`, whose results stay bit for bit what they were).
+    pub fn row_reductions(&self) -> RowReductions {
+        self.rows
     }
 
     /// Counters since the backend was made.
@@ -415,6 +432,13 @@ impl WgpuBackend {
     pub(crate) fn run_1d(&self, kernel: &Kernel, params: &[u32], buffers: &[Bind<'_>], groups: usize) {
         let grid = self.recorder().grid_1d(groups);
         self.run(kernel, "", params, buffers, grid);
+    }
+
+    /// Records a row kernel (one 64-invocation row per workgroup) over `groups`
+    /// workgroups, with the backend's `block_sum`/`block_max` (`reductions.rs`).
+    pub(crate) fn run_rows(&self, kernel: &Kernel, params: &[u32], buffers: &[Bind<'_>], groups: usize) {
+        let grid = self.recorder().grid_1d(groups);
+        self.run(kernel, self.rows.block(), params, buffers, grid);
     }
 
     /// Copies `src` to the host: one submission, then a wait for the mapping.

@@ -54,6 +54,7 @@ mod pool;
 mod precision;
 mod profile;
 mod recorder;
+mod reductions;
 mod self_test;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
@@ -65,6 +66,7 @@ pub use flash_attention::FlashAttention;
 pub use pool::GpuBuffer;
 pub use precision::{MatmulKernels, MatmulPrecision};
 pub use profile::KernelTime;
+pub use reductions::RowReductions;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

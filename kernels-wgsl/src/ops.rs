@@ -11,6 +11,7 @@ use tinygpt_tensor::{
 use crate::matmul::{Causal, Gemm, Operand};
 use crate::pipelines::{Access, Kernel, BLOCK_REDUCE, DROPOUT_MASK};
 use crate::pool::{Bind, GpuBuffer};
+use crate::reductions::RowReductions;
 use crate::{MatmulPath, WgpuBackend};
 
 use Access::{Read as R, ReadWrite as W};
@@ -71,6 +72,10 @@ const K_LAYER_NORM_DX_ONTO: Kernel = Kernel {
     entry: "layer_norm_dx",
     bindings: &[(7, R), (1, R), (2, R), (8, R), (9, R), (11, R), (4, W)],
 };
+// The row kernels (LayerNorm's row passes, the attention softmax, cross-entropy) take
+// their reductions from the defines: `self.rows.lanes()` or `self.rows.block()`
+// (reductions.rs).
+
 /// layernorm.wgsl's `dx_onto`: dx as it is, or added onto binding 11. Every entry point of
 /// the module is compiled with one of them (the module must declare what `layer_norm_dx`
 /// calls); only `layer_norm_dx` itself ever takes `LN_DX_ONTO`.
@@ -88,32 +93,29 @@ const K_ATTENTION_CACHED: Kernel = Kernel {
     bindings: &[(1, R), (2, R), (3, R), (4, W), (5, W)],
 };
 const K_ATTENTION_SOFTMAX: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION, STORE_NOTHING],
+    parts: &[DROPOUT_MASK, ATTENTION, STORE_NOTHING],
     entry: "attention_softmax",
     bindings: &[(1, W)],
 };
 const K_ATTENTION_SOFTMAX_DROPOUT: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION, STORE_DROPPED],
+    parts: &[DROPOUT_MASK, ATTENTION, STORE_DROPPED],
     entry: "attention_softmax_dropout",
     bindings: &[(1, W), (3, W)],
 };
 const K_ATTENTION_SOFTMAX_BACKWARD: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION, STORE_NOTHING],
+    parts: &[DROPOUT_MASK, ATTENTION, STORE_NOTHING],
     entry: "attention_softmax_backward",
     bindings: &[(1, W), (2, R)],
 };
 const K_ATTENTION_SOFTMAX_BACKWARD_DROPOUT: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, DROPOUT_MASK, ATTENTION, STORE_DROPPED],
+    parts: &[DROPOUT_MASK, ATTENTION, STORE_DROPPED],
     entry: "attention_softmax_backward_dropout",
     bindings: &[(1, W), (2, R), (3, W)],
 };
-const K_CROSS_ENTROPY_ROWS: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, CROSS_ENTROPY],
-    entry: "cross_entropy_rows",
-    bindings: &[(1, R), (2, R), (3, W)],
-};
+const K_CROSS_ENTROPY_ROWS: Kernel =
+    Kernel { parts: &[CROSS_ENTROPY], entry: "cross_entropy_rows", bindings: &[(1, R), (2, R), (3, W)] };
 const K_CROSS_ENTROPY_BACKWARD: Kernel = Kernel {
-    parts: &[BLOCK_REDUCE, CROSS_ENTROPY],
+    parts: &[CROSS_ENTROPY],
     entry: "cross_entropy_backward",
     bindings: &[(1, R), (2, R), (4, R), (3, W)],
 };
@@ -427,7 +429,8 @@ impl Backend for WgpuBackend {
         let params = [u(rows), u(dim), f(eps)];
         let bufs = [x.bind(), gamma.bind(), beta.bind(), out.bind(), mean.bind(), rstd.bind()];
         let grid = self.recorder().grid_1d(rows.div_ceil(LAYER_NORM_ROWS));
-        self.run(&K_LAYER_NORM, LN_DX_PLAIN, &params, &bufs, grid);
+        let defines = format!("{}\n{LN_DX_PLAIN}", self.rows.lanes());
+        self.run(&K_LAYER_NORM, &defines, &params, &bufs, grid);
         LayerNormOut { out, mean, rstd }
     }
 
@@ -527,10 +530,10 @@ impl Backend for WgpuBackend {
         let weights = if dims.dropout.is_some() {
             let dropped = self.alloc(plen);
             let bufs = [ds.bind(), probs.bind(), dropped.bind()];
-            self.run_1d(&K_ATTENTION_SOFTMAX_BACKWARD_DROPOUT, params, &bufs, per_head.rows);
+            self.run_rows(&K_ATTENTION_SOFTMAX_BACKWARD_DROPOUT, params, &bufs, per_head.rows);
             dropped
         } else {
-            self.run_1d(&K_ATTENTION_SOFTMAX_BACKWARD, params, &[ds.bind(), probs.bind()], per_head.rows);
+            self.run_rows(&K_ATTENTION_SOFTMAX_BACKWARD, params, &[ds.bind(), probs.bind()], per_head.rows);
             probs.clone()
         };
         self.gemm(&ds, k, None, &dq, &per_head.weighted(false));
@@ -588,7 +591,7 @@ impl Backend for WgpuBackend {
         expect_len("cross_entropy", "logits", logits, rows * vocab);
         expect_len("cross_entropy", "targets", targets, rows);
         let losses = self.alloc::<f32>(rows);
-        self.run_1d(
+        self.run_rows(
             &K_CROSS_ENTROPY_ROWS,
             &[u(rows), u(vocab)],
             &[logits.bind(), targets.bind(), losses.bind()],
@@ -610,7 +613,7 @@ impl Backend for WgpuBackend {
         expect_len("cross_entropy_backward", "dloss", dloss, 1);
         let out = self.alloc(rows * vocab);
         let bufs = [logits.bind(), targets.bind(), dloss.bind(), out.bind()];
-        self.run_1d(&K_CROSS_ENTROPY_BACKWARD, &[u(rows), u(vocab)], &bufs, rows);
+        self.run_rows(&K_CROSS_ENTROPY_BACKWARD, &[u(rows), u(vocab)], &bufs, rows);
         out
     }
 
@@ -676,10 +679,10 @@ impl WgpuBackend {
         let weights = if dims.dropout.is_some() {
             let dropped = self.alloc(probs.len());
             let bufs = [probs.bind(), dropped.bind()];
-            self.run_1d(&K_ATTENTION_SOFTMAX_DROPOUT, params, &bufs, per_head.rows);
+            self.run_rows(&K_ATTENTION_SOFTMAX_DROPOUT, params, &bufs, per_head.rows);
             dropped
         } else {
-            self.run_1d(&K_ATTENTION_SOFTMAX, params, &[probs.bind()], per_head.rows);
+            self.run_rows(&K_ATTENTION_SOFTMAX, params, &[probs.bind()], per_head.rows);
             probs.clone()
         };
         self.gemm(&weights, v, None, &out, &per_head.weighted(false));
@@ -802,7 +805,8 @@ impl WgpuBackend {
             None => (&K_LAYER_NORM_DX, LN_DX_PLAIN),
         };
         bufs.push(dx.bind());
-        self.run(kernel, defines, &params, &bufs, grid);
+        let defines = format!("{}\n{defines}", self.rows.lanes());
+        self.run(kernel, &defines, &params, &bufs, grid);
         let chunks = rows.div_ceil(COLUMN_SUM_CHUNK).max(1);
         let (partial_g, partial_b) = if chunks > 1 {
             (self.alloc(chunks * dim), self.alloc(chunks * dim))
@@ -810,7 +814,8 @@ impl WgpuBackend {
             (dgamma.clone(), dbeta.clone())
         };
         let bufs = [dout.bind(), x.bind(), mean.bind(), rstd.bind(), partial_g.bind(), partial_b.bind()];
-        self.run(&K_LAYER_NORM_DPARAMS, LN_DX_PLAIN, &params, &bufs, [u(dim.div_ceil(64)), u(chunks), 1]);
+        let defines = format!("{}\n{LN_DX_PLAIN}", RowReductions::Workgroup.lanes());
+        self.run(&K_LAYER_NORM_DPARAMS, &defines, &params, &bufs, [u(dim.div_ceil(64)), u(chunks), 1]);
         self.sum_row_chunks(&partial_g, &dgamma, chunks, dim);
         self.sum_row_chunks(&partial_b, &dbeta, chunks, dim);
         LayerNormGrads { dx, dgamma, dbeta }

@@ -4,7 +4,8 @@
 //! Binding 0 of every kernel is its parameter block, a uniform with a dynamic offset into
 //! the recorder's arena; the others are storage buffers, listed per kernel with their
 //! access. A shader's source is `common.wgsl`, then the kernel's own parts, with any
-//! generated constants (matmul's variants) in front.
+//! generated constants (matmul's variants) or variant parts (the row reductions, see
+//! `reductions.rs`) in front.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

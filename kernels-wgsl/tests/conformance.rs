@@ -43,9 +43,14 @@ mod split_matmul {
 /// The whole kit on `mixed` (f16 inputs, f32 accumulation) with the adapter's default
 /// matmul kernel, within the kit's mixed tolerances (`Tolerance::products`). On lavapipe,
 /// which offers `shader-f16`, the mixed matmul must have been chosen: a fallback to f32
-/// would pass the kit without testing it.
+/// would pass the kit without testing it. Where the adapter offers subgroups (lavapipe:
+/// subgroups of 8) the row reductions (softmax, LayerNorm, cross-entropy) must run on them,
+/// for the same reason. They add the same terms in another order (a butterfly within each
+/// subgroup, then the subgroups' sums), which moves a sum by a few ulps of its terms'
+/// magnitudes: far inside the mixed tolerances, which the f16 products set, so the kit's
+/// own tolerances stand.
 mod mixed {
-    use tinygpt_kernels_wgsl::MatmulKernels;
+    use tinygpt_kernels_wgsl::{MatmulKernels, RowReductions};
 
     pub(super) fn mixed_backend() -> Option<tinygpt_kernels_wgsl::WgpuBackend> {
         let backend = tinygpt_kernels_wgsl::testing::shared_backend_with(tinygpt_tensor::Precision::Mixed)?;
@@ -53,6 +58,9 @@ mod mixed {
             let chosen = backend.matmul_precision();
             // (shader-f16, or cooperative matrices where the adapter offers them.)
             assert_ne!(chosen.kernels, MatmulKernels::F32, "{chosen}");
+            if backend.adapter().subgroups {
+                assert_eq!(backend.row_reductions(), RowReductions::Subgroup);
+            }
         }
         Some(backend)
     }

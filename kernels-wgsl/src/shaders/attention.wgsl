@@ -24,7 +24,9 @@
 // `causal_block` in matmul.rs), and the rest of the row is left as it was.
 // One 64-invocation workgroup per row; each invocation strides through the row, keeping
 // its first CACHED values in registers between the passes, and the partial max and sums
-// are combined in invocation order (block_reduce.wgsl).
+// are combined in invocation order (block_reduce.wgsl), or on subgroups for mixed
+// precision (subgroup_reduce.wgsl): the host's defines give `block_sum`/`block_max` and the
+// `Lanes` the entry points take (see reductions.rs).
 
 struct Params {
     rows: u32,
@@ -199,25 +201,29 @@ fn softmax_backward_row(r: Row, lid: u32, drop: bool) {
 
 @compute @workgroup_size(64)
 fn attention_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                     @builtin(local_invocation_index) lid: u32) {
+                     inv: Lanes) {
+    let lid = lane_index(inv);
     softmax_row(row_of(wid, nwg), lid, false);
 }
 
 @compute @workgroup_size(64)
 fn attention_softmax_dropout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                             @builtin(local_invocation_index) lid: u32) {
+                             inv: Lanes) {
+    let lid = lane_index(inv);
     softmax_row(row_of(wid, nwg), lid, true);
 }
 
 @compute @workgroup_size(64)
 fn attention_softmax_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                              @builtin(local_invocation_index) lid: u32) {
+                              inv: Lanes) {
+    let lid = lane_index(inv);
     softmax_backward_row(row_of(wid, nwg), lid, false);
 }
 
 @compute @workgroup_size(64)
 fn attention_softmax_backward_dropout(@builtin(workgroup_id) wid: vec3<u32>,
                                       @builtin(num_workgroups) nwg: vec3<u32>,
-                                      @builtin(local_invocation_index) lid: u32) {
+                                      inv: Lanes) {
+    let lid = lane_index(inv);
     softmax_backward_row(row_of(wid, nwg), lid, true);
 }

@@ -6,7 +6,9 @@
 //
 // loss_r = log Σ exp(x - max) - (x[target] - max);
 // dlogits[r] = dloss (softmax(logits[r]) - onehot(targets[r])) / rows.
-// One workgroup per row.
+// One workgroup per row. `block_sum`/`block_max` and the `Lanes` the entry points take come
+// from the host's defines: block_reduce.wgsl, or subgroup_reduce.wgsl for mixed precision
+// (see reductions.rs).
 
 struct Params {
     rows: u32,
@@ -43,7 +45,8 @@ fn row_norm(lid: u32, base: u32, live: bool) -> RowNorm {
 
 @compute @workgroup_size(64)
 fn cross_entropy_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                      @builtin(local_invocation_index) lid: u32) {
+                      inv: Lanes) {
+    let lid = lane_index(inv);
     let r = flat_group(wid, nwg);
     let live = r < p.rows;
     let base = r * p.vocab;
@@ -55,7 +58,8 @@ fn cross_entropy_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
 
 @compute @workgroup_size(64)
 fn cross_entropy_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                          @builtin(local_invocation_index) lid: u32) {
+                          inv: Lanes) {
+    let lid = lane_index(inv);
     let r = flat_group(wid, nwg);
     let live = r < p.rows;
     let base = r * p.vocab;

@@ -6,7 +6,8 @@
 //
 // The row passes take ROWS rows per workgroup, LANES invocations per row (two-pass
 // statistics: the mean, then the biased variance around it; each sum is LANES
-// per-invocation sums, of every LANES-th column, added in lane order). xhat =
+// per-invocation sums, of every LANES-th column, added in lane order on f32; on subgroups
+// for mixed precision, see reductions.rs). xhat =
 // (x - mean) · rstd always uses the saved f32 mean and rstd. With dxhat = dout · gamma:
 // dx = rstd (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)).
 // The host's defines give `dx_onto(i, v)`: v, or onto[i] + v (binding 11) for
@@ -34,45 +35,16 @@ struct Params {
 @group(0) @binding(10) var<storage, read_write> dbeta: array<f32>;
 
 // Rows per workgroup in the row passes, and invocations per row (a warp on most GPUs).
+// Their sums, `lane_sum` and `lane_sums2`, come from the host's defines: lane_reduce.wgsl
+// (workgroup memory) or subgroup_reduce.wgsl (see reductions.rs).
 const ROWS: u32 = 8u;
 const LANES: u32 = 32u;
-// Two halves, so that a kernel's second sum needs no barrier after its first.
-var<workgroup> row_scratch: array<f32, 512>;
-
-// Each row's LANES invocations share out a sum by writing their parts to half `half` of
-// row_scratch and, after one barrier, each reading all of its row's parts (the same address
-// across the row: a broadcast) and adding them in lane order, so every invocation holds
-// the same sum. Every invocation of the workgroup calls these in uniform control flow; a
-// kernel's second sum uses the other half.
-fn lane_sum(half: u32, row_in_group: u32, lane: u32, v: f32) -> f32 {
-    let base = half * 256u + row_in_group * LANES;
-    row_scratch[base + lane] = v;
-    workgroupBarrier();
-    var s = 0.0;
-    for (var i = 0u; i < LANES; i++) {
-        s += row_scratch[base + i];
-    }
-    return s;
-}
-
-// Two such sums behind one barrier, v's in half 0 and w's in half 1.
-fn lane_sums2(row_in_group: u32, lane: u32, v: f32, w: f32) -> vec2<f32> {
-    let base = row_in_group * LANES;
-    row_scratch[base + lane] = v;
-    row_scratch[256u + base + lane] = w;
-    workgroupBarrier();
-    var s = vec2<f32>(0.0);
-    for (var i = 0u; i < LANES; i++) {
-        s += vec2<f32>(row_scratch[base + i], row_scratch[256u + base + i]);
-    }
-    return s;
-}
-
 // ROWS rows per workgroup, LANES invocations per row; lane l sums columns l, l + LANES, …
 // in order, then the lanes' sums are added in lane order.
 @compute @workgroup_size(256)
 fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-              @builtin(local_invocation_index) lid: u32) {
+              inv: Lanes) {
+    let lid = lane_index(inv);
     let in_group = lid / LANES;
     let lane = lid % LANES;
     let row = flat_group(wid, nwg) * ROWS + in_group;
@@ -107,7 +79,8 @@ fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
 
 @compute @workgroup_size(256)
 fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                 @builtin(local_invocation_index) lid: u32) {
+                 inv: Lanes) {
+    let lid = lane_index(inv);
     let in_group = lid / LANES;
     let lane = lid % LANES;
     let row = flat_group(wid, nwg) * ROWS + in_group;
