@@ -230,6 +230,7 @@ function onReady(m) {
     const gpuLimits = m.capabilities?.webgpu?.limits;
     settings.configure(m.presets, m.defaultTrainingConfig, params.get('preset') || 'tiny', gpuLimits);
   }
+  settings.allowMixed(m.capabilities?.backend === 'webgpu');
   renderCapabilities(m.capabilities, state.persisted);
   setPill('idle', 'Ready');
   client.send({ type: 'listCheckpoints' });

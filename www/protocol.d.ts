@@ -337,6 +337,21 @@ export interface Capabilities {
   backendNote?: string;
   /** The WebGPU adapter the browser offers, when it offers one. */
   webgpu?: WebgpuInfo;
+  /**
+   * What a `precision: "mixed"` run's matrix products run on this WebGPU device and why
+   * (absent when training is not on WebGPU: the WASM builds refuse mixed).
+   */
+  mixedMatmul?: MatmulInfo;
+}
+
+/** A precision's matrix-product path (kernels-wgsl's `MatmulPrecision`). */
+export interface MatmulInfo {
+  /** `f32` (mixed's fallback), `shader-f16` (f16 inputs, f32 sums) or `cooperative-matrix`. */
+  kernels: string;
+  /** Why, in one line. */
+  reason: string;
+  /** The start-up self-test's worst error of the f16 matmul against the f32 one, when it ran. */
+  selfTestWorst?: number;
 }
 
 export interface WebgpuInfo {
@@ -465,7 +480,14 @@ export interface TrainingConfig {
   eval_batches: number;
   seed: number;
   checkpoint_interval: number;
+  /**
+   * Matrix products: `f32` (the default, not written) or `mixed` (f16 inputs, f32 sums,
+   * dynamic loss scaling; WebGPU only, refused with `invalidConfig` on the WASM builds).
+   */
+  precision?: Precision;
 }
+
+export type Precision = 'f32' | 'mixed';
 
 export type ScheduleKind = 'constant' | 'cosine';
 

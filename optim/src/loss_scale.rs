@@ -24,11 +24,14 @@
 //! [`LossScaleState::skipped_steps`] says how many such steps the run has had.
 //!
 //! Cost: one host readback per step (the gradients' global sum of squares, to decide
-//! between skipping and updating before AdamW runs), which f32 runs do not pay. That is
-//! acceptable natively; the browser cannot block on a readback, so mixed training is
-//! refused there until the decision moves onto the device.
+//! between skipping and updating before AdamW runs), which f32 runs do not pay. Native
+//! callers wait for it inside the step (`Trainer::step_part_unless`); the browser, which
+//! cannot block on a readback, queues the step (`Trainer::queue_part_unless`), waits for
+//! the device as it does after every step, and then awaits the decision
+//! (`Trainer::finish_update`). Either way the decision comes before AdamW runs, so a
+//! skipped step never applies a non-finite gradient.
 
-use tinygpt_tensor::{block_on, Backend, Tensor};
+use tinygpt_tensor::{Backend, Tensor};
 
 use crate::adamw::AdamW;
 use tinygpt_run::{LossScaleState, TrainingConfig};
@@ -85,25 +88,31 @@ impl Default for GradScaler {
     }
 }
 
-/// AdamW's update from gradients scaled by `state.scale` (the trainer's mixed-precision
-/// step): gathers them, reads their global sum of squares back (the one host sync), and
-/// either unscales them (exactly: `1 / scale` is a power of two) and applies the update
-/// with the unscaled sum of squares, so clipping sees the true norm, or, when the sum is
-/// not finite, skips it. Then `scaler` moves the scale. A readback that fails counts as
-/// an overflow: nothing is half-applied, and the device's error surfaces at the next
-/// loss read. Returns whether the update was applied.
+/// Whether the gathered gradients' sum of squares `sumsq` (`[1]`) is finite: loss scaling's
+/// one host readback a step. A readback that fails counts as an overflow: nothing is
+/// half-applied, and the device's error surfaces at the next loss read.
+pub(crate) async fn read_finite<B: Backend>(sumsq: &Tensor<B>) -> bool {
+    let mut value = [0.0f32];
+    sumsq.read_into(&mut value).await.is_ok() && value[0].is_finite()
+}
+
+/// AdamW's update from gathered gradients scaled by `state.scale` (the trainer's
+/// mixed-precision step), once [`read_finite`] has said whether their sum of squares
+/// `sumsq` is `finite`: unscales them (exactly: `1 / scale` is a power of two) and applies
+/// the update with the unscaled sum of squares, so clipping sees the true norm, or, when
+/// it is not finite, skips it. Then `scaler` moves the scale. Returns whether the update
+/// was applied.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn update_scaled<B: Backend>(
     optimizer: &mut AdamW<B>,
     params: &[Tensor<B>],
-    grads: &[Option<Tensor<B>>],
+    sumsq: &Tensor<B>,
+    finite: bool,
     lr: f32,
     config: &TrainingConfig,
     scaler: &GradScaler,
     state: &mut LossScaleState,
 ) -> bool {
-    let Some(sumsq) = optimizer.gather(params, grads) else { return true };
-    let mut value = [0.0f32];
-    let finite = block_on(sumsq.read_into(&mut value)).is_ok() && value[0].is_finite();
     let inv = 1.0 / state.scale;
     if !scaler.update(state, finite) {
         return false;

@@ -184,6 +184,9 @@ struct PartialStep<B: Backend> {
     grads: Vec<Option<Tensor<B>>>,
     /// Each part's mean loss (`[1]`, read when the step ends) and its row count.
     losses: Vec<(Tensor<B>, usize)>,
+    /// At mixed precision, once every row is done: the gathered gradients' sum of squares,
+    /// queued on the device, which loss scaling's decision reads ([`Trainer::finish_update`]).
+    sumsq: Option<Tensor<B>>,
 }
 
 /// The parts of a saved run that [`Trainer::resume`] restores.
@@ -204,16 +207,10 @@ pub struct ResumeState {
 fn check_fits(model: &ModelConfig, config: &TrainingConfig, dataset: &Dataset) -> Result<(), TrainError> {
     model.validate()?;
     config.validate()?;
-    // Loss scaling reads a value back in every step (see `loss_scale`), which a browser
-    // cannot block on.
-    if cfg!(target_arch = "wasm32") && config.precision == Precision::Mixed {
-        return Err(TrainError::InvalidConfig {
-            field: "precision",
-            reason: "mixed trains natively only for now (its loss scaling waits on the device each \
-                     step, which a browser cannot); use f32"
-                .into(),
-        });
-    }
+    // Mixed precision needs a backend with a narrow matmul; which backends have one is the
+    // composition root's to say (the CLI and the web worker refuse it on their CPU backends).
+    // A browser cannot block on loss scaling's readback: it drives the step with
+    // `queue_part_unless` and awaits `finish_update`.
     Ok(dataset.fits_context(model.context_length)?)
 }
 
@@ -637,7 +634,36 @@ impl<B: Backend> Trainer<B> {
     /// and `give_up` is where the worker says so. Past `give_up` nothing is given up: the
     /// gradient sums and AdamW always run to the end, so parameters and moments are never
     /// half-updated.
+    ///
+    /// At mixed precision the step's last part waits on the device once, for loss scaling's
+    /// decision (see [`crate::loss_scale`]); [`Trainer::queue_part_unless`] is this without
+    /// that wait.
     pub fn step_part_unless(&mut self, rows: usize, give_up: impl FnOnce() -> bool) -> Part<StepDone> {
+        let part = self.queue_part_unless(rows, give_up);
+        if !self.update_pending() {
+            return part;
+        }
+        Part::Done(block_on(self.finish_update()).expect("an update is pending"))
+    }
+
+    /// Whether the step in progress has all its rows and waits for loss scaling's decision
+    /// ([`Trainer::finish_update`]); only at mixed precision, after
+    /// [`Trainer::queue_part_unless`].
+    pub fn update_pending(&self) -> bool {
+        self.partial.as_ref().is_some_and(|p| p.sumsq.is_some())
+    }
+
+    /// [`Trainer::step_part_unless`] that never waits on the device, for callers that cannot
+    /// block (the browser). At f32 the two are the same. At mixed precision the last part
+    /// stops short of the update: it queues the gradients' sum of squares and returns
+    /// [`Part::MoreRows`] with [`Trainer::update_pending`] true; [`Trainer::finish_update`]
+    /// then reads it back (awaited) and applies or skips the update. Until then the trainer
+    /// is still at the step before, as between parts, and further calls do nothing and
+    /// answer [`Part::MoreRows`].
+    pub fn queue_part_unless(&mut self, rows: usize, give_up: impl FnOnce() -> bool) -> Part<StepDone> {
+        if self.update_pending() {
+            return Part::MoreRows;
+        }
         let (batch, seq) = (self.config.batch_size, self.model.config().context_length);
         let backend = self.model.params().tensors()[0].backend().clone();
         let scratch = &mut self.scratch;
@@ -649,7 +675,7 @@ impl<B: Backend> Trainer<B> {
                 self.dataset.batch_into(Split::Train, batch, seq, &mut rng, &mut data);
                 let (grads, losses) =
                     (std::mem::take(&mut scratch.step_grads), scratch.losses.pop().unwrap_or_default());
-                empty.insert(PartialStep { data, rng, rows_done: 0, grads, losses })
+                empty.insert(PartialStep { data, rng, rows_done: 0, grads, losses, sumsq: None })
             }
         };
         let rows = rows.clamp(1, batch - partial.rows_done);
@@ -700,9 +726,6 @@ impl<B: Backend> Trainer<B> {
             return Part::MoreRows;
         }
 
-        let PartialStep { data, rng, mut grads, losses, .. } =
-            self.partial.take().expect("the step in progress");
-        let lr = learning_rate(&self.config, self.progress.step);
         if std::mem::take(&mut self.regroup_due) {
             let groups = self.groups();
             if !self.optimizer.groups().eq(&groups) {
@@ -710,21 +733,59 @@ impl<B: Backend> Trainer<B> {
             }
         }
         let params = trained_tensors(&self.model, &self.adapter);
-        match (self.config.precision, &mut self.progress.loss_scale) {
-            (Precision::Mixed, Some(state)) => {
-                let scaler = &GradScaler::DEFAULT;
-                loss_scale::update_scaled(
-                    &mut self.optimizer,
-                    params,
-                    &grads,
-                    lr,
-                    &self.config,
-                    scaler,
-                    state,
-                );
+        let partial = self.partial.as_mut().expect("the step in progress");
+        match (self.config.precision, self.progress.loss_scale) {
+            (Precision::Mixed, Some(_)) => {
+                // Loss scaling decides from the gradients' sum of squares (see `finish_update`);
+                // with nothing trained there is nothing to decide.
+                if let Some(sumsq) = self.optimizer.gather(params, &partial.grads) {
+                    partial.sumsq = Some(sumsq);
+                    return Part::MoreRows;
+                }
             }
-            _ => self.optimizer.update(params, &grads, lr, &self.config),
+            _ => {
+                let lr = learning_rate(&self.config, self.progress.step);
+                self.optimizer.update(params, &partial.grads, lr, &self.config);
+            }
         }
+        Part::Done(self.end_step())
+    }
+
+    /// Loss scaling's decision for the step [`Trainer::queue_part_unless`] left pending:
+    /// reads the gradients' sum of squares back (the one await), then applies the update or,
+    /// when it is not finite, skips it (see [`crate::loss_scale`]), and ends the step. `None`
+    /// when no update is pending. Nothing changes before the readback completes, so a caller
+    /// may drop the future unfinished and call again later.
+    pub async fn finish_update(&mut self) -> Option<StepDone> {
+        let sumsq = self.partial.as_ref()?.sumsq.as_ref()?;
+        let finite = loss_scale::read_finite(sumsq).await;
+        let partial = self.partial.as_mut().expect("the step in progress");
+        let sumsq = partial.sumsq.take().expect("the pending update");
+        let lr = learning_rate(&self.config, self.progress.step);
+        let state = self.progress.loss_scale.as_mut().expect("mixed precision keeps a loss scale");
+        let params = trained_tensors(&self.model, &self.adapter);
+        let scaler = &GradScaler::DEFAULT;
+        loss_scale::update_scaled(
+            &mut self.optimizer,
+            params,
+            &sumsq,
+            finite,
+            lr,
+            &self.config,
+            scaler,
+            state,
+        );
+        Some(self.end_step())
+    }
+
+    /// Ends the step in progress once its update is applied (or skipped): the sampler moves
+    /// on, the step is counted and its loss queued for reading.
+    fn end_step(&mut self) -> StepDone {
+        let PartialStep { data, rng, mut grads, losses, .. } =
+            self.partial.take().expect("the step in progress");
+        let batch = self.config.batch_size;
+        let seq = self.model.config().context_length;
+        let lr = learning_rate(&self.config, self.progress.step);
         grads.clear();
         (self.scratch.batch, self.scratch.step_grads) = (data, grads);
 
@@ -737,7 +798,7 @@ impl<B: Backend> Trainer<B> {
         // val_loss).
         self.unread.push(StepLoss { step, batch, parts: losses });
         let eval_due = step.is_multiple_of(self.config.eval_interval) || step == self.config.max_steps;
-        Part::Done(StepDone { step, lr, tokens: batch * seq, eval_due })
+        StepDone { step, lr, tokens: batch * seq, eval_due }
     }
 
     /// Reads back the losses of the steps taken since the last read (oldest first), adds

@@ -13,6 +13,7 @@ use tinygpt_ckpt::{AdapterCheckpoint, Checkpoint};
 use tinygpt_kernels_checked::Checked;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::WgpuBackend;
+use tinygpt_tensor::Precision;
 
 use crate::abandon::{Abandon, Abandonable};
 use crate::adapters::BaseModel;
@@ -20,7 +21,7 @@ use crate::checkpoints::{restore, snapshot};
 use crate::clock::Clock;
 use crate::error::WorkerError;
 use crate::interrupt::Interrupt;
-use crate::protocol::{DatasetInput, EngineKind, OutMessage, RunState};
+use crate::protocol::{DatasetInput, EngineKind, MatmulInfo, OutMessage, RunState};
 use crate::session::{adapter_snapshot, AdapterRequest, SampleRequest, Session, TickOutcome, TrainRequest};
 
 /// A run's state to save: a full checkpoint, or an adapter run's adapter (by its name).
@@ -79,9 +80,24 @@ impl Engine {
         matches!(self, Engine::CheckedCpu(_))
     }
 
-    /// A session on `gpu` (reported as `webgpu`).
-    pub fn webgpu(gpu: WgpuBackend) -> Self {
-        Engine::Webgpu(Session::new(gpu, EngineKind::Webgpu))
+    /// A session on `gpu` (reported as `webgpu`) whose `precision: mixed` runs train on
+    /// `mixed` (the same device or another, see `web/backend_choice.rs`).
+    pub fn webgpu(gpu: WgpuBackend, mixed: WgpuBackend) -> Self {
+        Engine::Webgpu(Session::new(gpu, EngineKind::Webgpu).with_mixed(mixed))
+    }
+
+    /// What a mixed run's matmul runs here and why: the WebGPU device's choice; `None` on
+    /// the CPU builds, which refuse mixed. `adapter` is the browser's name for the adapter
+    /// (wgpu's is empty on the WebGPU backend).
+    pub fn mixed_matmul(&self, adapter: &str) -> Option<MatmulInfo> {
+        let Engine::Webgpu(s) = self else { return None };
+        let gpu = s.backend_for(Precision::Mixed).ok()?;
+        let p = gpu.matmul_precision();
+        Some(MatmulInfo {
+            kernels: p.kernels.as_str().to_string(),
+            reason: name_the_adapter(&p.reason, &gpu.adapter().name, adapter),
+            self_test_worst: p.self_test_worst,
+        })
     }
 
     pub fn kind(&self) -> EngineKind {
@@ -130,7 +146,7 @@ impl Engine {
         now_ms: f64,
     ) -> Result<Vec<OutMessage>, WorkerError> {
         on_session!(self, s => {
-            let trainer = restore(s.backend(), ckpt, dataset)?;
+            let trainer = restore(s.backend_for(ckpt.training_config.precision)?, ckpt, dataset)?;
             Ok(s.install(trainer, Some(id), RunState::Paused, now_ms))
         })
     }
@@ -228,6 +244,18 @@ impl Engine {
     }
 }
 
+/// kernels-wgsl's `reason`, written around the adapter's `name`, with `browser_name` where
+/// `name` is empty (wgpu has no adapter name on the WebGPU backend, so the line read "but
+/// has no shader-f16").
+fn name_the_adapter(reason: &str, name: &str, browser_name: &str) -> String {
+    if !name.is_empty() || browser_name.is_empty() {
+        return reason.to_string();
+    }
+    reason
+        .replace(" but  has ", &format!(" but {browser_name} has "))
+        .replace(" on : ", &format!(" on {browser_name}: "))
+}
+
 /// The CPU kernels for `kind`: in the threads builds SIMD on this thread plus
 /// threads of rayon's global pool (wasm-bindgen-rayon's `initThreadPool` has started it)
 /// that stay awake between ops (`CpuBackend::awake_on_global_pool`; rayon's own workers
@@ -238,5 +266,26 @@ fn cpu_backend(kind: EngineKind) -> CpuBackend {
             CpuBackend::awake_on_global_pool()
         }
         _ => CpuBackend::new(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_the_adapter;
+
+    #[test]
+    fn an_unnamed_adapter_gets_the_browsers_name() {
+        let reason =
+            "mixed was asked for but  has no shader-f16 (no cooperative-matrix matmul on : none listed)";
+        assert_eq!(
+            name_the_adapter(reason, "", "google swiftshader"),
+            "mixed was asked for but google swiftshader has no shader-f16 (no cooperative-matrix matmul on \
+             google swiftshader: none listed)"
+        );
+        assert_eq!(
+            name_the_adapter("f16 inputs", "llvmpipe", "x"),
+            "f16 inputs",
+            "a named adapter keeps its line"
+        );
     }
 }

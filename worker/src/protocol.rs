@@ -199,6 +199,20 @@ pub enum EngineKind {
     Webgpu,
 }
 
+impl EngineKind {
+    /// The protocol's name for it, as notes and errors say it (`wasm-simd`, `webgpu`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::WasmSimd => "wasm-simd",
+            EngineKind::WasmRelaxedSimd => "wasm-relaxed-simd",
+            EngineKind::WasmSimdThreads => "wasm-simd-threads",
+            EngineKind::WasmRelaxedSimdThreads => "wasm-relaxed-simd-threads",
+            EngineKind::Wasm => "wasm",
+            EngineKind::Webgpu => "webgpu",
+        }
+    }
+}
+
 /// The checkpoint store actually in use (`StorageKind` in `protocol.d.ts`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -324,6 +338,25 @@ pub struct Capabilities {
     /// The WebGPU adapter the browser offers, when it offers one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webgpu: Option<WebgpuInfo>,
+    /// What a `precision: "mixed"` run's matrix products run on this WebGPU device and why
+    /// (absent when training is not on WebGPU: the CPU builds refuse mixed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed_matmul: Option<MatmulInfo>,
+}
+
+/// The matrix-product path a precision runs (kernels-wgsl's `MatmulPrecision`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MatmulInfo {
+    /// `f32` (f32 inputs; mixed's fallback), `shader-f16` (inputs rounded to f16, f32
+    /// sums) or `cooperative-matrix` (tensor-core tiles).
+    pub kernels: String,
+    /// Why, in one line for a person.
+    pub reason: String,
+    /// The start-up self-test's worst error of the f16 matmul against the f32 one (in its
+    /// rounding bound's units), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_test_worst: Option<f64>,
 }
 
 /// A WebGPU adapter as the capability panel shows it (`GPUAdapter.info`, `.limits`).

@@ -14,9 +14,10 @@
 //!
 //! Async: every readback from the device is awaited ([`Session::tick_async`],
 //! [`Session::stop_async`]), because a WebGPU readback completes only when the browser's
-//! event loop turns. A training step reads nothing back; the losses of the steps since the
-//! last progress message are read when the next one is due (or an evaluation starts, or the
-//! run ends). Native callers use the blocking wrappers ([`Session::tick`], [`Session::stop`]).
+//! event loop turns. A training step reads nothing back at f32 (at mixed precision, one value:
+//! loss scaling's decision, awaited once the device has finished the step); the losses of the
+//! steps since the last progress message are read when the next one is due (or an evaluation
+//! starts, or the run ends). Native callers use the blocking wrappers ([`Session::tick`], [`Session::stop`]).
 //!
 //! A tick waits for each unit on the device (so its budget rule sees real durations) but
 //! stops waiting when a page message raises the [`Interrupt`]; `stop` answers before the
@@ -30,7 +31,7 @@ use tinygpt_ckpt::{AdapterCheckpoint, BaseRef};
 use tinygpt_model::memory::WASM32_ADDRESS_SPACE;
 use tinygpt_model::{check_training_memory, Dataset, Gpt, ModelConfig, SampleConfig, Split};
 use tinygpt_optim::{Evaluation, Overrides, Part, Recipe, Trainer, TrainingConfig};
-use tinygpt_tensor::{block_on, Backend, TensorError};
+use tinygpt_tensor::{block_on, Backend, Precision, TensorError};
 
 use crate::abandon::{Abandon, Abandonable};
 use crate::adapters::BaseModel;
@@ -146,6 +147,10 @@ enum SampleModel<B: Backend> {
 #[derive(Debug)]
 pub struct Session<B: Backend> {
     backend: B,
+    /// The handle `precision: mixed` runs train on (its matmul narrows its inputs where the
+    /// device chose the f16 path); `None` where this backend has no narrow matmul (the CPU
+    /// builds), so mixed is refused ([`Session::backend_for`]).
+    mixed: Option<B>,
     kind: EngineKind,
     /// How a unit of work is given up when a page message waits (see [`crate::abandon`]);
     /// `None` on a backend that cannot be ([`Session::new`]).
@@ -163,6 +168,7 @@ impl<B: Backend> Session<B> {
     pub fn new(backend: B, kind: EngineKind) -> Self {
         Session {
             backend,
+            mixed: None,
             kind,
             abandon: None,
             run: None,
@@ -175,6 +181,20 @@ impl<B: Backend> Session<B> {
 
     pub fn backend(&self) -> &B {
         &self.backend
+    }
+
+    /// This session with `mixed` as the handle for `precision: mixed` runs (WebGPU).
+    pub fn with_mixed(self, mixed: B) -> Self {
+        Session { mixed: Some(mixed), ..self }
+    }
+
+    /// The handle a run at `precision` trains on, or why this backend cannot train it.
+    pub fn backend_for(&self, precision: Precision) -> Result<&B, WorkerError> {
+        match (precision, &self.mixed) {
+            (Precision::F32, _) => Ok(&self.backend),
+            (Precision::Mixed, Some(mixed)) => Ok(mixed),
+            (Precision::Mixed, None) => Err(mixed_refused(self.kind)),
+        }
     }
 
     /// Whether units of work can be given up when a page message waits, so the session
@@ -214,10 +234,11 @@ impl<B: Backend> Session<B> {
     ) -> Result<Vec<OutMessage>, WorkerError> {
         let (model_config, training_config) = resolve_configs(request)?;
         check_fits_wasm32(&model_config, training_config.batch_size)?;
-        check_fits_one_buffer(&self.backend, &model_config, training_config.batch_size)?;
+        let backend = self.backend_for(training_config.precision)?;
+        check_fits_one_buffer(backend, &model_config, training_config.batch_size)?;
         let data =
             Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training_config.seed)?;
-        let trainer = Trainer::new(&self.backend, model_config, training_config, data)?;
+        let trainer = Trainer::new(backend, model_config, training_config, data)?;
         Ok(self.install(trainer, None, RunState::Training, now_ms))
     }
 
@@ -541,7 +562,9 @@ impl<B: Backend> Run<B> {
                 }
             } else if !self.trainer.is_finished() {
                 let rows_before = self.trainer.rows_done();
-                let done = self.trainer.step_part_unless(self.rows_per_part, give_up).done();
+                // Never waits on the device: at mixed precision the last part leaves the
+                // update pending until loss scaling's readback below.
+                let mut done = self.trainer.queue_part_unless(self.rows_per_part, give_up).done();
                 interrupted |= give_up();
                 // The part is queued, not done (on a GPU): wait for it, so the unit's time is
                 // its real duration (the budget rule above needs it) and a device failure
@@ -551,6 +574,12 @@ impl<B: Backend> Run<B> {
                 match interrupt.race(backend.flush()).await {
                     Some(flushed) => flushed?,
                     None => interrupted = true,
+                }
+                // Mixed precision: the step's update waits for one value (the gradients' sum
+                // of squares), which the finished device hands back at once. Interrupted, it
+                // stays pending (the trainer still at the step before) for the next unit.
+                if !interrupted && self.trainer.update_pending() {
+                    done = self.trainer.finish_update().await;
                 }
                 let ms = clock.now_ms() - unit_start;
                 let rows_after = if done.is_some() { batch } else { self.trainer.rows_done() };
@@ -735,4 +764,16 @@ pub fn check_fits_one_buffer<B: Backend>(
         mib(limit),
     );
     Err(WorkerError::from(TensorError::OutOfMemory { backend: "wgpu".into(), reason }))
+}
+
+/// Why `precision: mixed` cannot train on `kind` (a CPU build), in the CLI's words.
+fn mixed_refused(kind: EngineKind) -> WorkerError {
+    WorkerError::new(
+        ErrorCode::InvalidConfig,
+        format!(
+            "Precision \"mixed\" trains on WebGPU only: the {} backend computes in f32 (it has no f16 matmul). \
+             Choose f32, or the webgpu backend where the browser offers it.",
+            kind.name()
+        ),
+    )
 }

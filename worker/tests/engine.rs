@@ -55,8 +55,9 @@ fn the_wgpu_backend_passes_the_self_test() {
 #[test]
 fn a_webgpu_engine_trains_reports_webgpu_and_its_checkpoint_continues_on_the_cpu() {
     let Some(gpu) = shared_backend() else { return };
-    let mut engine = Engine::webgpu(gpu);
+    let mut engine = Engine::webgpu(gpu.clone(), gpu);
     assert_eq!(engine.kind(), EngineKind::Webgpu);
+    assert_eq!(engine.mixed_matmul("").map(|m| m.kernels), Some("f32".into()), "an f32 device's mixed path");
     let request = TrainRequest {
         preset: Some("tiny".into()),
         training_config: Some(json!({"max_steps": 12, "eval_interval": 100, "learning_rate": 3e-3,

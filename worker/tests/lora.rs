@@ -271,7 +271,7 @@ fn native_adapter_losses_match_the_parity_fixture() {
 #[test]
 fn wgpu_adapter_losses_match_the_parity_fixture() {
     let Some(gpu) = tinygpt_kernels_wgsl::testing::shared_backend() else { return };
-    let losses = fixture_run(&mut Engine::webgpu(gpu), &fixture_training());
+    let losses = fixture_run(&mut Engine::webgpu(gpu.clone(), gpu), &fixture_training());
     check_against_fixture("wgpu", &losses, 0.01);
 }
 

@@ -294,6 +294,11 @@ fn out_samples() -> Vec<OutMessage> {
                     },
                     features: vec!["subgroups".into()],
                 }),
+                mixed_matmul: Some(MatmulInfo {
+                    kernels: "f32".into(),
+                    reason: "mixed was asked for but SwiftShader has no shader-f16".into(),
+                    self_test_worst: Some(0.5),
+                }),
             },
             presets: tinygpt_worker::presets::preset_infos(),
             default_training_config: TrainingConfig::default(),
@@ -301,7 +306,11 @@ fn out_samples() -> Vec<OutMessage> {
         OutMessage::RunStarted {
             run: RunInfo {
                 model_config: ModelConfig::reference(),
-                training_config: TrainingConfig::default(),
+                // A mixed run writes its precision (f32 is the default, left out).
+                training_config: TrainingConfig {
+                    precision: tinygpt_tensor::Precision::Mixed,
+                    ..TrainingConfig::default()
+                },
                 dataset: manifest,
                 params: 842_496,
                 step: 2,

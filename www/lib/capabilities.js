@@ -7,22 +7,39 @@ const yesNo = (el, value, yes = 'yes', no = 'no', noClass = 'no') => {
   el.className = value ? 'yes' : noClass;
 };
 
+/** What a precision's matmul path is called on the panel. */
+const KERNELS = { f32: 'f32 matmuls', 'shader-f16': 'f16 matmuls (shader-f16)', 'cooperative-matrix': 'tensor-core matmuls (cooperative matrix)' };
+
+/**
+ * The WebGPU row in one line: which device, whether it is a software fallback, whether
+ * training runs on it (and why not), and what `mixed` precision's matmuls run there and why.
+ */
+export function webgpuLine(caps) {
+  const gpu = caps.webgpu;
+  if (!gpu) return `no — ${(caps.backendNote || 'no adapter').split(':')[0]}`;
+  const device = `${gpu.adapter || 'unnamed adapter'}${gpu.fallbackAdapter ? ' (software fallback)' : ''}`;
+  if (caps.backend !== 'webgpu') return `${device} · not used: ${caps.backend} runs (${caps.backendNote})`;
+  const m = caps.mixedMatmul;
+  const mixed = m ? ` · mixed precision runs ${KERNELS[m.kernels] || m.kernels}: ${m.reason}` : '';
+  return `${device} · training runs here${mixed}`;
+}
+
 export function renderCapabilities(caps, persisted) {
   const $ = (id) => document.getElementById(id);
+  // The engine once, with the reason when it is not WebGPU (the note never repeats the name).
   $('cap-backend').textContent = caps.backendNote ? `${caps.backend} — ${caps.backendNote}` : caps.backend;
+  $('cap-webgpu').textContent = webgpuLine(caps);
+  $('cap-webgpu').className = !caps.webgpu ? 'no' : caps.backend === 'webgpu' ? 'yes' : '';
   const gpu = caps.webgpu;
+  $('cap-webgpu-details').hidden = !gpu;
   if (gpu) {
     const l = gpu.limits;
-    $('cap-webgpu').textContent =
-      `${gpu.adapter}${gpu.fallbackAdapter ? ' (fallback adapter)' : ''} — max storage binding ` +
-      `${formatBytes(l.maxStorageBufferBindingSize)}, workgroup ${l.maxComputeWorkgroupSizeX} ` +
+    $('cap-webgpu-more').textContent =
+      `Limits: max storage binding ${formatBytes(l.maxStorageBufferBindingSize)}, max buffer ` +
+      `${formatBytes(l.maxBufferSize)}, workgroup ${l.maxComputeWorkgroupSizeX} ` +
       `(${l.maxComputeInvocationsPerWorkgroup} invocations, ${formatBytes(l.maxComputeWorkgroupStorageSize)} shared), ` +
-      `${l.maxStorageBuffersPerShaderStage} storage buffers a stage` +
-      (gpu.features.length ? `; ${gpu.features.join(', ')}` : '');
-    $('cap-webgpu').className = gpu.fallbackAdapter ? 'warn' : 'yes';
-  } else {
-    $('cap-webgpu').textContent = `no — ${(caps.backendNote || '').split(':')[0]}`;
-    $('cap-webgpu').className = 'no';
+      `${l.maxStorageBuffersPerShaderStage} storage buffers a stage. ` +
+      `Features: ${gpu.features.length ? gpu.features.join(', ') : 'none'}.`;
   }
   yesNo($('cap-simd'), caps.simd);
   yesNo($('cap-relaxed-simd'), caps.relaxedSimd);

@@ -21,7 +21,11 @@ const FIELDS = [
   ['checkpoint_interval', 'Checkpoint interval', 'int', 'steps between saves'],
   ['early_stop_patience', 'Early stop patience', 'int', 'stop after this many val losses without a new best; 0 = off'],
   ['seed', 'Seed', 'int', 'weights and batches'],
+  ['precision', 'Precision', ['f32', 'mixed'], 'matmuls: mixed = f16 inputs, f32 sums, loss scaling (WebGPU only)'],
 ];
+
+/** Fields whose default the worker's `defaultTrainingConfig` leaves out (written only when not the default). */
+const IMPLICIT = { precision: 'f32' };
 
 export class Settings {
   constructor({ presetSelect, shape, params, memory, fieldsContainer, resetButton }) {
@@ -52,6 +56,19 @@ export class Settings {
     if (presets.some((p) => p.name === initialPreset)) this.presetSelect.value = initialPreset;
     this.buildFields();
     this.showPreset();
+  }
+
+  /**
+   * Mixed precision trains on WebGPU only (the WASM builds have no f16 matmul): the choice is
+   * enabled only there, and falls back to f32 elsewhere. Called on every `ready`.
+   */
+  allowMixed(allowed) {
+    this.mixedAllowed = allowed;
+    const input = this.inputs.get('precision');
+    if (!input) return;
+    input.disabled = !allowed;
+    input.title = allowed ? '' : 'mixed precision needs the WebGPU backend';
+    if (!allowed) input.value = 'f32';
   }
 
   get preset() {
@@ -118,7 +135,7 @@ export class Settings {
     for (const [name, input] of this.inputs) {
       delete input.dataset.edited;
       // early_stop_patience is absent from the defaults: off, shown as 0.
-      input.value = name === 'batch_size' && this.preset ? this.preset.batchSize : (this.defaults[name] ?? 0);
+      input.value = name === 'batch_size' && this.preset ? this.preset.batchSize : (this.defaults[name] ?? IMPLICIT[name] ?? 0);
     }
     this.dropoutInput.value = this.preset ? this.preset.modelConfig.dropout : 0;
   }
@@ -153,6 +170,8 @@ export class Settings {
     }
     for (const [name, input] of this.inputs) {
       if (trainingConfig[name] !== undefined) input.value = trainingConfig[name] ?? 0;
+      else if (name in IMPLICIT) input.value = IMPLICIT[name];
     }
+    this.allowMixed(this.mixedAllowed);
   }
 }

@@ -110,8 +110,7 @@ impl<B: Backend> Session<B> {
 
     /// The base as a model on this session's backend.
     fn base_model(&self, base: &BaseModel, weights: &[f32]) -> Result<Gpt<B>, WorkerError> {
-        let config = base.ckpt.model_config.clone();
-        Ok(Gpt::new(config.clone(), Params::from_flat(&self.backend, &config, weights)?)?)
+        base_model_on(&self.backend, base, weights)
     }
 
     /// Starts a fresh adapter run on the loaded base, replacing the current run:
@@ -131,7 +130,7 @@ impl<B: Backend> Session<B> {
         let model_config = &base.ckpt.model_config;
         check_fits_wasm32(model_config, training.batch_size)?;
         let data = Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training.seed)?;
-        let model = self.base_model(base, &base.ckpt.weights)?;
+        let model = base_model_on(self.backend_for(training.precision)?, base, &base.ckpt.weights)?;
         let options = GroupOptions { weight_decay: training.weight_decay, lr_scale: 1.0 };
         let info = AdapterRunInfo { name: request.name, base: base.reference() };
         let trainer = Trainer::start_adapter(model, lora, options, training, data)?;
@@ -168,7 +167,8 @@ impl<B: Backend> Session<B> {
                 ),
             ));
         }
-        let model = self.base_model(base, &base.ckpt.weights)?;
+        let backend = self.backend_for(ckpt.training_config.precision)?;
+        let model = base_model_on(backend, base, &base.ckpt.weights)?;
         let info = AdapterRunInfo { name: name.clone(), base: base.reference() };
         let config = ckpt.training_config.clone();
         let trainer = Trainer::from_adapter_checkpoint(model, ckpt, config, data)?;
@@ -237,6 +237,13 @@ impl<B: Backend> Session<B> {
 }
 
 /// The adapter run's model with its adapter merged in, as it is now (both read back).
+/// The base as a model on `backend` (an adapter run's: f32 or mixed, see
+/// `Session::backend_for`).
+fn base_model_on<B: Backend>(backend: &B, base: &BaseModel, weights: &[f32]) -> Result<Gpt<B>, WorkerError> {
+    let config = base.ckpt.model_config.clone();
+    Ok(Gpt::new(config.clone(), Params::from_flat(backend, &config, weights)?)?)
+}
+
 pub(super) async fn merged_model<B: Backend>(trainer: &Trainer<B>) -> Result<Gpt<B>, WorkerError> {
     let model = trainer.model();
     let Some(adapter) = trainer.adapter() else {

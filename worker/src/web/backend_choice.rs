@@ -7,7 +7,8 @@
 
 use std::rc::Rc;
 
-use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
+use tinygpt_kernels_wgsl::{MatmulKernels, MatmulPath, WgpuBackend};
+use tinygpt_tensor::Precision;
 
 use crate::abandon::Abandon;
 use crate::engine::Engine;
@@ -21,7 +22,8 @@ pub struct Probe<'a> {
     pub note: Option<&'a str>,
 }
 
-/// The engine to train on and, when it is not WebGPU, why not (one line).
+/// The engine to train on and, when it is not WebGPU, why not: one line that gives the
+/// reason only (the page shows it beside the engine's name, which it never repeats).
 pub async fn choose(
     choice: BackendChoice,
     probe: Probe<'_>,
@@ -30,10 +32,7 @@ pub async fn choose(
     abandon: Rc<Abandon>,
 ) -> (Engine, Option<String>) {
     if checked {
-        let note = format!(
-            "developer mode: every op checked on {} (slow; WebGPU is not checked in a tab).",
-            name(wasm)
-        );
+        let note = "developer mode: every op checked (slow; WebGPU is not checked in a tab).".to_string();
         return (Engine::checked_cpu(wasm, abandon), Some(note));
     }
     let why_not = match choice {
@@ -41,41 +40,44 @@ pub async fn choose(
         | BackendChoice::WasmSimd
         | BackendChoice::WasmRelaxedSimd
         | BackendChoice::WasmSimdThreads
-        | BackendChoice::WasmRelaxedSimdThreads => {
-            format!("{} was chosen", name(wasm))
-        }
+        | BackendChoice::WasmRelaxedSimdThreads => "chosen in the Backend setting".to_string(),
         BackendChoice::Auto | BackendChoice::Webgpu => match open_webgpu(&probe).await {
             Ok(engine) => return (engine, None),
             Err(why) => why,
         },
     };
-    (
-        Engine::cpu(wasm, abandon),
-        Some(format!("{}: training on {}.", why_not.trim_end_matches('.'), name(wasm))),
-    )
+    (Engine::cpu(wasm, abandon), Some(format!("{}.", why_not.trim_end_matches('.'))))
 }
 
 /// A WebGPU engine that passed the self-test, or why there is none.
+///
+/// Two handles, so `f32` stays bit for bit what it was and `mixed` gets the f16 path where
+/// the device offers it: kernels-wgsl decides what a device's matmul runs once, as it
+/// opens. The device is opened for mixed (it asks for `shader-f16` only where the adapter
+/// has it, and self-tests the f16 matmul; see `WgpuBackend::matmul_precision`). Where that
+/// chose f32 kernels (no `shader-f16`, as on SwiftShader, or a failed self-test) the one
+/// device serves both precisions; where it chose the f16 path, f32 runs get a device of
+/// their own, opened for f32.
 async fn open_webgpu(probe: &Probe<'_>) -> Result<Engine, String> {
     let Some(adapter) = probe.adapter else {
         return Err(probe.note.unwrap_or("No WebGPU adapter").to_string());
     };
-    let gpu = WgpuBackend::new_async().await.map_err(|e| format!("WebGPU could not be opened ({e})"))?;
+    let open_error = |e| format!("WebGPU could not be opened ({e})");
+    let mixed = WgpuBackend::new_async_with_precision(Precision::Mixed).await.map_err(open_error)?;
+    let f32 = match mixed.matmul_precision().kernels {
+        MatmulKernels::F32 => mixed.clone(),
+        _ => WgpuBackend::new_async().await.map_err(open_error)?,
+    };
     // Software adapters (SwiftShader) run workgroup barriers as context switches, so the
     // barrier-free matmul is faster there (see kernels-wgsl's `MatmulPath`).
-    let gpu = if adapter.fallback_adapter { gpu.with_matmul_path(MatmulPath::Direct) } else { gpu };
-    self_test(&gpu).await.map_err(|e| format!("WebGPU failed the self-test ({e})"))?;
-    Ok(Engine::webgpu(gpu))
-}
-
-/// The protocol's name for a backend, as the note says it.
-pub fn name(kind: EngineKind) -> &'static str {
-    match kind {
-        EngineKind::WasmSimd => "wasm-simd",
-        EngineKind::WasmRelaxedSimd => "wasm-relaxed-simd",
-        EngineKind::WasmSimdThreads => "wasm-simd-threads",
-        EngineKind::WasmRelaxedSimdThreads => "wasm-relaxed-simd-threads",
-        EngineKind::Wasm => "wasm",
-        EngineKind::Webgpu => "webgpu",
-    }
+    let direct = |gpu: WgpuBackend| {
+        if adapter.fallback_adapter {
+            gpu.with_matmul_path(MatmulPath::Direct)
+        } else {
+            gpu
+        }
+    };
+    let (f32, mixed) = (direct(f32), direct(mixed));
+    self_test(&f32).await.map_err(|e| format!("WebGPU failed the self-test ({e})"))?;
+    Ok(Engine::webgpu(f32, mixed))
 }

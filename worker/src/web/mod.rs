@@ -541,9 +541,13 @@ impl Inner {
         });
         let (quota_bytes, usage_bytes) = estimate().await;
         // One borrow of the session: two in one expression would overlap.
-        let (backend, checked) = {
+        let (backend, checked, mixed_matmul) = {
             let session = self.session()?;
-            (session.kind(), session.is_checked())
+            (
+                session.kind(),
+                session.is_checked(),
+                session.mixed_matmul(self.env.webgpu.as_ref().map_or("", |w| w.adapter.as_str())),
+            )
         };
         let capabilities = Capabilities {
             backend,
@@ -559,6 +563,7 @@ impl Inner {
             threads: threads(),
             backend_note: self.backend_note.borrow().clone(),
             webgpu: self.env.webgpu.clone(),
+            mixed_matmul,
         };
         self.post(&OutMessage::Ready {
             capabilities,
