@@ -9,7 +9,7 @@ use serde_json::json;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::shared_backend_with;
 use tinygpt_model::Dataset;
-use tinygpt_optim::{Part, Trainer};
+use tinygpt_optim::{LossScaleState, Part, Trainer};
 use tinygpt_tensor::{block_on, Precision};
 use tinygpt_worker::clock::SystemClock;
 use tinygpt_worker::protocol::{DatasetInput, EngineKind, ErrorCode};
@@ -86,4 +86,41 @@ fn queued_steps_with_an_awaited_decision_are_the_blocking_trainers_steps() {
     // (The session also scores the last step on validation text.)
     let train = |h: &[tinygpt_optim::LossPoint]| h.iter().map(|p| (p.step, p.train_loss)).collect::<Vec<_>>();
     assert_eq!(train(run.trainer.history()), train(&a), "the session's steps are the blocking trainer's");
+}
+
+#[test]
+fn an_overflowing_step_taken_the_browsers_way_is_skipped_and_changes_no_weight() {
+    // The decision path on any backend (the CPU's readback is ready at once): a loss scale of
+    // 2¹⁰⁰ overflows the gradients' sum of squares, so the first step is skipped — weights
+    // and moments stay bit for bit, the scale halves (and so for the next steps, still far
+    // too large). That a clean step applies is the test above.
+    let (model, training) = resolve_configs(tiny(json!({"precision": "mixed", "max_steps": 4}))).unwrap();
+    let data = shakespeare();
+    let dataset = || Dataset::new(&data.name, &data.bytes, model.context_length, training.seed).unwrap();
+    let cpu = CpuBackend::new(1);
+    let fresh = Trainer::new(&cpu, model.clone(), training.clone(), dataset()).unwrap();
+    let mut state = block_on(fresh.resume_state()).unwrap();
+    let before = state.weights.clone();
+    let huge = 2f32.powi(100);
+    state.progress.loss_scale = Some(LossScaleState { scale: huge, growth_tracker: 0, skipped_steps: 0 });
+    let mut t = Trainer::resume(&cpu, model.clone(), training.clone(), dataset(), state).unwrap();
+    assert_eq!(t.queue_part_unless(usize::MAX, || false), Part::MoreRows);
+    let done = block_on(t.finish_update()).expect("the pending update");
+    assert_eq!(done.step, 1, "a skipped step is still a step");
+    let after = block_on(t.resume_state()).unwrap();
+    let bits = |w: &[f32]| w.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&after.weights), bits(&before), "no weight moved");
+    assert!(after.adam_m.iter().chain(&after.adam_v).all(|&m| m == 0.0), "no moment moved");
+    assert_eq!(
+        after.progress.loss_scale,
+        Some(LossScaleState { scale: huge / 2.0, growth_tracker: 0, skipped_steps: 1 })
+    );
+    for _ in 0..3 {
+        t.queue_part_unless(usize::MAX, || false);
+        block_on(t.finish_update());
+    }
+    let w = block_on(t.resume_state()).unwrap();
+    assert_eq!(w.progress.step, 4);
+    assert_eq!(w.progress.loss_scale.unwrap().skipped_steps, 4, "2⁹⁹…2⁹⁷ overflow too: all skipped");
+    assert_eq!(bits(&w.weights), bits(&before), "still no weight moved");
 }
