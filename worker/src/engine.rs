@@ -140,12 +140,13 @@ impl Engine {
     /// Makes the checkpoint `ckpt` (saved as `id`) the current run, paused.
     pub fn load(
         &mut self,
-        ckpt: Checkpoint,
+        mut ckpt: Checkpoint,
         id: String,
         dataset: &DatasetInput,
         now_ms: f64,
     ) -> Result<Vec<OutMessage>, WorkerError> {
         on_session!(self, s => {
+            ckpt.training_config.precision = s.continuing_precision(ckpt.training_config.precision);
             let trainer = restore(s.backend_for(ckpt.training_config.precision)?, ckpt, dataset)?;
             Ok(s.install(trainer, Some(id), RunState::Paused, now_ms))
         })

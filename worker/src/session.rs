@@ -189,6 +189,17 @@ impl<B: Backend> Session<B> {
     }
 
     /// The handle a run at `precision` trains on, or why this backend cannot train it.
+    /// The precision a saved run continues at here: its own, except that a run saved at
+    /// `mixed` continues at `f32` on a backend without a narrow matmul (the CPU builds, a
+    /// GPU run carried over to WebAssembly after its device was lost). Its master weights
+    /// and optimizer state are f32 either way, as `--precision f32` on a resume does natively.
+    pub fn continuing_precision(&self, saved: Precision) -> Precision {
+        match (saved, &self.mixed) {
+            (Precision::Mixed, None) => Precision::F32,
+            (saved, _) => saved,
+        }
+    }
+
     pub fn backend_for(&self, precision: Precision) -> Result<&B, WorkerError> {
         match (precision, &self.mixed) {
             (Precision::F32, _) => Ok(&self.backend),

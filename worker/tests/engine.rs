@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use serde_json::json;
 use tinygpt_kernels_wgsl::testing::shared_backend;
-use tinygpt_tensor::block_on;
+use tinygpt_tensor::{block_on, Precision};
 use tinygpt_worker::abandon::Abandon;
 use tinygpt_worker::clock::SystemClock;
 use tinygpt_worker::engine::{Engine, Snapshot};
@@ -78,6 +78,19 @@ fn a_webgpu_engine_trains_reports_webgpu_and_its_checkpoint_continues_on_the_cpu
         panic!("a full run snapshots a full checkpoint")
     };
     assert_eq!(ckpt.progress.step, 6);
+
+    // A run saved at mixed (as on a GPU with shader-f16) continues on a CPU build at f32:
+    // the page offers exactly that after a lost device, and the CPU has no narrow matmul.
+    let mut mixed_ckpt = ckpt.clone();
+    mixed_ckpt.training_config.precision = Precision::Mixed;
+    let mut cpu = Engine::cpu(EngineKind::WasmSimd, Rc::new(Abandon::never()));
+    let loaded =
+        cpu.load(mixed_ckpt, "ckpt-6".into(), &shakespeare(), 0.0).expect("a mixed run continues here");
+    let precision = loaded.iter().find_map(|m| match m {
+        OutMessage::RunStarted { run } => Some(run.training_config.precision),
+        _ => None,
+    });
+    assert_eq!(precision, Some(Precision::F32));
 
     let mut cpu = Engine::cpu(EngineKind::WasmSimd, Rc::new(Abandon::never()));
     let loaded = cpu.load(ckpt, "ckpt-6".into(), &shakespeare(), 0.0).unwrap();

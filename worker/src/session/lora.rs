@@ -14,7 +14,7 @@ use std::rc::Rc;
 use serde_json::Value;
 use tinygpt_ckpt::AdapterCheckpoint;
 use tinygpt_model::{ConfigError, Dataset, Gpt, LoraConfig, Params};
-use tinygpt_optim::{adapter_training_config, GroupOptions, Trainer};
+use tinygpt_optim::{adapter_training_config, GroupOptions, Trainer, TrainingConfig};
 use tinygpt_tensor::Backend;
 
 use super::{check_fits_wasm32, training_fields, AdapterRunInfo, Run, SampleModel, Session};
@@ -167,10 +167,11 @@ impl<B: Backend> Session<B> {
                 ),
             ));
         }
-        let backend = self.backend_for(ckpt.training_config.precision)?;
+        let precision = self.continuing_precision(ckpt.training_config.precision);
+        let backend = self.backend_for(precision)?;
         let model = base_model_on(backend, base, &base.ckpt.weights)?;
         let info = AdapterRunInfo { name: name.clone(), base: base.reference() };
-        let config = ckpt.training_config.clone();
+        let config = TrainingConfig { precision, ..ckpt.training_config.clone() };
         let trainer = Trainer::from_adapter_checkpoint(model, ckpt, config, data)?;
         let mut out = vec![OutMessage::AdapterLoaded { name, step, resumable: true }];
         let id = Some(info.name.clone());
