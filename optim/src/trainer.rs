@@ -636,7 +636,7 @@ impl<B: Backend> Trainer<B> {
     /// half-updated.
     ///
     /// At mixed precision the step's last part waits on the device once, for loss scaling's
-    /// decision (see [`crate::loss_scale`]); [`Trainer::queue_part_unless`] is this without
+    /// decision (see `loss_scale.rs`); [`Trainer::queue_part_unless`] is this without
     /// that wait.
     pub fn step_part_unless(&mut self, rows: usize, give_up: impl FnOnce() -> bool) -> Part<StepDone> {
         let part = self.queue_part_unless(rows, give_up);
@@ -753,7 +753,7 @@ impl<B: Backend> Trainer<B> {
 
     /// Loss scaling's decision for the step [`Trainer::queue_part_unless`] left pending:
     /// reads the gradients' sum of squares back (the one await), then applies the update or,
-    /// when it is not finite, skips it (see [`crate::loss_scale`]), and ends the step. `None`
+    /// when it is not finite, skips it (see `loss_scale.rs`), and ends the step. `None`
     /// when no update is pending. Nothing changes before the readback completes, so a caller
     /// may drop the future unfinished and call again later.
     pub async fn finish_update(&mut self) -> Option<StepDone> {
