@@ -291,7 +291,7 @@ function onProgress(p) {
  * `small` reports about 30 times a second; every repaint is layout, paint and compositing on
  * the machine's cores, which the worker's threads need (in headless Chromium on a 2-core VM,
  * where both are on the CPU, the threads build ran 6-32% faster at `medium` with these
- * repaints throttled; BENCHMARKS.md).
+ * repaints throttled; docs/benchmarks-log.md).
  */
 const PROGRESS_RENDER_MS = 250;
 let progressRender = null;

@@ -1,5 +1,5 @@
 //! The few numbers that trade parallelism against overhead, with their defaults (chosen on
-//! an NVIDIA H200, see BENCHMARKS.md) and environment overrides for tuning runs on other
+//! an NVIDIA H200, see docs/benchmarks-log.md) and environment overrides for tuning runs on other
 //! GPUs: `TINYGPT_WGPU_SPLIT_BELOW`, `TINYGPT_WGPU_SPLIT_TARGET`,
 //! `TINYGPT_WGPU_MIN_K_SLICE`, `TINYGPT_WGPU_SUBMIT_EVERY`, `TINYGPT_WGPU_SPLIT_LARGE` (0 or 1),
 //! `TINYGPT_WGPU_MATMUL_BK`, `TINYGPT_WGPU_DOUBLE_BUFFER` (0 or 1), `TINYGPT_WGPU_MATMUL_VEC4`
@@ -13,6 +13,7 @@
 /// What `TINYGPT_WGPU_COOP` asks of the cooperative-matrix matmul (`coop.rs`); unset (or
 /// in a browser) the adapter decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))] // a browser has no environment to set it
 pub(crate) enum CoopSetting {
     /// `off`: never (to compare with the shader-f16 path).
     Off,
