@@ -24,13 +24,12 @@ use std::collections::{HashMap, HashSet};
 
 use ::safetensors::{Dtype, SafeTensors};
 use serde_json::Value;
-use tinygpt_run::{ModelConfig, TensorSpec, TrainerProgress, BATCH_SALT};
-use tinygpt_tensor::Rng;
+use tinygpt_run::{ModelConfig, TensorSpec};
 
 use crate::checkpoint::{check_finite, Checkpoint};
 use crate::error::{CkptError, Result};
 use crate::layout::{check_model_config, WEIGHTS};
-use crate::nanogpt::ImportDefaults;
+use crate::nanogpt::{fresh_progress, ImportDefaults};
 use crate::safetensors::{check_names, header, scan_header};
 
 fn refuse(reason: impl ToString) -> CkptError {
@@ -342,14 +341,7 @@ pub fn import_hf_gpt2(
     check_finite(WEIGHTS, &weights, &all_specs)?;
 
     let ImportDefaults { training, dataset } = defaults;
-    let progress = TrainerProgress {
-        step: 0,
-        tokens_seen: 0,
-        best_val_loss: None,
-        wall_time_sec: 0.0,
-        rng_state: Rng::new(training.seed ^ BATCH_SALT).state(),
-        loss_scale: None,
-    };
+    let progress = fresh_progress(&training);
     let ckpt = Checkpoint {
         model_config: config,
         training_config: training,

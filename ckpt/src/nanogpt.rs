@@ -207,6 +207,19 @@ pub struct ImportDefaults {
     pub dataset: DatasetManifest,
 }
 
+/// Where an imported run without our progress document stands: step 0, its batches
+/// drawn from `training.seed` as a fresh `Trainer` would draw them.
+pub(crate) fn fresh_progress(training: &TrainingConfig) -> TrainerProgress {
+    TrainerProgress {
+        step: 0,
+        tokens_seen: 0,
+        best_val_loss: None,
+        wall_time_sec: 0.0,
+        rng_state: Rng::new(training.seed ^ BATCH_SALT).state(),
+        loss_scale: None,
+    }
+}
+
 /// A nanoGPT `.safetensors` file as a weights-only checkpoint (see the module docs for
 /// what is refused). Our run documents in `__metadata__` are used when present;
 /// otherwise the run starts at step 0 with `defaults`.
@@ -277,14 +290,7 @@ pub fn import_nanogpt(bytes: &[u8], defaults: ImportDefaults) -> Result<Checkpoi
     let training: TrainingConfig = doc(meta, TRAINING)?.unwrap_or(defaults.training);
     let dataset = doc(meta, DATASET)?.unwrap_or(defaults.dataset);
     let loss_history: Vec<LossPoint> = doc(meta, HISTORY)?.unwrap_or_default();
-    let progress = doc(meta, PROGRESS)?.unwrap_or_else(|| TrainerProgress {
-        step: 0,
-        tokens_seen: 0,
-        best_val_loss: None,
-        wall_time_sec: 0.0,
-        rng_state: Rng::new(training.seed ^ BATCH_SALT).state(),
-        loss_scale: None,
-    });
+    let progress = doc(meta, PROGRESS)?.unwrap_or_else(|| fresh_progress(&training));
     let ckpt = Checkpoint {
         model_config: config,
         training_config: training,
