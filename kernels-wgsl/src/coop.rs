@@ -318,22 +318,7 @@ impl WgpuBackend {
         let split = split.min(max_binding / (m * n * 4)).min(max_grid).max(1);
         let k_chunk = k.div_ceil(split).next_multiple_of(tile.bk).max(tile.bk);
         let split = k.div_ceil(k_chunk).max(1);
-        let params = [
-            u(m),
-            u(k),
-            u(n),
-            u(if split > 1 { k_chunk } else { k }),
-            u(g.a.ld),
-            u(g.b.ld),
-            u(g.c.ld),
-            u(g.group.max(1)),
-            u(g.a.outer),
-            u(g.a.inner),
-            u(g.b.outer),
-            u(g.b.inner),
-            u(g.c.outer),
-            u(g.c.inner),
-        ];
+        let params = g.params(if split > 1 { k_chunk } else { k });
         let grid = [u(n.div_ceil(tile.bn)), u(m.div_ceil(tile.bm)), u(split * g.batch)];
         let checked = !m.is_multiple_of(tile.bm) || !n.is_multiple_of(tile.bn) || !k.is_multiple_of(tile.bk);
         let whole = |o: &matmul::Operand| [o.ld, o.outer, o.inner].iter().all(|v| v.is_multiple_of(4));

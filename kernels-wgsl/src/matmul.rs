@@ -175,6 +175,18 @@ pub(crate) struct Gemm {
 }
 
 impl Gemm {
+    /// The parameter block every matmul kernel (`matmul.wgsl`, `matmul_coop.wgsl`) reads:
+    /// sizes, `k_slice` (the k each slice of a split product sums, else k), strides.
+    pub fn params(&self, k_slice: usize) -> [u32; 14] {
+        let (a, b, c) = (&self.a, &self.b, &self.c);
+        let group = self.group.max(1);
+        [
+            self.m, self.k, self.n, k_slice, a.ld, b.ld, c.ld, group, a.outer, a.inner, b.outer, b.inner,
+            c.outer, c.inner,
+        ]
+        .map(u)
+    }
+
     /// One product of whole buffers, rows packed (the trait's `matmul`).
     pub fn plain(dims: MatmulDims) -> Self {
         let MatmulDims { m, k, n, trans_a, trans_b } = dims;
@@ -424,22 +436,7 @@ impl WgpuBackend {
         // Slices of k are whole stages; `split` shrinks to the slices that hold any of k.
         let k_chunk = k.div_ceil(split).next_multiple_of(tile.bk).max(tile.bk);
         let split = k.div_ceil(k_chunk).max(1);
-        let params = [
-            u(m),
-            u(k),
-            u(n),
-            u(if split > 1 { k_chunk } else { k }),
-            u(g.a.ld),
-            u(g.b.ld),
-            u(g.c.ld),
-            u(g.group.max(1)),
-            u(g.a.outer),
-            u(g.a.inner),
-            u(g.b.outer),
-            u(g.b.inner),
-            u(g.c.outer),
-            u(g.c.inner),
-        ];
+        let params = g.params(if split > 1 { k_chunk } else { k });
         let grid = [u(tiles[0]), u(tiles[1]), u(split * g.batch)];
         let vec4 = tuning.matmul_vec4 && self.matmul_path == MatmulPath::Tiled && vec4_fits(tile, g);
         assert!(!row_sums || self.matmul_path == MatmulPath::Tiled, "matmul_direct has no row sums");
