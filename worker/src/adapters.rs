@@ -10,8 +10,8 @@ use tinygpt_ckpt::{
 
 use crate::checkpoints::ckpt_error;
 use crate::error::WorkerError;
+use crate::fits::check_fits_wasm32;
 use crate::protocol::{AdapterInfo, BaseInfo, BaseSource, ErrorCode, StoreKind};
-use crate::session::check_fits_wasm32;
 
 /// The bundled base's file in `dist/` (copied there from cli/assets by `cargo xtask
 /// build-web`); worker.js fetches it for `loadBase {source: "builtin"}`.

@@ -15,15 +15,15 @@ use tinygpt_optim::{Trainer, TrainingConfig};
 use tinygpt_tensor::Backend;
 
 use crate::error::WorkerError;
+use crate::fits::check_fits_wasm32;
 use crate::protocol::{CheckpointInfo, DatasetInput, ErrorCode, StoreKind};
-use crate::session::{check_fits_wasm32, Run};
 
 /// Generations kept in the browser store.
 pub const KEEP: usize = 4;
 
 /// The run's full state (weights, moments, progress, history).
-pub async fn snapshot<B: Backend>(run: &Run<B>) -> Result<Checkpoint, WorkerError> {
-    Ok(run.trainer.checkpoint().await?)
+pub async fn snapshot<B: Backend>(trainer: &Trainer<B>) -> Result<Checkpoint, WorkerError> {
+    Ok(trainer.checkpoint().await?)
 }
 
 /// A trainer continuing `ckpt` on `dataset`, which must be the text it trained on (a

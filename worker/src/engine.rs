@@ -198,7 +198,7 @@ impl Engine {
         on_session!(self, s => match s.run() {
             Some(run) => Some(match adapter_snapshot(run).await {
                 Some(adapter) => adapter.map(|(name, ckpt)| Snapshot::Adapter { name, ckpt }),
-                None => snapshot(run).await.map(Snapshot::Run),
+                None => snapshot(&run.trainer).await.map(Snapshot::Run),
             }),
             None => None,
         })

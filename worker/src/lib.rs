@@ -3,7 +3,7 @@
 //! Layout: [`protocol`] (the messages, plain serde), [`session`] (one run, advanced in
 //! time-budgeted ticks; it trains and evaluates in row [`parts`] of a batch),
 //! [`sampler`] (a `tinygpt_model::Generation` streamed as text, a token at a time),
-//! [`presets`] (what the picker shows), [`adapters`] (LoRA: the frozen base and the adapter
+//! [`presets`] (what the picker shows), [`fits`] (what a tab or a GPU buffer can hold), [`adapters`] (LoRA: the frozen base and the adapter
 //! store; the adapter runs themselves are sessions' runs, `session/lora.rs`), [`engine`] (the session on the CPU or WebGPU backend
 //! `init` chose; on the CPU through [`abandon`], which lets a page message give a whole step
 //! up) and [`self_test`] (the numerics check a GPU must pass first). Everything above compiles and is tested natively;
@@ -16,6 +16,7 @@ pub mod checkpoints;
 pub mod clock;
 pub mod engine;
 pub mod error;
+pub mod fits;
 pub mod incoming;
 pub mod interrupt;
 pub mod locks;

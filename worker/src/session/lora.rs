@@ -17,9 +17,10 @@ use tinygpt_model::{ConfigError, Dataset, Gpt, LoraConfig, Params};
 use tinygpt_optim::{adapter_training_config, GroupOptions, Trainer, TrainingConfig};
 use tinygpt_tensor::Backend;
 
-use super::{check_fits_wasm32, training_fields, AdapterRunInfo, Run, SampleModel, Session};
+use super::{training_fields, AdapterRunInfo, Run, SampleModel, Session};
 use crate::adapters::BaseModel;
 use crate::error::WorkerError;
+use crate::fits::check_fits_wasm32;
 use crate::protocol::{DatasetInput, ErrorCode, OutMessage, RunState};
 
 /// What `trainAdapter` asks for, before validation.
