@@ -1,8 +1,8 @@
 //! Hugging Face GPT-2 import: a randomly initialised `GPT2LMHeadModel` (n_layer 2, n_embd
 //! 64, n_head 4, n_positions 128, the 1,000-token BPE of model/tests/fixtures/bpe) made
 //! with `transformers` (`fixtures/hf_gpt2/make_fixture.py`, outside CI) gives the logits
-//! `transformers` gave, on the CPU backend; and each thing TinyGPT cannot run is refused,
-//! named.
+//! `transformers` gave, on the CPU backend and on wgpu (lavapipe in CI, the f32 path); and
+//! each thing TinyGPT cannot run is refused, named.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
@@ -12,9 +12,10 @@ use safetensors::{Dtype, SafeTensors};
 use tinygpt_autograd::Tape;
 use tinygpt_ckpt::{import_hf_gpt2, CkptError, HfTokenizer, ImportDefaults};
 use tinygpt_kernels_cpu::CpuBackend;
+use tinygpt_kernels_wgsl::WgpuBackend;
 use tinygpt_model::{Gpt, Params, Tokenizer};
 use tinygpt_run::TrainingConfig;
-use tinygpt_tensor::Indices;
+use tinygpt_tensor::{Backend, Indices};
 
 const CONFIG: &[u8] = include_bytes!("fixtures/hf_gpt2/config.json");
 const MODEL: &[u8] = include_bytes!("fixtures/hf_gpt2/model.safetensors");
@@ -44,12 +45,26 @@ fn refusal(config: &[u8], model: &[u8]) -> String {
 
 #[test]
 fn logits_equal_transformers_on_the_cpu() {
+    let worst = logits_match_transformers(&CpuBackend::new(1));
+    eprintln!("cpu: largest |ours - transformers| over the logits: {worst:e}");
+}
+
+#[test]
+fn logits_equal_transformers_on_wgpu() {
+    let backend =
+        WgpuBackend::new().expect("a Vulkan adapter (lavapipe: apt-get install mesa-vulkan-drivers)");
+    let worst = logits_match_transformers(&backend);
+    eprintln!("wgpu: largest |ours - transformers| over the logits: {worst:e}");
+}
+
+/// Imports the fixture, runs each reference sequence through `b` and checks every logit
+/// against transformers' within the kit's accumulated tolerance; returns the largest error.
+fn logits_match_transformers<B: Backend>(b: &B) -> f64 {
     let ckpt = import(CONFIG, MODEL).unwrap();
     let c = &ckpt.model_config;
     assert_eq!((c.n_layers, c.d_model, c.n_heads, c.context_length, c.vocab_size), (2, 64, 4, 128, 1000));
     assert_eq!(c.tokenizer, tokenizer().0.name());
-    let b = CpuBackend::new(1);
-    let model = Gpt::new(c.clone(), Params::from_flat(&b, c, &ckpt.weights).unwrap()).unwrap();
+    let model = Gpt::new(c.clone(), Params::from_flat(b, c, &ckpt.weights).unwrap()).unwrap();
     let reference = SafeTensors::deserialize(LOGITS).unwrap();
     let texts = reference.metadata_texts();
     let (tok, _) = tokenizer();
@@ -71,20 +86,20 @@ fn logits_equal_transformers_on_the_cpu() {
             .map(|x| f32::from_le_bytes(x.try_into().unwrap()))
             .collect();
         let tape = Tape::no_grad();
-        let got =
-            model.forward(&tape, &Indices::new(&b, &ids), 1, ids.len()).logits.value().to_vec().unwrap();
+        let got = model.forward(&tape, &Indices::new(b, &ids), 1, ids.len()).logits.value().to_vec().unwrap();
         assert_eq!(got.len(), want.len());
         for (k, (&g, &w)) in got.iter().zip(&want).enumerate() {
             // The kit's ACCUMULATED tolerance.
             let err = (g as f64 - w as f64).abs();
             assert!(
                 err <= 1e-4 + 1e-4 * (w as f64).abs(),
-                "sequence {i} logit {k}: ours {g}, transformers {w}"
+                "{}: sequence {i} logit {k}: ours {g}, transformers {w}",
+                b.name()
             );
             worst = worst.max(err);
         }
     }
-    eprintln!("largest |ours - transformers| over the logits: {worst:e}");
+    worst
 }
 
 trait Texts {
