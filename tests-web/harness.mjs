@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export const BASE_URL = process.env.TINYGPT_URL || 'http://127.0.0.1:8080/';
+/** The example page on the packed npm package (examples/web-page/), served on its own port. */
+export const EXAMPLE_URL = process.env.TINYGPT_EXAMPLE_URL;
 export const ARTIFACTS = process.env.TINYGPT_ARTIFACTS || 'target/web-artifacts';
 const EXECUTABLE = process.env.TINYGPT_CHROMIUM || '/usr/bin/chromium';
 

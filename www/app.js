@@ -1,10 +1,10 @@
-// The page: wires the controls to the worker (lib/worker-client.js) and renders what it
+// The page: wires the controls to the worker (the npm package's WorkerClient, npm/) and renders what it
 // reports. Nothing heavy runs here: training, sampling and checkpoints live in the worker.
 //
 // Query flags: ?backend=auto|webgpu|wasm|wasm-simd|wasm-relaxed-simd|wasm-simd-threads|wasm-relaxed-simd-threads picks the backend, ?storage=auto|opfs|idb|memory
 // the checkpoint store (idb forces IndexedDB), ?preset=NAME the initial preset.
 
-import { WorkerClient } from './lib/worker-client.js';
+import { WorkerClient } from 'tinygpt-web';
 import { backendOf, bestBuild } from './lib/builds.js';
 import { LossChart } from './lib/chart.js';
 import { Notices } from './lib/notices.js';
@@ -65,7 +65,13 @@ function startWorker(backend) {
   if (client) client.terminate();
   state.ready = false;
   $('backend').value = backend;
-  client = new WorkerClient({ backend, storage: params.get('storage') || 'auto', checked: params.has('checked') });
+  client = new WorkerClient({
+    backend,
+    storage: params.get('storage') || 'auto',
+    checked: params.has('checked'),
+    // This page's own worker.js (the package's default is the copy beside the package).
+    workerUrl: new URL('./worker.js', import.meta.url),
+  });
   client.on('ready', onReady);
   client.on('runStarted', onRunStarted);
   client.on('progress', onProgress);

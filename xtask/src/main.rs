@@ -5,7 +5,9 @@
 //! - `bench-gpu`: training-step and matmul benchmarks on the wgpu backend.
 //! - `setup`: installs the wasm target, wasm-bindgen-cli, Chromium and the npm packages (only what is missing).
 //! - `build-web`: the five wasm builds of the worker and the page, into `dist/`.
-//! - `serve [--port 8080] [--host 127.0.0.1] [--no-build]`: builds and serves `dist/`.
+//! - `pack-npm [--no-build]`: the npm package `tinygpt-web` (npm/), packed into `target/npm/`.
+//! - `serve [--port 8080] [--host 127.0.0.1] [--no-build] [--example]`: builds and serves
+//!   `dist/` (`--example`: the example page, installed from the packed package).
 //! - `test-web [--no-build] [--filter NAME]`: the page's tests in headless Chromium.
 //! - `bench-web [--no-build] [--steps N] [--rounds N] [--pytorch PYTHON]`: training speed of
 //!   the five wasm builds in Chromium, each timed over at least N steps (12) and at least 4 s
@@ -17,6 +19,7 @@ mod bench;
 mod bench_gpu;
 mod http;
 mod layers;
+mod npm_pack;
 mod serve;
 mod setup;
 mod test_all;
@@ -24,7 +27,8 @@ mod util;
 mod web_build;
 mod web_test;
 
-const TASKS: &str = "check-layers, bench, bench-gpu, setup, build-web, serve, test-web, bench-web, test";
+const TASKS: &str =
+    "check-layers, bench, bench-gpu, setup, build-web, pack-npm, serve, test-web, bench-web, test";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -35,6 +39,7 @@ fn main() {
         "bench-gpu" => bench_gpu::run(rest),
         "setup" => setup::run_task(rest),
         "build-web" => web_build::run_task(rest),
+        "pack-npm" => npm_pack::run_task(rest),
         "serve" => serve::run_task(rest),
         "test-web" => web_test::test_task(rest),
         "bench-web" => web_test::bench_task(rest),

@@ -4,7 +4,8 @@
 //! a publish dry run of every library crate → the ckpt crate's browser-store
 //! tests under wasm-bindgen-test in headless Chromium → the conformance kit on kernels-cpu's
 //! simd128 variant under Node's WASI → the backend conformance kit on WebGPU
-//! in headless Chromium → the page's browser tests (`test-web`).
+//! in headless Chromium → the web build and the npm package (`pack-npm`) → the page's
+//! browser tests (`test-web`, the example page on the packed package among them).
 //!
 //! After the workspace tests and after each WASI run it prints which of kernels-cpu's kernel
 //! variants the conformance kit checked, read from the test lines themselves (passed,
@@ -15,7 +16,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use crate::util::{parse_options, run, workspace_root};
-use crate::{setup, web_test};
+use crate::{npm_pack, setup, web_build, web_test};
 
 pub fn run_task(args: &[String]) -> Result<(), String> {
     parse_options(args, &[])?;
@@ -41,7 +42,9 @@ pub fn run_task(args: &[String]) -> Result<(), String> {
     ckpt_browser_tests(&cargo)?;
     simd128_conformance_tests(&cargo)?;
     webgpu_conformance_tests(&cargo)?;
-    web_test::test_task(&[])
+    web_build::build()?;
+    npm_pack::pack()?;
+    web_test::test_task(&["--no-build".into()])
 }
 
 /// The API docs build clean: every library crate has `#![warn(missing_docs)]`, and a broken

@@ -3,6 +3,7 @@
 //! Layout of `dist/` (everything the page needs; it requests nothing from another origin):
 //! ```text
 //! index.html, *.js, style.css, ...   copied from www/
+//! tinygpt-web/index.js, worker-client.js   the npm package's client (npm/), which app.js imports
 //! pkg/scalar/tinygpt_worker{.js,_bg.wasm}   wasm-bindgen --target web, no SIMD
 //! pkg/simd/tinygpt_worker{.js,_bg.wasm}     the same with -C target-feature=+simd128
 //! pkg/relaxed-simd/...                      the same with +simd128,+relaxed-simd (relaxed_madd)
@@ -26,11 +27,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::setup;
 use crate::util::{
     copy_file, copy_tree, installed_wasm_bindgen_version, locked_wasm_bindgen_version, parse_options, run,
     workspace_root,
 };
+use crate::{npm_pack, setup};
 
 /// A wasm build of the worker: its folder under `dist/pkg/`, the extra rustc flags, and for
 /// the threads build the toolchain, crate features and cargo flags it needs.
@@ -120,6 +121,9 @@ pub fn build() -> Result<(), String> {
             .arg(&wasm))?;
     }
     copy_tree(&root.join("www"), &dist, &["tests", "node_modules"])?;
+    for file in npm_pack::CLIENT_FILES {
+        copy_file(&root.join("npm").join(file), &dist.join("tinygpt-web").join(file))?;
+    }
     copy_file(&uplot.join("uPlot.esm.js"), &dist.join("vendor/uplot/uPlot.esm.js"))?;
     copy_file(&uplot.join("uPlot.min.css"), &dist.join("vendor/uplot/uPlot.min.css"))?;
     copy_file(&root.join("data/tinyshakespeare.txt"), &dist.join("data/tinyshakespeare.txt"))?;

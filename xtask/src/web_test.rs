@@ -3,11 +3,14 @@
 //! Both build `dist/` (unless `--no-build`), serve it on a free loopback port from this
 //! process, and run a Node script that drives Debian's Chromium with playwright-core
 //! (`tests-web/`). The server lives as long as this process, so it stops with it.
+//! `test-web` also packs the npm package (`npm_pack`; with `--no-build`, only when `dist/`
+//! is newer than the tarball), installs the example page from it and serves that folder on
+//! a second port of the same server (`TINYGPT_EXAMPLE_URL`, for tests-web/npm.test.mjs).
 
 use std::process::Command;
 
 use crate::util::{parse_options, run, workspace_root};
-use crate::{http, web_build};
+use crate::{http, npm_pack, web_build};
 
 /// Where screenshots and other test artifacts land.
 pub const ARTIFACTS: &str = "target/web-artifacts";
@@ -21,7 +24,7 @@ pub fn test_task(args: &[String]) -> Result<(), String> {
         node.arg(format!("--test-name-pattern={f}"));
     }
     node.arg("tests-web/");
-    with_server(&opts, node)
+    with_server(&opts, node, true)
 }
 
 /// `--steps`, `--rounds` and `--pytorch` reach tests-web/bench.mjs as its environment
@@ -39,12 +42,22 @@ pub fn bench_task(args: &[String]) -> Result<(), String> {
             node.env(variable, value);
         }
     }
-    with_server(&opts, node)
+    with_server(&opts, node, false)
 }
 
-fn with_server(opts: &[(&str, &str)], mut node: Command) -> Result<(), String> {
-    if !opts.iter().any(|(n, _)| *n == "--no-build") {
+/// Runs `node` against `dist/` served on a free port (and, with `example`, the example page
+/// installed from the packed package on another).
+fn with_server(opts: &[(&str, &str)], mut node: Command, example: bool) -> Result<(), String> {
+    let build = !opts.iter().any(|(n, _)| *n == "--no-build");
+    if build {
         web_build::build()?;
+    }
+    if example {
+        let tarball = if build { npm_pack::pack()? } else { npm_pack::pack_if_stale()? };
+        let site = npm_pack::install_example(&tarball)?;
+        let server = http::start(&site, "127.0.0.1", 0)?;
+        eprintln!("xtask: serving the example page at http://{}/", server.addr);
+        node.env("TINYGPT_EXAMPLE_URL", format!("http://{}/", server.addr));
     }
     let root = workspace_root();
     if !root.join("node_modules/playwright-core").is_dir() {
