@@ -24,9 +24,9 @@ import type {
   StatusMessage,
   StorageChoice,
   TrainingConfig,
-} from './protocol';
+} from './protocol.js';
 
-export type * from './protocol';
+export type * from './protocol.js';
 
 export interface ClientOptions {
   /** Which build trains: `auto` (WebGPU, else the best WebAssembly build) or one by name. */

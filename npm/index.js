@@ -11,7 +11,7 @@ import { WorkerClient } from './worker-client.js';
 
 export { WorkerClient };
 
-/** @typedef {import('./protocol').DatasetInput | {name: string, text: string}} Dataset */
+/** @typedef {import('./protocol.js').DatasetInput | {name: string, text: string}} Dataset */
 
 /** The worker answered `error` (`code` is the protocol's ErrorCode), or crashed (`crashed`). */
 export class TinyGPTError extends Error {
@@ -44,7 +44,7 @@ export class TinyGPT {
 
   /**
    * @param {WorkerClient} client
-   * @param {import('./protocol').ReadyMessage} ready
+   * @param {import('./protocol.js').ReadyMessage} ready
    */
   constructor(client, ready) {
     this.client = client;
@@ -67,8 +67,8 @@ export class TinyGPT {
 
   /**
    * Starts a new run (replacing the current one); resolves with it once it trains.
-   * @param {{dataset: Dataset, preset?: string, modelConfig?: import('./protocol').ModelConfig,
-   *   trainingConfig?: Partial<import('./protocol').TrainingConfig>}} options
+   * @param {{dataset: Dataset, preset?: string, modelConfig?: import('./protocol.js').ModelConfig,
+   *   trainingConfig?: Partial<import('./protocol.js').TrainingConfig>}} options
    */
   train({ dataset, ...config }) {
     return this.#run({ type: 'train', ...config, dataset: datasetInput(dataset) });
@@ -77,7 +77,7 @@ export class TinyGPT {
   /**
    * The run's `progress` messages (TrainingProgress), until it is done. A `stop` sends one
    * more after `done` (the last steps' losses): `on('progress')` sees that one too.
-   * @returns {AsyncGenerator<import('./protocol').ProgressMessage>}
+   * @returns {AsyncGenerator<import('./protocol.js').ProgressMessage>}
    */
   async *progress() {
     const messages = queue(this.client);
@@ -118,11 +118,11 @@ export class TinyGPT {
    * `for await (const text of sample)` gives the chunks; `await sample.done` the
    * `sampleDone` ({text, tokensPerSecond, cancelled}). A newer sample, `train` or `load`
    * cancels this one.
-   * @param {Partial<Omit<import('./protocol').SampleMessage, 'type'>>} [options]
+   * @param {Partial<Omit<import('./protocol.js').SampleMessage, 'type'>>} [options]
    */
   sample(options = {}) {
     const defaults = { prompt: '', maxTokens: 200, temperature: 0.8, topK: 40, seed: Math.floor(Math.random() * 2 ** 32) };
-    const message = /** @type {import('./protocol').SampleMessage} */ ({ type: 'sample', ...defaults, ...options });
+    const message = /** @type {import('./protocol.js').SampleMessage} */ ({ type: 'sample', ...defaults, ...options });
     // Answers of the samples still in flight come first (each ends with a cancelled
     // `sampleDone`); this one's come after them.
     let earlier = this.samplesInFlight;
@@ -132,7 +132,7 @@ export class TinyGPT {
     let settled = false;
     /** @type {(() => void) | null} */
     let wake = null;
-    /** @type {Promise<import('./protocol').SampleDoneMessage>} */
+    /** @type {Promise<import('./protocol.js').SampleDoneMessage>} */
     const done = new Promise((resolve, reject) => {
       const off = this.client.on('*', (m) => {
         if (m.type === 'sampleChunk' && earlier === 0) chunks.push(m.text);
@@ -172,7 +172,7 @@ export class TinyGPT {
 
   /**
    * The checkpoints in this origin's store, newest first.
-   * @returns {Promise<import('./protocol').CheckpointInfo[]>}
+   * @returns {Promise<import('./protocol.js').CheckpointInfo[]>}
    */
   listCheckpoints() {
     return request(this.client, { type: 'listCheckpoints' }, [], (m) => (m.type === 'checkpoints' ? m.items : undefined));
@@ -205,7 +205,7 @@ export class TinyGPT {
    * LoRA: loads the frozen base adapters train on: `'builtin'` (the bundled Shakespeare
    * model), `{checkpoint: id}` or `{bytes, name?}` (a `.safetensors` file).
    * @param {'builtin' | {checkpoint: string} | {bytes: Uint8Array, name?: string}} [base]
-   * @returns {Promise<import('./protocol').BaseInfo>}
+   * @returns {Promise<import('./protocol.js').BaseInfo>}
    */
   loadBase(base = 'builtin') {
     const message =
@@ -214,14 +214,14 @@ export class TinyGPT {
         : 'checkpoint' in base
           ? { type: 'loadBase', source: 'checkpoint', id: base.checkpoint }
           : { type: 'loadBase', source: 'upload', bytes: base.bytes, name: base.name };
-    const loadBase = /** @type {import('./protocol').LoadBaseMessage} */ (message);
+    const loadBase = /** @type {import('./protocol.js').LoadBaseMessage} */ (message);
     return request(this.client, loadBase, [], (m) => (m.type === 'baseLoaded' ? m.base : undefined));
   }
 
   /**
    * LoRA: trains adapter `name` on the loaded base (a new run); resolves with the run.
    * @param {{name: string, dataset: Dataset, preset?: string, rank?: number, alpha?: number,
-   *   targets?: string[], trainingConfig?: Partial<import('./protocol').TrainingConfig>}} options
+   *   targets?: string[], trainingConfig?: Partial<import('./protocol.js').TrainingConfig>}} options
    */
   trainAdapter({ dataset, ...options }) {
     return this.#run({ type: 'trainAdapter', ...options, dataset: datasetInput(dataset) });
@@ -229,7 +229,7 @@ export class TinyGPT {
 
   /**
    * LoRA: the adapters in this origin's store (`fitsBase`: trained on the loaded base).
-   * @returns {Promise<import('./protocol').AdapterInfo[]>}
+   * @returns {Promise<import('./protocol.js').AdapterInfo[]>}
    */
   listAdapters() {
     return request(this.client, { type: 'listAdapters' }, [], (m) => (m.type === 'adapters' ? m.items : undefined));
@@ -243,7 +243,7 @@ export class TinyGPT {
    */
   loadAdapter(name, dataset) {
     const message = { type: 'loadAdapter', name, ...(dataset ? { dataset: datasetInput(dataset) } : {}) };
-    return request(this.client, /** @type {import('./protocol').LoadAdapterMessage} */ (message), [], (m) =>
+    return request(this.client, /** @type {import('./protocol.js').LoadAdapterMessage} */ (message), [], (m) =>
       m.type === 'adapterLoaded' ? m : undefined,
     );
   }
@@ -256,7 +256,7 @@ export class TinyGPT {
   /**
    * Sends a message that starts or loads a run; resolves with `runStarted.run`.
    * @param {any} message
-   * @returns {Promise<import('./protocol').RunInfo>}
+   * @returns {Promise<import('./protocol.js').RunInfo>}
    */
   #run(message) {
     return request(this.client, message, [], (m) => (m.type === 'runStarted' ? m.run : undefined));
@@ -265,8 +265,8 @@ export class TinyGPT {
   /**
    * Sends `type` and resolves with the first `status` whose state `until` accepts.
    * @param {'pause' | 'resume' | 'stop'} type
-   * @param {(state: import('./protocol').RunState) => boolean} until
-   * @returns {Promise<import('./protocol').StatusMessage>}
+   * @param {(state: import('./protocol.js').RunState) => boolean} until
+   * @returns {Promise<import('./protocol.js').StatusMessage>}
    */
   #command(type, until) {
     return request(this.client, { type }, [], (m) => (m.type === 'status' && until(m.state) ? m : undefined));
@@ -278,7 +278,7 @@ export class TinyGPT {
  * the messages that follow; rejects on an `error` or a crash first.
  * @template T
  * @param {WorkerClient} client
- * @param {import('./protocol').InMessage | null} message
+ * @param {import('./protocol.js').InMessage | null} message
  * @param {Transferable[]} transfer
  * @param {(m: any) => T | undefined} answer
  * @returns {Promise<T>}
@@ -335,7 +335,7 @@ function failure(m) {
 /**
  * The protocol's `{name, bytes}`, from text or bytes.
  * @param {Dataset} dataset
- * @returns {import('./protocol').DatasetInput}
+ * @returns {import('./protocol.js').DatasetInput}
  */
 function datasetInput(dataset) {
   if ('text' in dataset) return { name: dataset.name, bytes: new TextEncoder().encode(dataset.text) };

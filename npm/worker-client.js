@@ -3,15 +3,15 @@
 // worker, sends typed messages and routes replies by `type`. `TinyGPT` (index.js) wraps it
 // in promises; the page in www/ uses it directly.
 
-/** @typedef {import('./protocol').InMessage} InMessage */
-/** @typedef {import('./protocol').OutMessage | CrashedEvent} ClientEvent */
+/** @typedef {import('./protocol.js').InMessage} InMessage */
+/** @typedef {import('./protocol.js').OutMessage | CrashedEvent} ClientEvent */
 /** @typedef {{type: 'crashed', reason: string}} CrashedEvent */
 
 export class WorkerClient {
   /**
    * @param {object} options
-   * @param {import('./protocol').BackendChoice} [options.backend]
-   * @param {import('./protocol').StorageChoice} [options.storage]
+   * @param {import('./protocol.js').BackendChoice} [options.backend]
+   * @param {import('./protocol.js').StorageChoice} [options.storage]
    * @param {boolean} [options.checked] developer mode: every op checked (worker/PROTOCOL.md, `init`)
    * @param {string | URL} [options.workerUrl] the worker script; by default the package's
    *   `worker.js`, beside this file

@@ -6,6 +6,17 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EXAMPLE_URL, openBrowser } from './harness.mjs';
 
+/** The example page at `query`, its model ready; `errors` collects console and page errors. */
+async function openExample(browser, query) {
+  const page = await browser.context.newPage();
+  page.errors = [];
+  page.on('console', (m) => m.type() === 'error' && page.errors.push(m.text()));
+  page.on('pageerror', (e) => page.errors.push(String(e)));
+  await page.goto(new URL(query, EXAMPLE_URL).href);
+  await page.waitForFunction(() => window.example?.model, null, { timeout: 60_000 });
+  return page;
+}
+
 test('npm package: the example page trains, pauses, samples, saves and lists through the packed client', { timeout: 300_000 }, async (t) => {
   if (!EXAMPLE_URL) {
     t.skip('TINYGPT_EXAMPLE_URL is unset: run through `cargo xtask test-web`');
@@ -15,12 +26,7 @@ test('npm package: the example page trains, pauses, samples, saves and lists thr
   try {
     const requests = [];
     browser.context.on('request', (r) => requests.push(r.url()));
-    const page = await browser.context.newPage();
-    const errors = [];
-    page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
-    page.on('pageerror', (e) => errors.push(String(e)));
-    await page.goto(new URL('?backend=wasm-simd-threads', EXAMPLE_URL).href);
-    await page.waitForFunction(() => window.example?.model, null, { timeout: 60_000 });
+    const page = await openExample(browser, '?backend=wasm-simd-threads');
     assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'crossOriginIsolated');
     assert.equal(await page.evaluate(() => window.example.model.capabilities.backend), 'wasm-simd-threads');
     assert.match(await page.textContent('#status'), /^Ready: training on wasm-simd-threads\.$/);
@@ -54,7 +60,46 @@ test('npm package: the example page trains, pauses, samples, saves and lists thr
     assert.ok(listed.some((line) => line.includes(`step ${paused} of tiny`)), `the list holds the save at step ${paused}: ${listed}`);
     // Paused: no step was taken while sampling and saving.
     assert.match(await page.textContent('#status'), new RegExp(`^Paused at step ${paused}\\.$`));
-    assert.deepEqual(errors, []);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('npm package: LoRA through the packed client: the bundled base, an adapter trained, listed and sampled with', { timeout: 300_000 }, async (t) => {
+  if (!EXAMPLE_URL) {
+    t.skip('TINYGPT_EXAMPLE_URL is unset: run through `cargo xtask test-web`');
+    return;
+  }
+  const browser = await openBrowser();
+  try {
+    const page = await openExample(browser, '?backend=wasm-simd');
+    const result = await page.evaluate(async () => {
+      const { model, text } = window.example;
+      const base = await model.loadBase('builtin');
+      const dataset = { name: 'hamlet.txt', text };
+      const run = await model.trainAdapter({ name: 'hamlet', preset: 'qv-r4', dataset, trainingConfig: { max_steps: 4 } });
+      const done = await model.finished();
+      const adapters = await model.listAdapters();
+      const settings = { prompt: 'To be', maxTokens: 24, temperature: 0, seed: 1 };
+      const withAdapter = await model.sample({ ...settings, adapter: true }).done;
+      const baseAlone = await model.sample({ ...settings, adapter: false }).done;
+      // An error rejects: an adapter that does not exist.
+      const missing = await model.loadAdapter('no-such-adapter').catch((e) => `${e.name} ${e.code}`);
+      return { base, run, done, adapters, withAdapter, baseAlone, missing };
+    });
+    assert.equal(result.base.source, 'builtin');
+    assert.equal(result.run.adapter.name, 'hamlet');
+    assert.equal(result.run.adapter.rank, 4);
+    assert.deepEqual([result.done.reason, result.done.step], ['finished', 4]);
+    const hamlet = result.adapters.find((a) => a.name === 'hamlet');
+    assert.ok(hamlet?.fitsBase, `the adapter is listed, on this base: ${JSON.stringify(result.adapters)}`);
+    for (const s of [result.withAdapter, result.baseAlone]) {
+      assert.equal(s.cancelled, false);
+      assert.ok(s.text.length > 0, 'a sample streamed text');
+    }
+    assert.equal(result.missing, 'TinyGPTError adapterNotFound');
+    assert.deepEqual(page.errors, []);
   } finally {
     await browser.close();
   }

@@ -46,4 +46,4 @@ $('save').onclick = async () => {
 };
 
 for (const button of document.querySelectorAll('button')) button.disabled = false;
-window.example = { model };
+window.example = { model, text };

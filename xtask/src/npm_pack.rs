@@ -98,12 +98,17 @@ pub fn pack() -> Result<PathBuf, String> {
     Ok(tarball)
 }
 
-/// Packs unless a tarball at least as new as `dist/` is there already.
+/// Packs unless a tarball newer than everything it is made of is there already.
 pub fn pack_if_stale() -> Result<PathBuf, String> {
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let (root, dist) = (workspace_root(), web_build::dist_dir());
+    let mut inputs = vec![dist.join("build-info.json"), root.join("www/protocol.d.ts")];
+    inputs.extend(WORKER_FILES.iter().map(|f| dist.join(f)));
+    inputs
+        .extend(["package.json", "README.md"].iter().chain(&CLIENT_FILES).map(|f| root.join("npm").join(f)));
     let tarball = tarball()?;
-    match (modified(&tarball), modified(&web_build::dist_dir().join("build-info.json"))) {
-        (Some(packed), Some(built)) if packed >= built => Ok(tarball),
+    match modified(&tarball) {
+        Some(packed) if inputs.iter().all(|i| modified(i).is_some_and(|m| m <= packed)) => Ok(tarball),
         _ => pack(),
     }
 }
