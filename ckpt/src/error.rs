@@ -146,6 +146,10 @@ pub enum CkptError {
     /// Not an importable Hugging Face GPT-2 folder.
     #[error("not a Hugging Face GPT-2 model TinyGPT can import: {reason}")]
     HfGpt2 { reason: String },
+    /// Not a PEFT LoRA adapter for GPT-2 that TinyGPT can read (`file` is
+    /// `adapter_config.json` or `adapter_model.safetensors`).
+    #[error("{file}: not a PEFT LoRA adapter for GPT-2 that TinyGPT can read: {reason}")]
+    Peft { file: &'static str, reason: String },
 }
 
 /// A result whose error is [`CkptError`].

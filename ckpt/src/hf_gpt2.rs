@@ -211,8 +211,8 @@ pub fn config_from_hf_json(config_json: &[u8], tokenizer: &HfTokenizer) -> Resul
     })
 }
 
-/// A tensor's values widened to f32.
-fn values(view: &::safetensors::tensor::TensorView<'_>) -> Vec<f32> {
+/// A tensor's values widened to f32 (F32, F16 or BF16; others are refused before reading).
+pub(crate) fn values(view: &::safetensors::tensor::TensorView<'_>) -> Vec<f32> {
     let data = view.data();
     match view.dtype() {
         Dtype::F32 => {

@@ -25,7 +25,8 @@
 //! file. [`check_compatible`] guards a resume; [`export_safetensors`] and
 //! [`import_safetensors`] move a checkpoint as one file;
 //! [`export_nanogpt`] and [`import_nanogpt`] in nanoGPT's names and layout (for PyTorch);
-//! [`import_hf_gpt2`] reads a Hugging Face GPT-2 folder.
+//! [`import_hf_gpt2`] reads a Hugging Face GPT-2 folder; [`export_peft`] and [`import_peft`]
+//! move a LoRA adapter in PEFT's folder for GPT-2.
 #![warn(missing_docs)]
 
 mod adapter;
@@ -51,6 +52,7 @@ mod memory;
 mod nanogpt;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
+mod peft;
 #[cfg(not(target_arch = "wasm32"))]
 mod placement;
 mod safetensors;
@@ -92,6 +94,9 @@ pub use nanogpt::{
 };
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{create_dir_durably, write_file_atomically, DirStore};
+pub use peft::{
+    export_peft, import_peft, PeftFiles, PeftImport, PEFT_CONFIG, PEFT_WEIGHTS, TINYGPT_METADATA,
+};
 #[cfg(not(target_arch = "wasm32"))]
 pub use placement::{check_placement, StoreRole};
 pub use safetensors::{export_safetensors, import_safetensors, read_safetensors, MAX_HEADER_BYTES};
