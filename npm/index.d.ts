@@ -22,7 +22,7 @@ import type {
   SampleMessage,
   SampleDoneMessage,
   StatusMessage,
-  StorageChoice,
+  StoreChoice,
   TrainingConfig,
 } from './protocol.js';
 
@@ -32,7 +32,7 @@ export interface ClientOptions {
   /** Which build trains: `auto` (WebGPU, else the best WebAssembly build) or one by name. */
   backend?: BackendChoice;
   /** Where checkpoints and adapters go: `auto` is OPFS, else IndexedDB. */
-  storage?: StorageChoice;
+  storage?: StoreChoice;
   /** Developer mode: every op checked on the CPU kernels (several times slower). */
   checked?: boolean;
   /** The worker script; by default the package's `worker.js`. */

@@ -11,7 +11,7 @@ export class WorkerClient {
   /**
    * @param {object} options
    * @param {import('./protocol.js').BackendChoice} [options.backend]
-   * @param {import('./protocol.js').StorageChoice} [options.storage]
+   * @param {import('./protocol.js').StoreChoice} [options.storage]
    * @param {boolean} [options.checked] developer mode: every op checked (worker/PROTOCOL.md, `init`)
    * @param {string | URL} [options.workerUrl] the worker script; by default the package's
    *   `worker.js`, beside this file

@@ -9,6 +9,7 @@ use crate::error::InvalidTrainingConfig;
 /// Learning-rate schedule shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub enum ScheduleKind {
     /// Linear warm-up to `learning_rate`, then constant.
     Constant,
@@ -20,6 +21,7 @@ pub enum ScheduleKind {
 /// [`Default`] values; unknown fields are refused, so a typo is an error, not a default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct TrainingConfig {
     /// Sequences per optimizer step.
     pub batch_size: usize,
@@ -54,6 +56,7 @@ pub struct TrainingConfig {
     /// Stop training once this many evaluations in a row have not improved on the best
     /// validation loss (`tinygpt_optim::early_stop`); `None` or 0 (the default) never stops early.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
     pub early_stop_patience: Option<usize>,
     /// How the backend's matrix products round their inputs: `f32` (the default) or `mixed`
     /// (f16 inputs, f32 accumulation; master weights, AdamW and every reduction stay f32, and
@@ -62,6 +65,9 @@ pub struct TrainingConfig {
     /// config, checkpoint and run id stays byte for byte what it was; an unknown name is
     /// refused as the file is read, naming the two.
     #[serde(skip_serializing_if = "is_f32", with = "precision_name")]
+    // TypeScript: the `Precision` union the worker's protocol.d.ts declares from
+    // `Precision::ALL` (tinygpt-tensor has no serde and no TS); left out when f32.
+    #[cfg_attr(feature = "ts", ts(type = "Precision", optional = nullable))]
     pub precision: Precision,
 }
 

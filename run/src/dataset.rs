@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// `dataset_manifest.json`: identifies the exact text a run trained on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct DatasetManifest {
     /// Lower-case hex SHA-256 of the raw bytes.
     pub dataset_id: String,

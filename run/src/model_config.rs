@@ -11,6 +11,7 @@ pub const BYTE_V1: &str = "byte-v1";
 
 /// The GPT's shape. Serialized as `model_config.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ModelConfig {
     /// A name for the model, saved with it.
     pub model_name: String,

@@ -1,5 +1,6 @@
-//! The messages between the page and the worker (see `worker/PROTOCOL.md`, and
-//! `www/protocol.d.ts`, which `tests/protocol_dts.rs` keeps in step with these types).
+//! The messages between the page and the worker (see `worker/PROTOCOL.md`). The page's
+//! TypeScript declarations, `www/protocol.d.ts`, are generated from these types
+//! (`protocol/typescript.rs`, `cargo xtask gen-types`; ts-rs, in test builds only).
 //!
 //! Every message is a JSON-like object with a `type` tag; field names are camelCase.
 //! Two payloads keep the field names of the files they are: `modelConfig` is
@@ -13,21 +14,29 @@ use serde::{Deserialize, Serialize};
 use tinygpt_model::{DatasetManifest, ModelConfig};
 use tinygpt_optim::TrainingConfig;
 
+#[cfg(test)]
+mod typescript;
+
 /// Page → worker.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[cfg_attr(test, ts(optional_fields))]
 pub enum InMessage {
     /// First message: which build to load and where checkpoints go. Answered by `ready`.
     Init {
         #[serde(default)]
+        #[cfg_attr(test, ts(as = "Option<_>", optional))]
         backend: BackendChoice,
         #[serde(default)]
+        #[cfg_attr(test, ts(as = "Option<_>", optional))]
         storage: StoreChoice,
         /// Developer mode: every op's inputs and outputs are checked (`tinygpt-kernels-checked`),
         /// and the first op that makes a NaN, an infinity or an out-of-range value is named in
         /// the error. Checking reads every result back synchronously, which WebGPU in a tab
         /// cannot do, so checked runs use this build's CPU kernels; several times slower.
         #[serde(default)]
+        #[cfg_attr(test, ts(as = "Option<_>", optional))]
         checked: bool,
     },
     /// Starts a fresh run (replacing any current one). Either `modelConfig` or `preset`;
@@ -39,6 +48,7 @@ pub enum InMessage {
         #[serde(default)]
         preset: Option<String>,
         #[serde(default)]
+        #[cfg_attr(test, ts(type = "Partial<TrainingConfig>", optional))]
         training_config: Option<serde_json::Value>,
         dataset: DatasetInput,
     },
@@ -85,6 +95,7 @@ pub enum InMessage {
     /// Stores an uploaded `.safetensors` checkpoint: `checkpointSaved`, then `checkpoints`.
     Import {
         #[serde(with = "serde_bytes")]
+        #[cfg_attr(test, ts(type = "Uint8Array"))]
         bytes: Vec<u8>,
     },
     /// LoRA: makes a frozen base the one adapters train on and sample with: `baseLoaded`,
@@ -96,6 +107,7 @@ pub enum InMessage {
         #[serde(default)]
         id: Option<String>,
         #[serde(default, with = "serde_bytes")]
+        #[cfg_attr(test, ts(type = "Uint8Array", optional))]
         bytes: Option<Vec<u8>>,
         #[serde(default)]
         name: Option<String>,
@@ -115,6 +127,7 @@ pub enum InMessage {
         #[serde(default)]
         targets: Option<Vec<String>>,
         #[serde(default)]
+        #[cfg_attr(test, ts(type = "Partial<TrainingConfig>", optional))]
         training_config: Option<serde_json::Value>,
         dataset: DatasetInput,
     },
@@ -133,6 +146,7 @@ pub enum InMessage {
 
 /// Where `loadBase` takes the base from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
 pub enum BaseSource {
     Builtin,
@@ -142,10 +156,12 @@ pub enum BaseSource {
 
 /// A text to train on: a display name and its raw bytes (the byte-v1 tokens).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct DatasetInput {
     pub name: String,
     #[serde(with = "serde_bytes")]
+    #[cfg_attr(test, ts(type = "Uint8Array"))]
     pub bytes: Vec<u8>,
 }
 
@@ -156,6 +172,7 @@ pub struct DatasetInput {
 /// else scalar wasm. `webgpu` is the same as `auto` except that the page asked for the GPU
 /// explicitly (it still falls back, saying why). The `wasm…` choices never touch the GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendChoice {
     #[default]
@@ -168,9 +185,9 @@ pub enum BackendChoice {
     WasmRelaxedSimdThreads,
 }
 
-/// Where checkpoints go; `auto` is OPFS, falling back to IndexedDB. (`StorageChoice` in
-/// `protocol.d.ts`: the TypeScript names predate the Rust ones; the wire values are the same.)
+/// Where checkpoints go; `auto` is OPFS, falling back to IndexedDB.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
 pub enum StoreChoice {
     #[default]
@@ -180,9 +197,11 @@ pub enum StoreChoice {
     Memory,
 }
 
-/// The engine doing the math: a wasm build flavour or WebGPU (`BackendKind` in
-/// `protocol.d.ts`; the CLI's `BackendKind` is a different thing, a compute backend).
+/// The engine doing the math: a wasm build flavour or WebGPU. Messages name it `backend`
+/// (`capabilities.backend`, `progress.backend`); the CLI's `BackendKind` is a different
+/// thing, a compute backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "kebab-case")]
 pub enum EngineKind {
     Wasm,
@@ -213,8 +232,9 @@ impl EngineKind {
     }
 }
 
-/// The checkpoint store actually in use (`StorageKind` in `protocol.d.ts`).
+/// The checkpoint store actually in use (messages name it `storage`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
 pub enum StoreKind {
     Opfs,
@@ -226,6 +246,7 @@ pub enum StoreKind {
 
 /// Worker → page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum OutMessage {
     Ready {
@@ -268,6 +289,7 @@ pub enum OutMessage {
     Exported {
         file_name: String,
         #[serde(with = "serde_bytes")]
+        #[cfg_attr(test, ts(type = "Uint8Array"))]
         bytes: Vec<u8>,
     },
     Done {
@@ -305,12 +327,15 @@ pub enum OutMessage {
 
 /// What the worker can do here; shown in the page's capability panel.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(test, ts(optional_fields))]
 pub struct Capabilities {
     /// The build running now.
     pub backend: EngineKind,
     /// Whether every op is checked (developer mode, `init`'s `checked`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(test, ts(as = "Option<_>", optional))]
     pub checked: bool,
     /// Whether the browser validates wasm SIMD (so `wasm-simd` can be picked).
     pub simd: bool,
@@ -346,7 +371,9 @@ pub struct Capabilities {
 
 /// The matrix-product path a precision runs (kernels-wgsl's `MatmulPrecision`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(test, ts(optional_fields))]
 pub struct MatmulInfo {
     /// `f32` (f32 inputs; mixed's fallback), `shader-f16` (inputs rounded to f16, f32
     /// sums) or `cooperative-matrix` (tensor-core tiles).
@@ -361,6 +388,7 @@ pub struct MatmulInfo {
 
 /// A WebGPU adapter as the capability panel shows it (`GPUAdapter.info`, `.limits`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct WebgpuInfo {
     /// Vendor, architecture and description, as far as the browser tells.
@@ -375,6 +403,7 @@ pub struct WebgpuInfo {
 /// The adapter limits a training step is planned within (bytes, or counts); 0 where the
 /// browser did not say.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase", default)]
 pub struct WebgpuLimits {
     pub max_storage_buffer_binding_size: f64,
@@ -388,6 +417,7 @@ pub struct WebgpuLimits {
 
 /// A preset as the page's picker shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PresetInfo {
     pub name: String,
@@ -400,7 +430,9 @@ pub struct PresetInfo {
 
 /// The run the worker holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(test, ts(optional_fields))]
 pub struct RunInfo {
     pub model_config: ModelConfig,
     pub training_config: TrainingConfig,
@@ -420,6 +452,7 @@ pub struct RunInfo {
 
 /// A base as the LoRA panel shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct BaseInfo {
     /// What adapters call it (`base_model.name`).
@@ -433,6 +466,7 @@ pub struct BaseInfo {
 
 /// A stored adapter as the LoRA panel lists it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct AdapterInfo {
     pub name: String,
@@ -447,6 +481,7 @@ pub struct AdapterInfo {
 
 /// The adapter an adapter run trains.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RunAdapter {
     /// Its name in the adapter store.
@@ -461,7 +496,9 @@ pub struct RunAdapter {
 
 /// One chart point: a step's training loss, and the validation loss where one was measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(test, ts(optional_fields))]
 pub struct LossPoint {
     pub step: usize,
     pub train_loss: f32,
@@ -471,7 +508,9 @@ pub struct LossPoint {
 
 /// Sent at least once a second while training, and when training ends.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(test, ts(optional_fields))]
 pub struct TrainingProgress {
     /// Steps completed.
     pub step: usize,
@@ -491,6 +530,7 @@ pub struct TrainingProgress {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub enum RunState {
     Training,
@@ -500,6 +540,7 @@ pub enum RunState {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub enum DoneReason {
     /// `max_steps` reached.
@@ -512,7 +553,9 @@ pub enum DoneReason {
 
 /// A saved checkpoint as the list shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(test, ts(optional_fields))]
 pub struct CheckpointInfo {
     pub id: String,
     pub step: usize,
@@ -532,6 +575,7 @@ pub struct CheckpointInfo {
 
 /// What went wrong, for the page to pick words and actions (the message has the details).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub enum ErrorCode {
     /// A message the worker cannot read.

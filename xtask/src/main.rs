@@ -13,10 +13,12 @@
 //!   the five wasm builds in Chromium, each timed over at least N steps (12) and at least 4 s
 //!   (`TINYGPT_BENCH_MIN_MS`), every run `--rounds` times (1); with `--pytorch`, each run
 //!   followed by the PyTorch twin at its preset and thread count.
+//! - `gen-types`: `www/protocol.d.ts` from the worker's protocol types (a test fails when it is stale).
 //! - `test`: setup, `cargo test --workspace`, the ckpt browser tests and `test-web`.
 
 mod bench;
 mod bench_gpu;
+mod gen_types;
 mod http;
 mod layers;
 mod npm_pack;
@@ -28,7 +30,7 @@ mod web_build;
 mod web_test;
 
 const TASKS: &str =
-    "check-layers, bench, bench-gpu, setup, build-web, pack-npm, serve, test-web, bench-web, test";
+    "check-layers, bench, bench-gpu, setup, build-web, pack-npm, serve, test-web, bench-web, gen-types, test";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -43,6 +45,7 @@ fn main() {
         "serve" => serve::run_task(rest),
         "test-web" => web_test::test_task(rest),
         "bench-web" => web_test::bench_task(rest),
+        "gen-types" => gen_types::run_task(rest),
         "test" => test_all::run_task(rest),
         _ => Err(format!("unknown task {task:?}; tasks: {TASKS}")),
     };
