@@ -41,7 +41,7 @@ pub enum Command {
     DebugState(DebugStateArgs),
     /// List a run folder's checkpoint generations: step, val loss, size, whether it verifies.
     Checkpoints(CheckpointsArgs),
-    /// LoRA adapters on a frozen base: train, merge, list, export, import.
+    /// LoRA adapters on a frozen base: train, merge, list, export, import, logits.
     #[command(subcommand)]
     Lora(LoraCommand),
 }
@@ -54,10 +54,15 @@ pub enum LoraCommand {
     Merge(LoraMergeArgs),
     /// List the adapters stored beside a base (`<base>/adapters/`).
     List(LoraListArgs),
-    /// Write an adapter as a PEFT-named .safetensors file.
+    /// Write an adapter as one .safetensors file, or (--format peft) as the folder Python's
+    /// `peft` loads on a Hugging Face GPT-2.
     Export(LoraExportArgs),
-    /// Read a PEFT-named .safetensors adapter into an adapter folder.
+    /// Read an adapter (one .safetensors file, or --format peft a folder `peft` saved) into
+    /// an adapter folder.
     Import(LoraImportArgs),
+    /// Write the logits of base + adapter on a text as a .safetensors file, for comparing
+    /// with another implementation (PEFT's, say).
+    Logits(LoraLogitsArgs),
 }
 
 #[derive(Args, Debug)]
@@ -138,21 +143,62 @@ pub struct LoraExportArgs {
     pub base: PathBuf,
     #[arg(long)]
     pub adapter: PathBuf,
-    /// The .safetensors file to write.
+    /// The .safetensors file to write; with --format peft, the folder.
     #[arg(long)]
     pub out: PathBuf,
+    /// `tinygpt` (one .safetensors file in our module names) or `peft` (adapter_config.json
+    /// + adapter_model.safetensors in GPT-2's names: PeftModel.from_pretrained loads it).
+    #[arg(long, value_enum, default_value_t = AdapterFormat::Tinygpt)]
+    pub format: AdapterFormat,
+    /// --format peft: the config's base_model_name_or_path (default: the base's model_name).
+    #[arg(long)]
+    pub base_model_name_or_path: Option<String>,
+}
+
+/// How `lora export` writes an adapter and `lora import` reads one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AdapterFormat {
+    /// One .safetensors file: our module names (blocks.0.attn.q_proj), our config in __metadata__.
+    Tinygpt,
+    /// PEFT's folder for GPT-2: adapter_config.json + adapter_model.safetensors.
+    Peft,
 }
 
 #[derive(Args, Debug)]
 pub struct LoraImportArgs {
     #[arg(long)]
     pub base: PathBuf,
-    /// A PEFT-named .safetensors adapter (from `tinygpt lora export`).
+    /// A .safetensors adapter (from `tinygpt lora export`); with --format peft a folder
+    /// (adapter_config.json + adapter_model.safetensors, as `save_pretrained` writes it).
     #[arg(long = "in")]
     pub input: PathBuf,
     /// The adapter folder to create.
     #[arg(long)]
     pub out: PathBuf,
+    /// `tinygpt` or `peft` (see `lora export --format`).
+    #[arg(long, value_enum, default_value_t = AdapterFormat::Tinygpt)]
+    pub format: AdapterFormat,
+}
+
+#[derive(Args, Debug)]
+pub struct LoraLogitsArgs {
+    /// The base: a checkpoint folder, or `builtin`.
+    #[arg(long)]
+    pub base: PathBuf,
+    /// An adapter folder, or the name of one in <base>/adapters/ (default: the base alone).
+    #[arg(long)]
+    pub adapter: Option<PathBuf>,
+    /// The text, read with the base's tokenizer (at most its context length in tokens).
+    #[arg(long, required_unless_present = "ids", conflicts_with = "ids")]
+    pub text: Option<String>,
+    /// Token ids instead of a text, comma-separated (`5,17,300`).
+    #[arg(long, value_delimiter = ',')]
+    pub ids: Option<Vec<u32>>,
+    /// The .safetensors file to write: `ids` (I64 [T]) and `logits` (F32 [T, vocab]).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub compute: Compute,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -17,7 +17,7 @@ mod tokenizer;
 use clap::error::ErrorKind;
 use clap::Parser;
 
-use crate::args::{Cli, Command, LoraCommand};
+use crate::args::{AdapterFormat, Cli, Command, LoraCommand};
 
 fn main() {
     let cli = match Cli::try_parse() {
@@ -46,8 +46,15 @@ fn main() {
         Command::Lora(LoraCommand::Train(a)) => commands::lora::train(a),
         Command::Lora(LoraCommand::Merge(a)) => commands::lora::merge(a),
         Command::Lora(LoraCommand::List(a)) => commands::lora::list(a),
+        Command::Lora(LoraCommand::Export(a)) if a.format == AdapterFormat::Peft => {
+            commands::lora_peft::export(a)
+        }
         Command::Lora(LoraCommand::Export(a)) => commands::lora::export(a),
+        Command::Lora(LoraCommand::Import(a)) if a.format == AdapterFormat::Peft => {
+            commands::lora_peft::import(a)
+        }
         Command::Lora(LoraCommand::Import(a)) => commands::lora::import(a),
+        Command::Lora(LoraCommand::Logits(a)) => commands::lora_peft::logits(a),
     };
     if let Err(e) = result {
         eprintln!("tinygpt: error: {e}");

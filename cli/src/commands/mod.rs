@@ -4,6 +4,7 @@ pub mod checkpoints;
 pub mod debug_state;
 pub mod eval;
 pub mod lora;
+pub mod lora_peft;
 pub mod sample;
 pub mod train;
 pub mod transfer;
