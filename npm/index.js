@@ -34,7 +34,7 @@ export class TinyGPT {
   static async create(options = {}) {
     const client = new WorkerClient(options);
     try {
-      const ready = await request(client, null, [], (m) => (m.type === 'ready' ? m : undefined));
+      const ready = await request(client, null, (m) => (m.type === 'ready' ? m : undefined));
       return new TinyGPT(client, ready);
     } catch (e) {
       client.terminate();
@@ -95,7 +95,7 @@ export class TinyGPT {
 
   /** Resolves with the next `done` ({reason, step}): the run finished, stopped or stopped early. */
   finished() {
-    return request(this.client, null, [], (m) => (m.type === 'done' ? m : undefined));
+    return request(this.client, null, (m) => (m.type === 'done' ? m : undefined));
   }
 
   /** Resolves with the `status` once the run no longer trains. */
@@ -167,7 +167,7 @@ export class TinyGPT {
 
   /** Saves a checkpoint of the run now; resolves with `checkpointSaved` ({id, step, bytes}). */
   save() {
-    return request(this.client, { type: 'save' }, [], (m) => (m.type === 'checkpointSaved' ? m : undefined));
+    return request(this.client, { type: 'save' }, (m) => (m.type === 'checkpointSaved' ? m : undefined));
   }
 
   /**
@@ -175,7 +175,7 @@ export class TinyGPT {
    * @returns {Promise<import('./protocol.js').CheckpointInfo[]>}
    */
   listCheckpoints() {
-    return request(this.client, { type: 'listCheckpoints' }, [], (m) => (m.type === 'checkpoints' ? m.items : undefined));
+    return request(this.client, { type: 'listCheckpoints' }, (m) => (m.type === 'checkpoints' ? m.items : undefined));
   }
 
   /**
@@ -190,7 +190,7 @@ export class TinyGPT {
 
   /** @param {string} id */
   delete(id) {
-    return request(this.client, { type: 'delete', id }, [], (m) => (m.type === 'deleted' ? m : undefined));
+    return request(this.client, { type: 'delete', id }, (m) => (m.type === 'deleted' ? m : undefined));
   }
 
   /**
@@ -198,7 +198,7 @@ export class TinyGPT {
    * @param {string} [id]
    */
   export(id) {
-    return request(this.client, { type: 'export', ...(id ? { id } : {}) }, [], (m) => (m.type === 'exported' ? m : undefined));
+    return request(this.client, { type: 'export', ...(id ? { id } : {}) }, (m) => (m.type === 'exported' ? m : undefined));
   }
 
   /**
@@ -215,7 +215,7 @@ export class TinyGPT {
           ? { type: 'loadBase', source: 'checkpoint', id: base.checkpoint }
           : { type: 'loadBase', source: 'upload', bytes: base.bytes, name: base.name };
     const loadBase = /** @type {import('./protocol.js').LoadBaseMessage} */ (message);
-    return request(this.client, loadBase, [], (m) => (m.type === 'baseLoaded' ? m.base : undefined));
+    return request(this.client, loadBase, (m) => (m.type === 'baseLoaded' ? m.base : undefined));
   }
 
   /**
@@ -232,7 +232,7 @@ export class TinyGPT {
    * @returns {Promise<import('./protocol.js').AdapterInfo[]>}
    */
   listAdapters() {
-    return request(this.client, { type: 'listAdapters' }, [], (m) => (m.type === 'adapters' ? m.items : undefined));
+    return request(this.client, { type: 'listAdapters' }, (m) => (m.type === 'adapters' ? m.items : undefined));
   }
 
   /**
@@ -243,7 +243,7 @@ export class TinyGPT {
    */
   loadAdapter(name, dataset) {
     const message = { type: 'loadAdapter', name, ...(dataset ? { dataset: datasetInput(dataset) } : {}) };
-    return request(this.client, /** @type {import('./protocol.js').LoadAdapterMessage} */ (message), [], (m) =>
+    return request(this.client, /** @type {import('./protocol.js').LoadAdapterMessage} */ (message), (m) =>
       m.type === 'adapterLoaded' ? m : undefined,
     );
   }
@@ -259,7 +259,7 @@ export class TinyGPT {
    * @returns {Promise<import('./protocol.js').RunInfo>}
    */
   #run(message) {
-    return request(this.client, message, [], (m) => (m.type === 'runStarted' ? m.run : undefined));
+    return request(this.client, message, (m) => (m.type === 'runStarted' ? m.run : undefined));
   }
 
   /**
@@ -269,7 +269,7 @@ export class TinyGPT {
    * @returns {Promise<import('./protocol.js').StatusMessage>}
    */
   #command(type, until) {
-    return request(this.client, { type }, [], (m) => (m.type === 'status' && until(m.state) ? m : undefined));
+    return request(this.client, { type }, (m) => (m.type === 'status' && until(m.state) ? m : undefined));
   }
 }
 
@@ -279,11 +279,10 @@ export class TinyGPT {
  * @template T
  * @param {WorkerClient} client
  * @param {import('./protocol.js').InMessage | null} message
- * @param {Transferable[]} transfer
  * @param {(m: any) => T | undefined} answer
  * @returns {Promise<T>}
  */
-function request(client, message, transfer, answer) {
+function request(client, message, answer) {
   return new Promise((resolve, reject) => {
     const off = client.on('*', (m) => {
       if (m.type === 'error' || m.type === 'crashed') {
@@ -297,7 +296,7 @@ function request(client, message, transfer, answer) {
         resolve(value);
       }
     });
-    if (message) client.send(message, transfer);
+    if (message) client.send(message);
   });
 }
 
