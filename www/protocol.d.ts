@@ -8,7 +8,7 @@
 // Int32Array over a SharedArrayBuffer (so only on a cross-origin isolated page). The page
 // adds 1 to element 0 before posting every message (`init` included) and the worker
 // subtracts 1 as it begins handling each; an optional element 1 counts the waiting `pause`
-// and `stop` messages the same way (worker/PROTOCOL.md, "Timing"; www/lib/worker-client.js).
+// and `stop` messages the same way (worker/PROTOCOL.md, "Timing"; npm/worker-client.js).
 
 // ---- page → worker ----------------------------------------------------------
 
