@@ -309,6 +309,36 @@ fn what_has_no_tinygpt_equivalent_is_refused_by_name() {
     assert!(refusal(PEFT_CONFIG_JSON, &nan, &model).contains("NaN"));
 }
 
+/// Tensors saved in BF16 (a model trained in half precision) are widened exactly.
+#[test]
+fn half_precision_tensors_are_widened_exactly() {
+    let model = hf_base().model_config;
+    let st = SafeTensors::deserialize(PEFT_MODEL).unwrap();
+    let tensors: Vec<(String, Vec<usize>, Vec<u8>)> = st
+        .tensors()
+        .into_iter()
+        .map(|(n, v)| {
+            (
+                n,
+                v.shape().to_vec(),
+                floats(&v).iter().flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes()).collect(),
+            )
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, s, d)| (n.clone(), TensorView::new(Dtype::BF16, s.clone(), d).unwrap()))
+        .collect();
+    let bf16 = safetensors::serialize(views, None).unwrap();
+    let full = import_peft(PEFT_CONFIG_JSON, PEFT_MODEL, &model).unwrap();
+    let half = import_peft(PEFT_CONFIG_JSON, &bf16, &model).unwrap();
+    assert_eq!(half.lora, full.lora);
+    for (h, f) in half.weights.iter().zip(&full.weights) {
+        // Truncated to BF16 (8 bits of mantissa), then rescaled like the full one.
+        assert!((h - f).abs() <= f.abs() / 128.0 + 1e-30, "{h} against {f}");
+    }
+}
+
 /// A module adapted in some layers only (`layers_to_transform`) is zeros in the others.
 #[test]
 fn a_layer_without_a_module_is_zeros_there() {

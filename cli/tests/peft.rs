@@ -132,6 +132,16 @@ fn an_adapter_trained_here_goes_to_peft_and_back_unchanged() {
     let trained_bytes: Vec<u8> = a.iter().flat_map(|v| v.to_le_bytes()).collect();
     assert_ne!(base_logits, trained_bytes, "the trained adapter moves the logits");
 
+    // Our export remembers its base: onto another of the same shape (base + adapter merged)
+    // it is refused, naming both.
+    let other = dir.join("merged");
+    ok(&["lora", "merge", "--base", s(&base), "--adapter", s(&trained), "--out", s(&other)]);
+    let out = tinygpt(
+        &[&import[..4], &["--base", s(&other), "--in", s(&folder), "--out", s(&other.join("adapters/x"))]]
+            .concat(),
+    );
+    assert_clean_error(&out, &["trained on base", "weights sha256"]);
+
     // A folder holding something else is not written into; a file is not a PEFT folder.
     std::fs::write(folder.join("notes.txt"), "mine").unwrap();
     let out = tinygpt(&[&export[..], &["--out", s(&folder)]].concat());
