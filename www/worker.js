@@ -64,34 +64,22 @@ async function tick() {
   if (busy) scheduleTick();
 }
 
-// Web Locks for the wasm side (worker/src/locks.rs says which): `hold(name, wait)` resolves
-// to true once the lock is held (false when `wait` is false and another tab holds it);
-// `release(name)` lets it go. The browser releases them all when this worker ends.
-const heldLocks = new Map();
-
-function holdLock(name, wait) {
-  if (!navigator.locks) return Promise.resolve(true);
-  if (heldLocks.has(name)) return Promise.resolve(true);
+// Web Locks for the wasm side, which keeps which locks it holds (worker/src/locks.rs):
+// `requestLock(name, wait)` resolves to a function that lets the lock go once it is granted,
+// or to null when `wait` is false and another tab holds it. The browser releases them all
+// when this worker ends. Without Web Locks the wasm side grants every lock itself.
+function requestLock(name, wait) {
   return new Promise((resolve, reject) => {
     navigator.locks
       .request(name, { ifAvailable: !wait }, (lock) => {
         if (!lock) {
-          resolve(false);
+          resolve(null);
           return undefined;
         }
-        return new Promise((release) => {
-          heldLocks.set(name, release);
-          resolve(true);
-        });
+        return new Promise((release) => resolve(() => release()));
       })
       .catch(reject);
   });
-}
-
-function releaseLock(name) {
-  const release = heldLocks.get(name);
-  heldLocks.delete(name);
-  if (release) release();
 }
 
 /**
@@ -166,7 +154,7 @@ async function load(backend) {
     hardwareThreads: navigator.hardwareConcurrency || 1,
     ...(await probeWebgpu()),
   };
-  return new pkg.WorkerApp(post, env, { hold: holdLock, release: releaseLock }, pending ?? undefined);
+  return new pkg.WorkerApp(post, env, navigator.locks ? requestLock : undefined, pending ?? undefined);
 }
 
 /** The bundled pretrained base (`dist/assets`, copied from cli/assets by build-web); fetched once. */

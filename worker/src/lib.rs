@@ -6,8 +6,10 @@
 //! [`presets`] (what the picker shows), [`fits`] (what a tab or a GPU buffer can hold), [`adapters`] (LoRA: the frozen base and the adapter
 //! store; the adapter runs themselves are sessions' runs, `session/lora.rs`), [`engine`] (the session on the CPU or WebGPU backend
 //! `init` chose; on the CPU through [`abandon`], which lets a page message give a whole step
-//! up) and [`self_test`] (the numerics check a GPU must pass first). Everything above compiles and is tested natively;
-//! `web` (wasm32 only) binds it to JavaScript and to the browser checkpoint stores. The JS
+//! up), [`self_test`] (the numerics check a GPU must pass first) and [`router`] (each page message to
+//! the session, the stores and the Web [`locks`], over small platform traits). Everything above
+//! compiles and is tested natively; `web` (wasm32 only) is the thin shim that binds the router
+//! to JavaScript, the browser's stores and its Web Locks. The JS
 //! side is `www/worker.js`; the protocol is documented in `PROTOCOL.md`.
 
 pub mod abandon;
@@ -23,6 +25,7 @@ pub mod locks;
 pub mod parts;
 pub mod presets;
 pub mod protocol;
+pub mod router;
 pub mod sampler;
 pub mod self_test;
 pub mod session;

@@ -1,38 +1,32 @@
-//! Which browser checkpoint store the worker uses: the page's choice (`auto`: OPFS, else
-//! IndexedDB; `?storage=idb` forces IndexedDB; `memory` keeps nothing across reloads),
-//! opened through `tinygpt_ckpt::web::WebStore`.
+//! The browser's stores for the router ([`Storage`]): OPFS directories and IndexedDB
+//! databases through `tinygpt_ckpt::web::WebStore`, or memory; the router chooses which.
 
 use tinygpt_ckpt::web::WebStore;
+use tinygpt_ckpt::CkptError;
 
-use crate::protocol::{StoreChoice, StoreKind};
+use crate::protocol::StoreKind;
+use crate::router::Storage;
 
-/// The OPFS directory and the IndexedDB database checkpoints live in.
-pub const STORE_NAME: &str = "tinygpt-checkpoints";
+/// OPFS, IndexedDB and memory stores, and the quota (`navigator.storage`).
+pub struct BrowserStorage;
 
-/// The OPFS directory and the IndexedDB database LoRA adapters live in (all of them,
-/// whatever their base: see `tinygpt_ckpt::AdapterShelf`).
-pub const ADAPTER_STORE_NAME: &str = "tinygpt-adapters";
+impl Storage for BrowserStorage {
+    type Store = WebStore;
 
-/// Opens the storage `choice` asks for, called `name`: the store (`None` when nothing could
-/// be opened), and a note saying why the preferred one was not used, if it was not.
-pub async fn open(choice: StoreChoice, name: &str) -> (Option<WebStore>, Option<String>) {
-    let opened = match choice {
-        StoreChoice::Memory => Ok((WebStore::memory(), None)),
-        StoreChoice::Idb => WebStore::indexed_db(name).await.map(|s| (s, None)),
-        StoreChoice::Opfs => WebStore::opfs(name).await.map(|s| (s, None)),
-        StoreChoice::Auto => WebStore::open_noting_fallback(name).await,
-    };
-    match opened {
-        Ok((store, passed_over)) => (Some(store), passed_over.map(|e| e.to_string())),
-        Err(e) => (None, Some(e.to_string())),
+    async fn open(&self, kind: StoreKind, name: &str) -> Result<WebStore, CkptError> {
+        match kind {
+            StoreKind::Opfs => WebStore::opfs(name).await,
+            StoreKind::Indexeddb => WebStore::indexed_db(name).await,
+            StoreKind::Memory => Ok(WebStore::memory()),
+            StoreKind::None => {
+                Err(CkptError::Unavailable { what: name.into(), reason: "no storage was asked for".into() })
+            }
+        }
     }
-}
 
-/// The protocol's name for `store`.
-pub fn kind(store: &WebStore) -> StoreKind {
-    match store {
-        WebStore::Opfs(_) => StoreKind::Opfs,
-        WebStore::Idb(_) => StoreKind::Indexeddb,
-        WebStore::Memory(_) => StoreKind::Memory,
+    /// `navigator.storage.estimate()`.
+    async fn estimate(&self) -> Option<(f64, f64)> {
+        let e = tinygpt_ckpt::web::estimate().await.ok()?;
+        Some((e.quota_bytes as f64, e.usage_bytes as f64))
     }
 }
