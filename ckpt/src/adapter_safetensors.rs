@@ -3,6 +3,8 @@
 //! `….lora_B.weight` `[out, r]`, F32; `__metadata__` holds `format: pt` and this adapter's
 //! `adapter_config.json` (base reference, rank, alpha, targets, tensor table) as a string.
 //! Weights only: moments and training state stay in the adapter folder.
+//! The module names are ours, so `peft` itself cannot load this file onto a Hugging Face
+//! GPT-2; `crate::peft` writes the folder it does load (`c_attn`, `c_proj`, … names).
 
 use ::safetensors::tensor::TensorView;
 use ::safetensors::{Dtype, SafeTensors};
