@@ -1,5 +1,5 @@
 //! The plain-data snapshot the trainer hands to a store and gets back (the trainer side,
-//! `Trainer::checkpoint` and `Trainer::from_checkpoint`, is in `tinygpt-optim`'s `ckpt` feature).
+//! `Trainer::checkpoint` and `ResumeState::from_checkpoint`, is in `tinygpt-optim`'s `ckpt` feature).
 
 use tinygpt_run::{DatasetManifest, LossPoint, ModelConfig, TensorSpec, TrainerProgress, TrainingConfig};
 

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use tinygpt_kernels_wgsl::{KernelTime, WgpuBackend};
 use tinygpt_model::{Dataset, ModelConfig, Preset};
-use tinygpt_optim::{Overrides, Recipe, Trainer, TrainingConfig};
+use tinygpt_optim::{Overrides, Recipe, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::block_on;
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -107,7 +107,8 @@ fn profile(
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let rows = training.batch_size;
     let dataset = Dataset::new("tinyshakespeare", TEXT, model.context_length, 1).map_err(|e| err(&e))?;
-    let mut trainer = Trainer::new(backend, model, training, dataset).map_err(|e| err(&e))?;
+    let mut trainer = Trainer::new(TrainedSet::whole_model(backend, model), training, dataset, None)
+        .map_err(|e| err(&e))?;
     for _ in 0..WARMUP_STEPS {
         trainer.step().map_err(|e| err(&e))?;
     }

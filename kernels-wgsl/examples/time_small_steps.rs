@@ -14,7 +14,7 @@ use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::prefer_lavapipe;
 use tinygpt_kernels_wgsl::WgpuBackend;
 use tinygpt_model::{Dataset, Preset};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::Backend;
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -25,7 +25,7 @@ fn trainer<B: Backend>(backend: &B) -> Trainer<B> {
     let config = TrainingConfig { batch_size: 16, max_steps: 10, warmup_steps: 10, ..Default::default() };
     let dataset =
         Dataset::new("shakespeare", &TEXT[..300_000], preset.model.context_length, config.seed).unwrap();
-    Trainer::new(backend, preset.model, config, dataset).unwrap()
+    Trainer::new(TrainedSet::whole_model(backend, preset.model), config, dataset, None).unwrap()
 }
 
 /// Seconds per step over [`TIMED_STEPS`] steps, after one warm-up step.

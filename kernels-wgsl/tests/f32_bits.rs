@@ -11,7 +11,7 @@
 use tinygpt_kernels_wgsl::testing::own_backend;
 use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
 use tinygpt_model::{Dataset, Preset};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, AttentionDims, Backend, MatmulDims, Rng};
 
 /// The adapter the values below were recorded on.
@@ -89,7 +89,8 @@ fn training(backend: &WgpuBackend) -> ([u32; 3], u64) {
     let config = TrainingConfig { batch_size: 4, max_steps: 3, warmup_steps: 2, ..Default::default() };
     let dataset =
         Dataset::new("shakespeare", &TEXT[..100_000], preset.model.context_length, config.seed).unwrap();
-    let mut trainer = Trainer::new(backend, preset.model, config, dataset).unwrap();
+    let mut trainer =
+        Trainer::new(TrainedSet::whole_model(backend, preset.model), config, dataset, None).unwrap();
     let losses = [(); 3].map(|()| trainer.step().unwrap().train_loss.to_bits());
     let mut hash = 0xcbf2_9ce4_8422_2325;
     for p in trainer.model().params().tensors() {

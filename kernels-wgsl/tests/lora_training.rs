@@ -4,7 +4,7 @@
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::shared_backend;
 use tinygpt_model::{Dataset, Gpt, Lora, LoraConfig, Preset};
-use tinygpt_optim::{GroupOptions, Trainer, TrainingConfig};
+use tinygpt_optim::{GroupOptions, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend, Rng};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -24,7 +24,7 @@ fn adapter_run<B: Backend>(backend: &B, steps: usize) -> Trainer<B> {
     let lora = Lora::init(backend, &model, LoraConfig::preset("qvo-r8").unwrap(), &mut Rng::new(7)).unwrap();
     let dataset = Dataset::new("shakespeare", &TEXT[..300_000], model.context_length, config.seed).unwrap();
     let options = GroupOptions { weight_decay: 0.0, lr_scale: 1.0 };
-    Trainer::new_adapter(base, lora, options, config, dataset).unwrap()
+    Trainer::new(TrainedSet::Adapter { base, adapter: lora, options }, config, dataset, None).unwrap()
 }
 
 /// 50 adapter steps, same seed, on both backends: the loss at step 50 agrees within 1%, and

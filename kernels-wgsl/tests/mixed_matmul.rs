@@ -11,7 +11,7 @@ use std::time::Instant;
 use tinygpt_kernels_wgsl::testing::{shared_backend, shared_backend_with};
 use tinygpt_kernels_wgsl::{MatmulKernels, MatmulPath, WgpuBackend};
 use tinygpt_model::{Dataset, Preset};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::conformance::Tolerance;
 use tinygpt_tensor::{block_on, AttentionDims, Backend, MatmulDims, Precision, Rng};
 
@@ -177,7 +177,7 @@ fn trainer(backend: &WgpuBackend, steps: usize) -> Trainer<WgpuBackend> {
     let config = TrainingConfig { batch_size: 4, max_steps: steps, warmup_steps: 5, ..Default::default() };
     let dataset =
         Dataset::new("shakespeare", &TEXT[..100_000], preset.model.context_length, config.seed).unwrap();
-    Trainer::new(backend, preset.model, config, dataset).unwrap()
+    Trainer::new(TrainedSet::whole_model(backend, preset.model), config, dataset, None).unwrap()
 }
 
 /// 30 steps of `tiny` on mixed learn like f32 (the loss falls by 0.3 from the first

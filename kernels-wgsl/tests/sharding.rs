@@ -12,7 +12,7 @@
 use tinygpt_kernels_wgsl::testing::{own_backend, shared_backend};
 use tinygpt_kernels_wgsl::WgpuBackend;
 use tinygpt_model::{Dataset, Preset};
-use tinygpt_optim::{AdamW, GroupOptions, ParamGroup, Trainer, TrainingConfig};
+use tinygpt_optim::{AdamW, GroupOptions, ParamGroup, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend, Tensor};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -34,7 +34,7 @@ fn trainer(backend: &WgpuBackend, steps: usize) -> Trainer<WgpuBackend> {
     };
     let dataset =
         Dataset::new("shakespeare", &TEXT[..100_000], preset.model.context_length, config.seed).unwrap();
-    Trainer::new(backend, preset.model, config, dataset).unwrap()
+    Trainer::new(TrainedSet::whole_model(backend, preset.model), config, dataset, None).unwrap()
 }
 
 /// Asserts the tolerance; returns the largest absolute difference.

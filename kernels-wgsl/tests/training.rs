@@ -6,7 +6,7 @@ use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::{own_backend, shared_backend};
 use tinygpt_kernels_wgsl::WgpuBackend;
 use tinygpt_model::{Dataset, Preset, Split};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -24,7 +24,7 @@ fn trainer<B: Backend>(backend: &B, preset: &str, batch_size: usize, steps: usiz
     // A shorter text than the whole play: batches are drawn the same way either way.
     let dataset =
         Dataset::new("shakespeare", &TEXT[..300_000], preset.model.context_length, config.seed).unwrap();
-    Trainer::new(backend, preset.model, config, dataset).unwrap()
+    Trainer::new(TrainedSet::whole_model(backend, preset.model), config, dataset, None).unwrap()
 }
 
 fn weights<B: Backend>(t: &Trainer<B>) -> Vec<Vec<f32>> {
@@ -110,7 +110,7 @@ fn saved_state_moves_between_backends() {
         let fresh = trainer(&cpu, "tiny", 4, 6);
         let (model, config, dataset) =
             (fresh.model().config().clone(), fresh.config().clone(), fresh.dataset().clone());
-        Trainer::resume(&cpu, model, config, dataset, state).unwrap()
+        Trainer::new(TrainedSet::whole_model(&cpu, model), config, dataset, Some(state)).unwrap()
     };
     let mut on_cpu = resumed(state);
     let (g, c) = (on_gpu.evaluate(Split::Val).unwrap(), on_cpu.evaluate(Split::Val).unwrap());
@@ -152,5 +152,5 @@ fn trainer_with_dropout<B: Backend>(backend: &B, dropout: f32, steps: usize) -> 
     let t = trainer(backend, "small", 4, steps);
     let (mut model, config, dataset) = (t.model().config().clone(), t.config().clone(), t.dataset().clone());
     model.dropout = dropout;
-    Trainer::new(backend, model, config, dataset).unwrap()
+    Trainer::new(TrainedSet::whole_model(backend, model), config, dataset, None).unwrap()
 }

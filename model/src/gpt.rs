@@ -7,6 +7,7 @@ use tinygpt_tensor::{Backend, Indices, Rng};
 
 use crate::dropout::{DropoutDraw, Site};
 use crate::error::ModelError;
+use crate::lora::Lora;
 use crate::params::Params;
 use crate::ModelConfig;
 use crate::{Block, GptParts, LayerNorm, Linear, LinearKind};
@@ -223,22 +224,41 @@ impl<B: Backend> Gpt<B> {
         batch: usize,
         seq: usize,
     ) -> (Var<B>, Forward<B>) {
-        self.loss_dropout(tape, inputs, targets, batch, seq, None)
+        let fwd = self.forward(tape, inputs, batch, seq);
+        (tape.cross_entropy(&fwd.logits, targets), fwd)
     }
 
-    /// [`Gpt::loss`] of a training pass, dropping out as in [`Gpt::forward_dropout`].
-    pub fn loss_dropout(
+    /// The training loss, the one place that adds an adapter or not: mean next-token
+    /// cross-entropy of `inputs` against `targets` (`[batch, seq]`) with `adapter`'s term on
+    /// its linears (or the model alone), dropping out as in [`Gpt::forward_dropout`]. `trained`
+    /// (emptied first; a list a caller keeps from step to step, so a steady step allocates
+    /// nothing) gets the vars of what trains: the adapter's (the base going on the tape frozen,
+    /// without gradient buffers), or the model's parameters (frozen ones without gradient).
+    #[allow(clippy::too_many_arguments)]
+    pub fn loss_into(
         &self,
         tape: &Tape<B>,
+        adapter: Option<&Lora<B>>,
         inputs: &Indices<B>,
         targets: &Indices<B>,
         batch: usize,
         seq: usize,
         draw: Option<DropoutDraw>,
-    ) -> (Var<B>, Forward<B>) {
-        let fwd = self.forward_dropout(tape, inputs, batch, seq, draw);
-        let loss = tape.cross_entropy(&fwd.logits, targets);
-        (loss, fwd)
+        trained: &mut Vec<Var<B>>,
+    ) -> Var<B> {
+        let logits = match adapter {
+            Some(adapter) => {
+                let base: Vec<Var<B>> = self.params.tensors().iter().map(|t| tape.leaf(t, false)).collect();
+                trained.clear();
+                trained.extend(adapter.tensors().iter().map(|t| tape.leaf(t, true)));
+                adapter.forward_with(self, tape, &base, trained, inputs, batch, seq, draw)
+            }
+            None => {
+                self.leaves_into(tape, trained);
+                self.forward_with_dropout(tape, trained, inputs, batch, seq, draw)
+            }
+        };
+        tape.cross_entropy(&logits, targets)
     }
 }
 

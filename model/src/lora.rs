@@ -156,22 +156,6 @@ impl<B: Backend> Lora<B> {
         let delta = LoraDelta { vars: adapter, places: &self.places, scale: self.config.scale() };
         model.forward_adapted(tape, base, tokens, batch, seq, draw, Some(&delta))
     }
-
-    /// Mean next-token cross-entropy with this adapter (see [`Lora::forward`]).
-    #[allow(clippy::too_many_arguments)]
-    pub fn loss(
-        &self,
-        model: &Gpt<B>,
-        tape: &Tape<B>,
-        inputs: &Indices<B>,
-        targets: &Indices<B>,
-        batch: usize,
-        seq: usize,
-        draw: Option<DropoutDraw>,
-    ) -> (Var<B>, Forward<B>) {
-        let fwd = self.forward(model, tape, inputs, batch, seq, draw);
-        (tape.cross_entropy(&fwd.logits, targets), fwd)
-    }
 }
 
 /// The adapter's term on a tape: `scale·(x·Aᵀ)·Bᵀ` for the linears it targets.

@@ -4,18 +4,16 @@
 //! seed and settings take the same steps (up to each backend's float rounding).
 //!
 //! Defaults (over [`TrainingConfig::default`]): the learning rate
-//! [`DEFAULT_LORA_LEARNING_RATE`] (1e-3) decaying to a tenth of itself, warm-up of a
+//! [`DEFAULT_LORA_LEARNING_RATE`] (1e-3) decaying to a tenth of itself (the rule of every run), warm-up of a
 //! twentieth of the steps (at most 100), no weight decay (decay would pull the adapter
 //! back to the base), an evaluation every 200 steps (at most every `max_steps`), and the
 //! base's own batch size and seed.
 
 use serde_json::{Map, Value};
-use tinygpt_model::{Dataset, Gpt, Lora, LoraConfig, DEFAULT_LORA_LEARNING_RATE};
-use tinygpt_tensor::{Backend, Rng};
+use tinygpt_model::DEFAULT_LORA_LEARNING_RATE;
 
 use crate::error::TrainError;
-use crate::groups::GroupOptions;
-use crate::trainer::Trainer;
+use crate::recipe::derive_min_lr;
 use crate::TrainingConfig;
 
 /// Salt for a fresh adapter's A draw (`seed ^ ADAPTER_INIT_SALT`), apart from the batch
@@ -27,7 +25,8 @@ pub const DEFAULT_ADAPTER_STEPS: usize = 1000;
 
 /// The adapter run's config: `fields` (training_config.json names; the ones named win)
 /// over the adapter defaults in the module docs, `base` supplying batch size and seed. A
-/// named `learning_rate` without a named `min_lr` decays to a tenth of itself; named
+/// run that names no `min_lr` decays to a tenth of its learning rate (the rule every run
+/// follows, `crate::schedule::min_lr_for`); named
 /// `max_steps` without named `warmup_steps`/`eval_interval` rescale those.
 pub fn adapter_training_config(
     base: &TrainingConfig,
@@ -43,7 +42,6 @@ pub fn adapter_training_config(
     let defaults = TrainingConfig {
         max_steps: steps,
         learning_rate: lr,
-        min_lr: lr / 10.0,
         warmup_steps: (steps / 20).min(100),
         weight_decay: 0.0,
         eval_interval: 200.min(steps),
@@ -55,28 +53,14 @@ pub fn adapter_training_config(
         Value::Object(map) => map,
         _ => unreachable!("a struct serializes to an object"),
     };
+    let names_min_lr = fields.contains_key("min_lr");
     merged.extend(fields);
-    let config: TrainingConfig = serde_json::from_value(Value::Object(merged)).map_err(bad)?;
+    let mut config: TrainingConfig = serde_json::from_value(Value::Object(merged)).map_err(bad)?;
+    if !names_min_lr {
+        derive_min_lr(&mut config);
+    }
     config.validate()?;
     Ok(config)
-}
-
-impl<B: Backend> Trainer<B> {
-    /// A fresh adapter of shape `lora` on the frozen `base`, its A drawn from
-    /// `config.seed ^ ADAPTER_INIT_SALT` (B zero, so step 0 is the base exactly), trained in
-    /// one group with `options`.
-    pub fn start_adapter(
-        base: Gpt<B>,
-        lora: LoraConfig,
-        options: GroupOptions,
-        config: TrainingConfig,
-        dataset: Dataset,
-    ) -> Result<Self, TrainError> {
-        let backend = base.params().tensors()[0].backend().clone();
-        let mut rng = Rng::new(config.seed ^ ADAPTER_INIT_SALT);
-        let adapter = Lora::init(&backend, base.config(), lora, &mut rng)?;
-        Trainer::new_adapter(base, adapter, options, config, dataset)
-    }
 }
 
 #[cfg(test)]
@@ -93,7 +77,7 @@ mod tests {
     fn adapter_defaults_and_named_fields() {
         let base = TrainingConfig { batch_size: 6, seed: 9, ..TrainingConfig::default() };
         let c = adapter_training_config(&base, Map::new()).unwrap();
-        assert_eq!((c.learning_rate, c.min_lr, c.weight_decay), (1e-3, 1e-3 / 10.0, 0.0));
+        assert_eq!((c.learning_rate, c.min_lr, c.weight_decay), (1e-3, 1e-4, 0.0));
         assert_eq!(
             (c.max_steps, c.warmup_steps, c.eval_interval, c.batch_size, c.seed),
             (1000, 50, 200, 6, 9)
@@ -104,7 +88,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.max_steps, c.warmup_steps, c.eval_interval, c.batch_size), (50, 2, 50, 2));
-        assert_eq!((c.learning_rate, c.min_lr), (3e-3, 3e-3 / 10.0));
+        assert_eq!((c.learning_rate, c.min_lr), (3e-3, 3e-4));
         let err = adapter_training_config(&base, fields(json!({"learning_rat": 1}))).unwrap_err();
         assert!(err.to_string().contains("learning_rat"), "{err}");
     }

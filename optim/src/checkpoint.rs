@@ -1,16 +1,16 @@
-//! The mapping between a [`Trainer`] and a [`Checkpoint`] (feature `ckpt`).
+//! The mapping between a [`Trainer`] and a [`Checkpoint`] or an [`AdapterCheckpoint`]
+//! (feature `ckpt`): a trainer's state out, and what [`Trainer::new`] takes to continue one.
 //!
 //! It lives with the trainer so that the checkpoint format (`tinygpt-ckpt`) needs no
 //! training code: a checkpoint is configs, progress and flat vectors as data, and only the
 //! trainer knows how to read its state out of the device and put it back.
 
 use tinygpt_ckpt::{AdapterCheckpoint, BaseRef, Checkpoint};
-use tinygpt_model::{Dataset, Gpt, Lora};
+use tinygpt_model::Gpt;
 use tinygpt_tensor::Backend;
 
 use crate::error::TrainError;
-use crate::groups::GroupOptions;
-use crate::trainer::{ResumeState, Trainer};
+use crate::trainer::{ResumeState, TrainedSet, Trainer};
 use crate::TrainingConfig;
 
 impl<B: Backend> Trainer<B> {
@@ -28,43 +28,6 @@ impl<B: Backend> Trainer<B> {
             adam_m: state.adam_m,
             adam_v: state.adam_v,
         })
-    }
-
-    /// Continues the run `ckpt` holds on `backend` over `dataset` (check them with
-    /// `tinygpt_ckpt::check_compatible` first); the steps that follow are those an
-    /// uninterrupted run would have taken. A weights-only checkpoint starts the moments at zero.
-    pub fn from_checkpoint(backend: &B, ckpt: Checkpoint, dataset: Dataset) -> Result<Self, TrainError> {
-        let state = ResumeState {
-            weights: ckpt.weights,
-            adam_m: ckpt.adam_m,
-            adam_v: ckpt.adam_v,
-            progress: ckpt.progress,
-            history: ckpt.loss_history,
-        };
-        Trainer::resume(backend, ckpt.model_config, ckpt.training_config, dataset, state)
-    }
-
-    /// Continues the adapter run `ckpt` holds on the frozen `base` (the base `ckpt.base`
-    /// names: the adapter store checks the hash when it loads) under `config` (usually
-    /// `ckpt.training_config`), over `dataset`; the adapter's group takes `config`'s weight
-    /// decay, as a fresh adapter run does.
-    pub fn from_adapter_checkpoint(
-        base: Gpt<B>,
-        ckpt: AdapterCheckpoint,
-        config: TrainingConfig,
-        dataset: Dataset,
-    ) -> Result<Self, TrainError> {
-        let backend = base.params().tensors()[0].backend().clone();
-        let adapter = Lora::from_flat(&backend, base.config(), ckpt.lora, &ckpt.weights)?;
-        let options = GroupOptions { weight_decay: config.weight_decay, lr_scale: 1.0 };
-        let state = ResumeState {
-            weights: Vec::new(),
-            adam_m: ckpt.adam_m,
-            adam_v: ckpt.adam_v,
-            progress: ckpt.progress,
-            history: ckpt.loss_history,
-        };
-        Trainer::resume_adapter(base, adapter, options, config, dataset, state)
     }
 
     /// An adapter run's whole state for the adapter store: the adapter's weights and moments
@@ -88,5 +51,45 @@ impl<B: Backend> Trainer<B> {
             adam_m: state.adam_m,
             adam_v: state.adam_v,
         })
+    }
+}
+
+impl ResumeState {
+    /// What [`Trainer::new`] takes to continue the run `ckpt` holds on `backend` (check it
+    /// with `tinygpt_ckpt::check_compatible` first): the whole model of its shape, its
+    /// training config, and the state it continues from; the steps that follow are those an
+    /// uninterrupted run would have taken. A weights-only checkpoint starts the moments at zero.
+    pub fn from_checkpoint<B: Backend>(
+        backend: &B,
+        ckpt: Checkpoint,
+    ) -> (TrainedSet<B>, TrainingConfig, Self) {
+        let state = ResumeState {
+            weights: ckpt.weights,
+            adam_m: ckpt.adam_m,
+            adam_v: ckpt.adam_v,
+            progress: ckpt.progress,
+            history: ckpt.loss_history,
+        };
+        (TrainedSet::whole_model(backend, ckpt.model_config), ckpt.training_config, state)
+    }
+
+    /// What [`Trainer::new`] takes to continue the adapter run `ckpt` holds on the frozen
+    /// `base` (the base `ckpt.base` names: the adapter store checks the hash when it loads)
+    /// under `config` (usually `ckpt.training_config`): its adapter, whose group takes
+    /// `config`'s weight decay as a fresh adapter's does, and the state it continues from.
+    pub fn from_adapter_checkpoint<B: Backend>(
+        base: Gpt<B>,
+        ckpt: AdapterCheckpoint,
+        config: &TrainingConfig,
+    ) -> Result<(TrainedSet<B>, Self), TrainError> {
+        let trained = TrainedSet::saved_adapter(base, ckpt.lora, &ckpt.weights, config)?;
+        let state = ResumeState {
+            weights: Vec::new(),
+            adam_m: ckpt.adam_m,
+            adam_v: ckpt.adam_v,
+            progress: ckpt.progress,
+            history: ckpt.loss_history,
+        };
+        Ok((trained, state))
     }
 }

@@ -7,7 +7,7 @@ use tinygpt_model::{Batch, Split};
 use tinygpt_tensor::{block_on, Backend, Indices, Rng};
 
 use crate::error::TrainError;
-use crate::trainer::{Part, Trainer};
+use crate::trainer::{RowPart, Trainer};
 
 /// Salt of the sampler seed for evaluation batches of the training split.
 pub const EVAL_SALT_TRAIN: u64 = 0xE7A1_0000_0000_0002;
@@ -62,15 +62,15 @@ impl Evaluation {
 
     /// [`Evaluation::next_part`] that may give the part up: after the part's forward pass,
     /// before its loss is read, it calls `give_up` once; when that answers true the part is
-    /// dropped (nothing read, nothing counted) and [`Part::GivenUp`] returned, so the next
-    /// call scores the same rows again (see `Trainer::step_part_unless` for why).
-    /// [`Part::MoreRows`] means rows or batches are left.
+    /// dropped (nothing read, nothing counted) and [`RowPart::GivenUp`] returned, so the next
+    /// call scores the same rows again (see [`Trainer::queue_part`] for why).
+    /// [`RowPart::MoreRows`] means rows or batches are left.
     pub async fn next_part_unless<B: Backend>(
         &mut self,
         trainer: &Trainer<B>,
         rows: usize,
         give_up: impl FnOnce() -> bool,
-    ) -> Result<Part<f32>, TrainError> {
+    ) -> Result<RowPart<f32>, TrainError> {
         let config = trainer.config();
         let (batch, seq) = (config.batch_size, trainer.model().config().context_length);
         let data =
@@ -81,22 +81,22 @@ impl Evaluation {
         let tape = Tape::no_grad();
         let inputs = Indices::new(&backend, &data.inputs[tokens.clone()]);
         let targets = Indices::new(&backend, &data.targets[tokens]);
-        let (loss, _) = trainer.loss(&tape, &inputs, &targets, rows, seq, None);
+        let loss = trainer.loss(&tape, &inputs, &targets, rows, seq, None);
         if give_up() {
-            return Ok(Part::GivenUp);
+            return Ok(RowPart::GivenUp);
         }
         self.batch_total += loss.value().read().await?[0] as f64 * rows as f64;
         self.rows_done += rows;
         if self.rows_done < batch {
-            return Ok(Part::MoreRows);
+            return Ok(RowPart::MoreRows);
         }
         self.total += self.batch_total / batch as f64;
         (self.batch, self.rows_done, self.batch_total) = (None, 0, 0.0);
         self.done += 1;
         if self.done < config.eval_batches {
-            return Ok(Part::MoreRows);
+            return Ok(RowPart::MoreRows);
         }
-        Ok(Part::Done((self.total / config.eval_batches as f64) as f32))
+        Ok(RowPart::Done((self.total / config.eval_batches as f64) as f32))
     }
 }
 

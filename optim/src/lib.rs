@@ -1,5 +1,6 @@
 //! Training: AdamW over parameter groups in flat buffers, learning-rate schedules,
-//! gradient clipping and the training step.
+//! gradient clipping, the training step ([`Trainer`]) and the run loop every caller drives
+//! ([`TrainingRun`]).
 #![warn(missing_docs)]
 
 mod adamw;
@@ -16,6 +17,7 @@ mod recipe;
 mod reference_state;
 mod schedule;
 mod trainer;
+mod training_run;
 
 pub use adamw::AdamW;
 pub use adapter_run::{adapter_training_config, ADAPTER_INIT_SALT, DEFAULT_ADAPTER_STEPS};
@@ -26,14 +28,15 @@ pub use groups::{GroupOptions, ParamGroup};
 pub use loss_scale::GradScaler;
 pub use recipe::{Overrides, Recipe};
 pub use reference_state::{reference_state, ReferenceState};
-pub use schedule::learning_rate;
+pub use schedule::{learning_rate, min_lr_for};
 /// The run's plain data (configs, progress, history), defined in `tinygpt-run` so that the
 /// checkpoint format can store it without depending on the trainer.
 pub use tinygpt_run::{
     InvalidTrainingConfig, LossPoint, LossScaleState, ScheduleKind, TrainerProgress, TrainingConfig,
     BATCH_SALT,
 };
-pub use trainer::{Part, ResumeState, StepDone, StepReport, Trainer};
+pub use trainer::{ResumeState, RowPart, StepDone, StepReport, TrainedSet, Trainer};
+pub use training_run::{BestEval, RunEvent, TrainingRun, Unhurried, UnitHooks};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

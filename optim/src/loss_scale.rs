@@ -25,8 +25,8 @@
 //!
 //! Cost: one host readback per step (the gradients' global sum of squares, to decide
 //! between skipping and updating before AdamW runs), which f32 runs do not pay. Native
-//! callers wait for it inside the step (`Trainer::step_part_unless`); the browser, which
-//! cannot block on a readback, queues the step (`Trainer::queue_part_unless`), waits for
+//! callers wait for it inside the step (`Trainer::step_part`); the browser, which
+//! cannot block on a readback, queues the step (`Trainer::queue_part`), waits for
 //! the device as it does after every step, and then awaits the decision
 //! (`Trainer::finish_update`). Either way the decision comes before AdamW runs, so a
 //! skipped step never applies a non-finite gradient.

@@ -7,14 +7,17 @@
 //! 1. The model is the explicit model config if there is one, else the preset's.
 //! 2. Training fields the caller names win over the defaults ([`TrainingConfig::default`]);
 //!    `batch_size` not named is the preset's (when there is a preset).
-//! 3. [`Overrides`] win over both. An overridden learning rate also sets
-//!    `min_lr = learning_rate / 10` — but only when the fields name no `min_lr`.
-//! 4. Both configs are validated.
+//! 3. [`Overrides`] win over both.
+//! 4. A run that names no `min_lr` decays to a tenth of its learning rate, wherever the
+//!    learning rate came from ([`crate::schedule::min_lr_for`], the one rule; the LoRA
+//!    runs' defaults apply it too, see [`derive_min_lr`]).
+//! 5. Both configs are validated.
 
 use serde_json::{Map, Value};
 use tinygpt_model::{ModelConfig, Preset};
 
 use crate::error::TrainError;
+use crate::schedule::min_lr_for;
 use tinygpt_run::TrainingConfig;
 
 /// What a run is built from. `training` holds only the fields the caller named
@@ -74,17 +77,22 @@ impl Recipe {
         }
         if let Some(lr) = o.learning_rate {
             training.learning_rate = lr;
-            if !names_min_lr {
-                training.min_lr = lr / 10.0;
-            }
         }
         if let Some(seed) = o.seed {
             training.seed = seed;
+        }
+        if !names_min_lr {
+            derive_min_lr(&mut training);
         }
         model.validate()?;
         training.validate()?;
         Ok((model, training))
     }
+}
+
+/// Sets `min_lr` by the one rule ([`min_lr_for`]), for a run whose fields name none.
+pub(crate) fn derive_min_lr(training: &mut TrainingConfig) {
+    training.min_lr = min_lr_for(training.learning_rate);
 }
 
 #[cfg(test)]
@@ -98,7 +106,7 @@ mod tests {
     }
 
     #[test]
-    fn an_overridden_learning_rate_derives_min_lr_only_when_no_min_lr_is_named() {
+    fn a_learning_rate_from_anywhere_derives_min_lr_only_when_no_min_lr_is_named() {
         let lr = Overrides { learning_rate: Some(1e-3), ..Default::default() };
         let named = Recipe {
             preset: Some("tiny".into()),
@@ -110,7 +118,17 @@ mod tests {
         assert_eq!((t.learning_rate, t.min_lr), (1e-3, 5e-5));
         let unnamed = Recipe { preset: Some("tiny".into()), overrides: lr, ..Default::default() };
         let (_, t) = unnamed.build().unwrap();
-        assert_eq!((t.learning_rate, t.min_lr), (1e-3, 1e-3 / 10.0));
+        assert_eq!((t.learning_rate, t.min_lr), (1e-3, 1e-4));
+        // The same rule when the learning rate is a named field, or the default.
+        let field = Recipe {
+            preset: Some("tiny".into()),
+            training: fields(json!({"learning_rate": 2e-3})),
+            ..Default::default()
+        };
+        let (_, t) = field.build().unwrap();
+        assert_eq!((t.learning_rate, t.min_lr), (2e-3, 2e-4));
+        let (_, t) = Recipe { preset: Some("tiny".into()), ..Default::default() }.build().unwrap();
+        assert_eq!(t.min_lr, TrainingConfig::default().min_lr);
     }
 
     #[test]

@@ -2,6 +2,22 @@
 
 use tinygpt_run::{ScheduleKind, TrainingConfig};
 
+/// The cosine schedule's floor when a run names none: a tenth of its peak learning rate,
+/// wherever that came from (the defaults, a config file, `--lr`, a LoRA run's default). The
+/// documented default (`learning_rate` 3e-4, `min_lr` 3e-5, `docs/model.md`) is this rule.
+///
+/// A tenth of the number as written: its shortest decimal form with the exponent moved
+/// down by one, so 3e-4 gives exactly the f32 nearest 3e-5 (`3e-4 / 10.0` in f32 is one
+/// ulp above it, and would not be the documented default).
+pub fn min_lr_for(learning_rate: f32) -> f32 {
+    let written = format!("{learning_rate:e}");
+    let tenth = written.split_once('e').and_then(|(mantissa, exponent)| {
+        let exponent: i32 = exponent.parse().ok()?;
+        format!("{mantissa}e{}", exponent - 1).parse().ok()
+    });
+    tenth.unwrap_or(learning_rate / 10.0)
+}
+
 /// The learning rate for the optimizer step that follows `step` completed steps.
 ///
 /// Warm-up (both kinds): `lr * (step + 1) / warmup_steps` while `step < warmup_steps`.
@@ -47,6 +63,19 @@ mod tests {
         assert!((learning_rate(&c, 1050) - 5.5e-4).abs() < 1e-7);
         assert!((learning_rate(&c, 2000) - 1e-4).abs() < 1e-9);
         assert!((learning_rate(&c, 5000) - 1e-4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_default_min_lr_is_the_rule_applied_to_the_default_learning_rate() {
+        let d = TrainingConfig::default();
+        assert_eq!(d.min_lr, min_lr_for(d.learning_rate));
+        assert_eq!((d.learning_rate, d.min_lr), (3e-4, 3e-5), "as docs/model.md documents");
+        assert_eq!(min_lr_for(1e-3), 1e-4);
+        assert_eq!(min_lr_for(6e-4), 6e-5);
+        for lr in [1e-12f32, 0.5, 3.0, 1.7e-3] {
+            let tenth = min_lr_for(lr);
+            assert!((tenth - lr / 10.0).abs() <= lr * 1e-6, "{lr}: {tenth}");
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tinygpt_kernels_cpu::{CpuBackend, KernelVariant, Kernels};
 use tinygpt_model::{Dataset, Preset};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
 
 struct CountingAllocator;
 
@@ -72,7 +72,13 @@ fn a_steady_state_step_on_the_fast_kernels_allocates_nothing() {
     assert!(cores >= 2, "this test needs two cores for the spin pool (it would fall back to rayon's)");
     for threads in [1, 2] {
         let backend = CpuBackend::try_new_on_this_thread(threads).unwrap().with_variant(variant).unwrap();
-        let mut trainer = Trainer::new(&backend, model.clone(), training.clone(), dataset.clone()).unwrap();
+        let mut trainer = Trainer::new(
+            TrainedSet::whole_model(&backend, model.clone()),
+            training.clone(),
+            dataset.clone(),
+            None,
+        )
+        .unwrap();
         // The first steps fill the pool, the kernels' scratch and the trainer's lists.
         for _ in 0..3 {
             trainer.step().unwrap();

@@ -4,7 +4,7 @@
 
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::{Dataset, ModelConfig, Preset, Split};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::block_on;
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -24,7 +24,7 @@ fn setup(dropout: f32, batch_size: usize) -> (ModelConfig, TrainingConfig, Datas
 
 fn trainer(dropout: f32, batch_size: usize) -> Trainer<CpuBackend> {
     let (model, training, dataset) = setup(dropout, batch_size);
-    Trainer::new(&CpuBackend::new(2), model, training, dataset).unwrap()
+    Trainer::new(TrainedSet::whole_model(&CpuBackend::new(2), model), training, dataset, None).unwrap()
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -40,7 +40,9 @@ fn a_resumed_run_draws_the_masks_of_the_uninterrupted_one() {
     let state = block_on(first.resume_state()).unwrap();
     drop(first);
     let (model, training, dataset) = setup(0.2, 4);
-    let mut resumed = Trainer::resume(&CpuBackend::new(2), model, training, dataset, state).unwrap();
+    let mut resumed =
+        Trainer::new(TrainedSet::whole_model(&CpuBackend::new(2), model), training, dataset, Some(state))
+            .unwrap();
     got.extend((0..3).map(|_| resumed.step().unwrap().train_loss));
     assert_eq!(bits(&got), bits(&want), "losses {got:?} vs {want:?}");
     let (a, b) = (block_on(straight.resume_state()).unwrap(), block_on(resumed.resume_state()).unwrap());

@@ -8,7 +8,7 @@ use tinygpt_ckpt::{
 };
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::{Dataset, Preset, Split};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{ResumeState, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::block_on;
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -29,7 +29,8 @@ fn snapshot(t: &Trainer<CpuBackend>) -> Checkpoint {
 
 fn resume(backend: &CpuBackend, ckpt: Checkpoint, dataset: Dataset) -> Trainer<CpuBackend> {
     check_compatible(&ckpt, &ckpt.model_config, dataset.manifest()).unwrap();
-    Trainer::from_checkpoint(backend, ckpt, dataset).unwrap()
+    let (trained, config, state) = ResumeState::from_checkpoint(backend, ckpt);
+    Trainer::new(trained, config, dataset, Some(state)).unwrap()
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -49,14 +50,21 @@ fn n_plus_m_steps_equal_n_steps_checkpointed_and_m_more() {
     };
     let dataset = Dataset::new("shakespeare", &TEXT[..200_000], model.context_length, training.seed).unwrap();
 
-    let mut straight = Trainer::new(&backend, model.clone(), training.clone(), dataset.clone()).unwrap();
+    let mut straight = Trainer::new(
+        TrainedSet::whole_model(&backend, model.clone()),
+        training.clone(),
+        dataset.clone(),
+        None,
+    )
+    .unwrap();
     steps(&mut straight, 10);
     let want = snapshot(&straight);
     assert_eq!(want.loss_history.iter().map(|p| p.step).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
     let evals = want.loss_history.iter().filter(|p| p.val_loss.is_some()).map(|p| p.step);
     assert_eq!(evals.collect::<Vec<_>>(), [4, 8, 10]);
 
-    let mut first = Trainer::new(&backend, model, training, dataset.clone()).unwrap();
+    let mut first =
+        Trainer::new(TrainedSet::whole_model(&backend, model), training, dataset.clone(), None).unwrap();
     steps(&mut first, 6);
     let tmp = tempfile::tempdir().unwrap();
     let dir = CheckpointDir::open(tmp.path()).unwrap();

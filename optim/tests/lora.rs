@@ -2,7 +2,7 @@
 
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::{Dataset, Gpt, Lora, LoraConfig, Preset, DEFAULT_LORA_LEARNING_RATE};
-use tinygpt_optim::{GroupOptions, Trainer, TrainingConfig};
+use tinygpt_optim::{GroupOptions, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Rng};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -25,7 +25,10 @@ fn adapter_run(steps: usize) -> (Trainer<CpuBackend>, Vec<f32>) {
         Lora::init(&b, &model, LoraConfig::preset("qvo-r8").unwrap(), &mut Rng::new(config.seed)).unwrap();
     let dataset = Dataset::new("text", &TEXT[..100_000], model.context_length, config.seed).unwrap();
     let options = GroupOptions { weight_decay: 0.0, lr_scale: 1.0 };
-    (Trainer::new_adapter(base, lora, options, config, dataset).unwrap(), base_weights)
+    (
+        Trainer::new(TrainedSet::Adapter { base, adapter: lora, options }, config, dataset, None).unwrap(),
+        base_weights,
+    )
 }
 
 #[test]
@@ -71,7 +74,9 @@ fn an_adapter_run_resumed_takes_the_same_steps() {
     let lora = Lora::from_flat(&b, first.model().config(), lora.config().clone(), &state.weights).unwrap();
     let options = GroupOptions { weight_decay: 0.0, lr_scale: 1.0 };
     let (base, config, data) = (first.model().clone(), first.config().clone(), first.dataset().clone());
-    let mut resumed = Trainer::resume_adapter(base, lora, options, config, data, state).unwrap();
+    let mut resumed =
+        Trainer::new(TrainedSet::Adapter { base, adapter: lora, options }, config, data, Some(state))
+            .unwrap();
     losses.extend((0..3).map(|_| resumed.step().unwrap().train_loss));
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&losses), bits(&expected));

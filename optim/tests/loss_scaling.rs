@@ -8,7 +8,7 @@ use tinygpt_autograd::Tape;
 use tinygpt_kernels_wgsl::testing::{shared_backend, shared_backend_with};
 use tinygpt_kernels_wgsl::{MatmulKernels, WgpuBackend};
 use tinygpt_model::{Dataset, Gpt, Params, Preset, Split};
-use tinygpt_optim::{GradScaler, LossScaleState, ResumeState, Trainer, TrainingConfig};
+use tinygpt_optim::{GradScaler, LossScaleState, ResumeState, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend, Indices, Precision, Rng, Tensor};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -158,18 +158,26 @@ fn tiny_gradients_underflow_f16_without_scaling_and_not_with_it() {
 
 fn trainer<B: Backend>(backend: &B, precision: Precision) -> Trainer<B> {
     let model = Preset::by_name("tiny").unwrap().model;
-    Trainer::new(backend, model, config(precision), dataset()).unwrap()
+    Trainer::new(TrainedSet::whole_model(backend, model), config(precision), dataset(), None).unwrap()
 }
 
 /// A run from the same initial state with the loss scale fixed at `scale` for `steps`
 /// steps (GradScaler grows it only after 2000): the losses.
 fn run<B: Backend>(backend: &B, precision: Precision, scale: Option<f32>, steps: usize) -> Vec<f32> {
     let model = Preset::by_name("tiny").unwrap().model;
-    let fresh = Trainer::new(backend, model.clone(), config(Precision::F32), dataset()).unwrap();
+    let fresh = Trainer::new(
+        TrainedSet::whole_model(backend, model.clone()),
+        config(Precision::F32),
+        dataset(),
+        None,
+    )
+    .unwrap();
     let mut state = block_on(fresh.resume_state()).unwrap();
     state.progress.loss_scale = scale.map(|scale| LossScaleState { scale, ..GradScaler::DEFAULT.start() });
     let state = ResumeState { adam_m: Vec::new(), adam_v: Vec::new(), ..state };
-    let mut t = Trainer::resume(backend, model, config(precision), dataset(), state).unwrap();
+    let mut t =
+        Trainer::new(TrainedSet::whole_model(backend, model), config(precision), dataset(), Some(state))
+            .unwrap();
     (0..steps).map(|_| t.step().unwrap().train_loss).collect()
 }
 
@@ -198,12 +206,16 @@ fn a_mixed_run_learns_like_f32_with_scaling_and_worse_without() {
 fn an_overflowing_scale_skips_the_step_and_backs_off() {
     let Some(gpu) = mixed() else { return };
     let model = Preset::by_name("tiny").unwrap().model;
-    let fresh = Trainer::new(&gpu, model.clone(), config(Precision::F32), dataset()).unwrap();
+    let fresh =
+        Trainer::new(TrainedSet::whole_model(&gpu, model.clone()), config(Precision::F32), dataset(), None)
+            .unwrap();
     let mut state = block_on(fresh.resume_state()).unwrap();
     let start = 2f32.powi(40);
     state.progress.loss_scale = Some(LossScaleState { scale: start, ..GradScaler::DEFAULT.start() });
     let before = state.weights.clone();
-    let mut t = Trainer::resume(&gpu, model, config(Precision::Mixed), dataset(), state).unwrap();
+    let mut t =
+        Trainer::new(TrainedSet::whole_model(&gpu, model), config(Precision::Mixed), dataset(), Some(state))
+            .unwrap();
     t.step().unwrap();
     let after = block_on(t.resume_state()).unwrap();
     let ls = after.progress.loss_scale.unwrap();
@@ -233,12 +245,20 @@ fn an_overflowing_scale_skips_the_step_and_backs_off() {
 fn a_resumed_mixed_run_continues_exactly_through_skipped_steps() {
     let Some(gpu) = mixed() else { return };
     let model = Preset::by_name("tiny").unwrap().model;
-    let fresh = Trainer::new(&gpu, model.clone(), config(Precision::F32), dataset()).unwrap();
+    let fresh =
+        Trainer::new(TrainedSet::whole_model(&gpu, model.clone()), config(Precision::F32), dataset(), None)
+            .unwrap();
     let mut state = block_on(fresh.resume_state()).unwrap();
     // Overflows for the first few steps, then trains.
     state.progress.loss_scale = Some(LossScaleState { scale: 2f32.powi(28), ..GradScaler::DEFAULT.start() });
-    let resume =
-        |state: ResumeState| Trainer::resume(&gpu, model.clone(), config(Precision::Mixed), dataset(), state);
+    let resume = |state: ResumeState| {
+        Trainer::new(
+            TrainedSet::whole_model(&gpu, model.clone()),
+            config(Precision::Mixed),
+            dataset(),
+            Some(state),
+        )
+    };
     let mut straight = resume(state.clone()).unwrap();
     let expected: Vec<u32> = (0..10).map(|_| straight.step().unwrap().train_loss.to_bits()).collect();
     let mut first = resume(state).unwrap();

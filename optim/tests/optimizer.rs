@@ -5,7 +5,7 @@
 use tinygpt_kernels_cpu::counting::Counting;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::{Dataset, Gpt, ModelConfig, Params, Preset};
-use tinygpt_optim::{AdamW, GroupOptions, ParamGroup, Trainer, TrainingConfig};
+use tinygpt_optim::{AdamW, GroupOptions, ParamGroup, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, AdamWStep, Backend, Rng, Tensor};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -62,7 +62,7 @@ fn a_training_step_calls_adamw_and_sum_squares_once_per_group_and_never_flushes(
     let config = TrainingConfig { batch_size: 2, max_steps: 10, ..TrainingConfig::default() };
     let model = narrow(12);
     let dataset = Dataset::new("shakespeare", &TEXT[..20_000], model.context_length, config.seed).unwrap();
-    let mut trainer = Trainer::new(&backend, model, config, dataset).unwrap();
+    let mut trainer = Trainer::new(TrainedSet::whole_model(&backend, model), config, dataset, None).unwrap();
     let tensors = trainer.model().params().len();
     for _ in 0..2 {
         backend.take();
@@ -182,7 +182,8 @@ fn frozen_tensors_get_no_moments_and_keep_their_weights_until_unfrozen() {
     let config =
         TrainingConfig { batch_size: 2, max_steps: 10, warmup_steps: 1, ..TrainingConfig::default() };
     let dataset = Dataset::new("shakespeare", &TEXT[..20_000], model.context_length, config.seed).unwrap();
-    let mut trainer = Trainer::new(&CpuBackend::new(1), model, config, dataset).unwrap();
+    let mut trainer =
+        Trainer::new(TrainedSet::whole_model(&CpuBackend::new(1), model), config, dataset, None).unwrap();
     let frozen = ["blocks.0.attn.q_proj.weight", "ln_final.bias"];
     for name in frozen {
         trainer.model_mut().set_trainable(name, false).unwrap();
@@ -257,7 +258,8 @@ fn training_gives_the_losses_of_the_per_tensor_optimizer_within_rounding() {
         ..TrainingConfig::default()
     };
     let dataset = Dataset::new("shakespeare", &TEXT[..200_000], model.context_length, config.seed).unwrap();
-    let mut trainer = Trainer::new(&CpuBackend::new(1), model, config, dataset).unwrap();
+    let mut trainer =
+        Trainer::new(TrainedSet::whole_model(&CpuBackend::new(1), model), config, dataset, None).unwrap();
     for (step, want) in recorded.into_iter().enumerate() {
         let got = trainer.step().unwrap().train_loss;
         assert!((got - want).abs() <= 1e-5 * want, "step {step}: {got} vs {want}");

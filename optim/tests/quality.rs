@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde::Deserialize;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::{Dataset, ModelConfig, Split};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
 
 #[derive(Deserialize)]
 struct Recipe {
@@ -27,7 +27,9 @@ fn nanogpt_cpu_recipe_reaches_val_loss_1_95() {
     let backend = CpuBackend::new(threads);
     let seed = recipe.training.seed;
     let dataset = Dataset::new("tinyshakespeare", text, recipe.model.context_length, seed).unwrap();
-    let mut trainer = Trainer::new(&backend, recipe.model, recipe.training, dataset).unwrap();
+    let mut trainer =
+        Trainer::new(TrainedSet::whole_model(&backend, recipe.model), recipe.training, dataset, None)
+            .unwrap();
     let started = Instant::now();
     let mut val = f32::NAN;
     while !trainer.is_finished() {

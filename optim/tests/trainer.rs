@@ -2,7 +2,7 @@
 
 use tinygpt_kernels_cpu::{CpuBackend, KernelVariant};
 use tinygpt_model::{Dataset, ModelConfig, Preset};
-use tinygpt_optim::{AdamW, ParamGroup, Trainer, TrainingConfig};
+use tinygpt_optim::{AdamW, ParamGroup, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Tensor};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -27,15 +27,28 @@ fn run(trainer: &mut Trainer<CpuBackend>, steps: usize) -> Vec<f32> {
 #[test]
 fn same_seed_gives_the_same_losses_bit_for_bit_at_any_thread_count() {
     let (model, training, dataset) = setup(6);
-    let mut a = Trainer::new(&CpuBackend::new(1), model.clone(), training.clone(), dataset.clone()).unwrap();
-    let mut b = Trainer::new(&CpuBackend::new(2), model.clone(), training.clone(), dataset.clone()).unwrap();
+    let mut a = Trainer::new(
+        TrainedSet::whole_model(&CpuBackend::new(1), model.clone()),
+        training.clone(),
+        dataset.clone(),
+        None,
+    )
+    .unwrap();
+    let mut b = Trainer::new(
+        TrainedSet::whole_model(&CpuBackend::new(2), model.clone()),
+        training.clone(),
+        dataset.clone(),
+        None,
+    )
+    .unwrap();
     let (la, lb) = (run(&mut a, 6), run(&mut b, 6));
     assert_eq!(
         la.iter().map(|l| l.to_bits()).collect::<Vec<_>>(),
         lb.iter().map(|l| l.to_bits()).collect::<Vec<_>>()
     );
     let other = TrainingConfig { seed: 1, ..training };
-    let mut c = Trainer::new(&CpuBackend::new(1), model, other, dataset).unwrap();
+    let mut c =
+        Trainer::new(TrainedSet::whole_model(&CpuBackend::new(1), model), other, dataset, None).unwrap();
     assert_ne!(run(&mut c, 6), la, "another seed should draw other weights and batches");
 }
 
@@ -44,7 +57,13 @@ fn every_kernel_variant_trains_like_the_reference_for_20_steps() {
     let (model, training, dataset) = setup(20);
     let on = |variant| {
         let backend = CpuBackend::new(2).with_variant(variant).unwrap();
-        let mut trainer = Trainer::new(&backend, model.clone(), training.clone(), dataset.clone()).unwrap();
+        let mut trainer = Trainer::new(
+            TrainedSet::whole_model(&backend, model.clone()),
+            training.clone(),
+            dataset.clone(),
+            None,
+        )
+        .unwrap();
         run(&mut trainer, 20)
     };
     let reference = on(KernelVariant::Reference);
@@ -66,7 +85,13 @@ fn every_kernel_variant_trains_like_the_reference_for_20_steps() {
 fn n_plus_m_steps_equal_n_steps_saved_resumed_and_m_more() {
     let backend = CpuBackend::new(2);
     let (model, training, dataset) = setup(10);
-    let mut straight = Trainer::new(&backend, model.clone(), training.clone(), dataset.clone()).unwrap();
+    let mut straight = Trainer::new(
+        TrainedSet::whole_model(&backend, model.clone()),
+        training.clone(),
+        dataset.clone(),
+        None,
+    )
+    .unwrap();
     for _ in 0..10 {
         let r = straight.step().unwrap();
         if r.eval_due {
@@ -75,7 +100,13 @@ fn n_plus_m_steps_equal_n_steps_saved_resumed_and_m_more() {
         }
     }
 
-    let mut first = Trainer::new(&backend, model.clone(), training.clone(), dataset.clone()).unwrap();
+    let mut first = Trainer::new(
+        TrainedSet::whole_model(&backend, model.clone()),
+        training.clone(),
+        dataset.clone(),
+        None,
+    )
+    .unwrap();
     let steps_run = |t: &mut Trainer<CpuBackend>, n: usize| {
         for _ in 0..n {
             let r = t.step().unwrap();
@@ -88,7 +119,8 @@ fn n_plus_m_steps_equal_n_steps_saved_resumed_and_m_more() {
     steps_run(&mut first, 6);
     let saved = tinygpt_tensor::block_on(first.resume_state()).unwrap();
     drop(first);
-    let mut resumed = Trainer::resume(&backend, model, training, dataset, saved).unwrap();
+    let mut resumed =
+        Trainer::new(TrainedSet::whole_model(&backend, model), training, dataset, Some(saved)).unwrap();
     steps_run(&mut resumed, 4);
 
     let a = tinygpt_tensor::block_on(straight.resume_state()).unwrap();

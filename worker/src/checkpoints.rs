@@ -11,7 +11,7 @@ use tinygpt_ckpt::{
     CkptError, LoadOptions, DATASET_MANIFEST, MODEL_CONFIG, TRAINER_STATE, TRAINING_CONFIG,
 };
 use tinygpt_model::{Dataset, DatasetManifest, ModelConfig};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{ResumeState, Trainer, TrainingConfig};
 use tinygpt_tensor::Backend;
 
 use crate::error::WorkerError;
@@ -49,7 +49,8 @@ pub fn restore<B: Backend>(
         ),
         other => ckpt_error(other),
     })?;
-    Ok(Trainer::from_checkpoint(backend, ckpt, data)?)
+    let (trained, config, state) = ResumeState::from_checkpoint(backend, ckpt);
+    Ok(Trainer::new(trained, config, data, Some(state))?)
 }
 
 /// The browser's checkpoint store and what kind it is.

@@ -114,7 +114,7 @@ impl Engine {
 
     pub fn run_summary(&self) -> Option<RunSummary> {
         on_session!(self, s => s.run().map(|r| {
-            let t = &r.trainer;
+            let t = r.trainer();
             RunSummary {
                 lock_name: r.lock_name(),
                 model_name: t.model().config().model_name.clone(),
@@ -198,7 +198,7 @@ impl Engine {
         on_session!(self, s => match s.run() {
             Some(run) => Some(match adapter_snapshot(run).await {
                 Some(adapter) => adapter.map(|(name, ckpt)| Snapshot::Adapter { name, ckpt }),
-                None => snapshot(&run.trainer).await.map(Snapshot::Run),
+                None => snapshot(run.trainer()).await.map(Snapshot::Run),
             }),
             None => None,
         })

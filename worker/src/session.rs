@@ -24,12 +24,15 @@
 //! device has finished (its last `progress` follows `done`). So commands stay prompt on a
 //! GPU whose units take longer than the 200 ms a command may wait.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
 use tinygpt_ckpt::{AdapterCheckpoint, BaseRef};
-use tinygpt_model::{Dataset, Gpt, ModelConfig, SampleConfig, Split};
-use tinygpt_optim::{Evaluation, Overrides, Part, Recipe, Trainer, TrainingConfig};
+use tinygpt_model::{Dataset, Gpt, ModelConfig, SampleConfig};
+use tinygpt_optim::{
+    Overrides, Recipe, RunEvent, TrainError, TrainedSet, Trainer, TrainingConfig, TrainingRun, UnitHooks,
+};
 use tinygpt_tensor::{block_on, Backend, Precision};
 
 use crate::abandon::{Abandon, Abandonable};
@@ -83,10 +86,13 @@ pub struct SampleRequest {
     pub adapter: Option<bool>,
 }
 
-/// One run and how far it got.
+/// The session's run: the run loop every caller drives ([`TrainingRun`]) and what the page
+/// is told about it (lifecycle, saves, progress). Named apart from the `tinygpt-run` crate,
+/// which holds a run's plain data.
 #[derive(Debug)]
-pub struct Run<B: Backend> {
-    pub trainer: Trainer<B>,
+pub struct ActiveRun<B: Backend> {
+    /// The run loop and its trainer.
+    pub training: TrainingRun<B>,
     pub state: RunState,
     /// The checkpoint the run was loaded from or last saved to.
     pub checkpoint_id: Option<String>,
@@ -97,10 +103,7 @@ pub struct Run<B: Backend> {
     pub saved_step: usize,
     /// Batch rows a unit of training or validation covers (see [`crate::parts`]).
     rows_per_part: usize,
-    eval: Option<(Evaluation, f32)>,
-    /// A checkpoint interval was reached; the save waits for that step's evaluation, so
-    /// the checkpoint's loss history includes it.
-    save_pending: bool,
+    /// Loss points not sent yet (the next progress message's).
     points: Vec<LossPoint>,
     last_train_loss: f32,
     last_val_loss: Option<f32>,
@@ -114,6 +117,38 @@ pub struct Run<B: Backend> {
     step_ms: Option<f64>,
     /// Time spent so far on the parts of the step in progress.
     partial_step_ms: f64,
+}
+
+/// The page's say over a unit of work (see [`UnitHooks`]): a unit a page message overtook
+/// is given up ([`Abandon`]); a wait for the GPU ends when a message arrives ([`Interrupt`]).
+struct PageHooks<'a> {
+    abandon: Option<&'a Abandon>,
+    interrupt: &'a Interrupt,
+    /// The last wait for the device was cut short.
+    cut_short: Cell<bool>,
+}
+
+impl UnitHooks for PageHooks<'_> {
+    fn give_up(&self) -> bool {
+        self.abandon.is_some_and(Abandon::settle)
+    }
+
+    /// The part is queued, not done (on a GPU): wait for it, so the unit's time is its real
+    /// duration (the budget rule needs it) and a device failure surfaces here, while
+    /// nothing is read back. A page message cuts the wait short (the part finishes on the
+    /// device; its time is then counted so far).
+    async fn wait_for_device<D: Backend>(&self, backend: &D) -> Result<bool, TrainError> {
+        match self.interrupt.race(backend.flush()).await {
+            Some(flushed) => {
+                flushed?;
+                Ok(true)
+            }
+            None => {
+                self.cut_short.set(true);
+                Ok(false)
+            }
+        }
+    }
 }
 
 /// What a tick did.
@@ -155,7 +190,7 @@ pub struct Session<B: Backend> {
     /// How a unit of work is given up when a page message waits (see [`crate::abandon`]);
     /// `None` on a backend that cannot be ([`Session::new`]).
     abandon: Option<Rc<Abandon>>,
-    run: Option<Run<B>>,
+    run: Option<ActiveRun<B>>,
     sampler: Option<Sampler<B>>,
     sample_model: SampleModel<B>,
     /// LoRA: the frozen base adapters train on and sample with.
@@ -219,17 +254,17 @@ impl<B: Backend> Session<B> {
         self.kind
     }
 
-    pub fn run(&self) -> Option<&Run<B>> {
+    pub fn run(&self) -> Option<&ActiveRun<B>> {
         self.run.as_ref()
     }
 
-    pub fn run_mut(&mut self) -> Option<&mut Run<B>> {
+    pub fn run_mut(&mut self) -> Option<&mut ActiveRun<B>> {
         self.run.as_mut()
     }
 
     /// The Web Lock the run holds while it trains ([`crate::locks`]); `None` when not training.
     pub fn training_lock(&self) -> Option<String> {
-        self.run.as_ref().filter(|r| r.state == RunState::Training).map(Run::lock_name)
+        self.run.as_ref().filter(|r| r.state == RunState::Training).map(ActiveRun::lock_name)
     }
 
     pub fn is_busy(&self) -> bool {
@@ -249,7 +284,8 @@ impl<B: Backend> Session<B> {
         check_fits_one_buffer(backend, &model_config, training_config.batch_size)?;
         let data =
             Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training_config.seed)?;
-        let trainer = Trainer::new(backend, model_config, training_config, data)?;
+        let trained = TrainedSet::whole_model(backend, model_config);
+        let trainer = Trainer::new(trained, training_config, data, None)?;
         Ok(self.install(trainer, None, RunState::Training, now_ms))
     }
 
@@ -266,14 +302,12 @@ impl<B: Backend> Session<B> {
         let last = trainer.history().last().cloned();
         let rows_per_part =
             unit_rows(trainer.model().config(), trainer.config().batch_size, self.abandons_units());
-        let run = Run {
+        let run = ActiveRun {
             state,
             rows_per_part,
             adapter: None,
             saved_step: if checkpoint_id.is_some() { step } else { 0 },
             checkpoint_id,
-            eval: None,
-            save_pending: false,
             points: Vec::new(),
             last_train_loss: last.as_ref().map_or(f32::NAN, |p| p.train_loss),
             last_val_loss: last.and_then(|p| p.val_loss),
@@ -283,7 +317,7 @@ impl<B: Backend> Session<B> {
             last_progress_ms: now_ms,
             step_ms: None,
             partial_step_ms: 0.0,
-            trainer,
+            training: TrainingRun::new(trainer),
         };
         let info = run_info(&run);
         self.run = Some(run);
@@ -298,7 +332,7 @@ impl<B: Backend> Session<B> {
         if run.state == RunState::Training {
             run.state = RunState::Paused;
         }
-        let out = vec![OutMessage::Status { state: run.state, step: run.trainer.progress().step }];
+        let out = vec![OutMessage::Status { state: run.state, step: run.step() }];
         self.forget_given_up();
         Ok(out)
     }
@@ -315,30 +349,31 @@ impl<B: Backend> Session<B> {
     /// Continues a paused or stopped run.
     pub fn resume(&mut self, now_ms: f64) -> Result<Vec<OutMessage>, WorkerError> {
         let run = self.run.as_mut().ok_or_else(|| WorkerError::no_run("resume"))?;
-        if run.trainer.should_stop_early() && run.eval.is_none() {
+        let trainer = run.trainer();
+        if run.training.has_nothing_left() && trainer.should_stop_early() {
             return Err(WorkerError::new(
                 ErrorCode::RunFinished,
                 format!(
                     "This run stopped early: its validation loss has not improved for {} evaluations \
                      (early_stop_patience). Generate text with its best checkpoint, download it, or start a \
                      new run.",
-                    run.trainer.config().early_stop_patience.unwrap_or(0)
+                    trainer.config().early_stop_patience.unwrap_or(0)
                 ),
             ));
         }
-        if run.trainer.is_finished() && run.eval.is_none() {
+        if run.training.has_nothing_left() {
             return Err(WorkerError::new(
                 ErrorCode::RunFinished,
                 format!(
                     "This run has already trained all {} of its steps, so there is nothing to resume. Generate \
                      text with it, download it, or start a new run to train more.",
-                    run.trainer.config().max_steps
+                    trainer.config().max_steps
                 ),
             ));
         }
         run.state = RunState::Training;
         run.last_progress_ms = now_ms;
-        Ok(vec![OutMessage::Status { state: run.state, step: run.trainer.progress().step }])
+        Ok(vec![OutMessage::Status { state: run.state, step: run.step() }])
     }
 
     /// Stops training (the run stays, for sampling, saving and `resume`) without waiting
@@ -347,7 +382,7 @@ impl<B: Backend> Session<B> {
     pub fn halt(&mut self) -> Result<Vec<OutMessage>, WorkerError> {
         let run = self.run.as_mut().ok_or_else(|| WorkerError::no_run("stop"))?;
         run.state = RunState::Stopped;
-        let step = run.trainer.progress().step;
+        let step = run.step();
         self.forget_given_up();
         Ok(vec![
             OutMessage::Status { state: RunState::Stopped, step },
@@ -360,7 +395,7 @@ impl<B: Backend> Session<B> {
         let kind = self.kind;
         let Some(run) = self.run.as_mut() else { return Vec::new() };
         // A loss that cannot be read (a diverged step, a lost device) costs only the points.
-        let _ = run.read_losses().await;
+        let _ = run.collect_points().await;
         run.progress(kind).map(OutMessage::Progress).into_iter().collect()
     }
 
@@ -461,12 +496,12 @@ impl<B: Backend> Session<B> {
     ) -> Result<(), WorkerError> {
         if matches!(self.sample_model, SampleModel::RunMerged) {
             if let Some(run) = self.run.as_ref() {
-                self.sample_model = SampleModel::Own(Box::new(merged_model(&run.trainer).await?));
+                self.sample_model = SampleModel::Own(Box::new(merged_model(run.trainer()).await?));
             }
         }
         let model = match (&self.sample_model, self.run.as_ref()) {
             (SampleModel::Own(model), _) => model,
-            (_, Some(run)) => run.trainer.model(),
+            (_, Some(run)) => run.trainer().model(),
             (_, None) => return Ok(()),
         };
         let Some(sampler) = self.sampler.as_mut() else { return Ok(()) };
@@ -499,9 +534,14 @@ impl<B: Backend> Session<Abandonable<B>> {
     }
 }
 
-impl<B: Backend> Run<B> {
+impl<B: Backend> ActiveRun<B> {
+    /// The run's trainer (model, configs, progress, history).
+    pub fn trainer(&self) -> &Trainer<B> {
+        self.training.trainer()
+    }
+
     pub fn step(&self) -> usize {
-        self.trainer.progress().step
+        self.trainer().progress().step
     }
 
     /// The Web Lock this run holds while it trains (see [`crate::locks`]).
@@ -509,7 +549,7 @@ impl<B: Backend> Run<B> {
         if let Some(adapter) = &self.adapter {
             return adapter_lock_name(&adapter.name);
         }
-        let t = &self.trainer;
+        let t = self.trainer();
         run_lock_name(t.model().config(), t.config(), &t.dataset().manifest().dataset_id)
     }
 
@@ -527,6 +567,9 @@ impl<B: Backend> Run<B> {
         self.rows_per_part
     }
 
+    /// Units of the run loop until the budget is spent, a page message waits, a save is
+    /// due or the run ends; the run loop decides what each unit is and what it means, this
+    /// only keeps time and turns its events into messages.
     #[allow(clippy::too_many_arguments)]
     async fn train_slice(
         &mut self,
@@ -539,11 +582,9 @@ impl<B: Backend> Run<B> {
         out: &mut TickOutcome,
     ) -> Result<(), WorkerError> {
         let mut interrupted = false;
-        let interval = self.trainer.config().checkpoint_interval;
-        let (batch, seq) = (self.trainer.config().batch_size, self.trainer.model().config().context_length);
-        // A unit is given up when a page message arrived while it ran (its ops were
-        // skipped from then on); the message is answered next and the unit taken again.
-        let give_up = || abandon.is_some_and(Abandon::settle);
+        let (batch, seq) =
+            (self.trainer().config().batch_size, self.trainer().model().config().context_length);
+        let hooks = PageHooks { abandon, interrupt, cut_short: Cell::new(false) };
         loop {
             // A message waits already: answer it before starting a unit.
             if abandon.is_some_and(Abandon::message_waiting) {
@@ -554,81 +595,57 @@ impl<B: Backend> Run<B> {
             if let Some(a) = abandon {
                 a.arm();
             }
-            if let Some((eval, train_loss)) = self.eval.as_mut() {
-                let scored = eval.next_part_unless(&self.trainer, self.rows_per_part, give_up).await;
-                interrupted |= give_up();
-                if let Part::Done(val) = scored? {
-                    let train_loss = *train_loss;
-                    self.eval = None;
-                    self.trainer.record_eval(train_loss, val);
-                    self.last_val_loss = Some(val);
-                    let step = self.step();
-                    // The step's point may already have gone out; the page merges by step.
-                    match self.points.iter_mut().rev().find(|p| p.step == step) {
-                        Some(p) => p.val_loss = Some(val),
-                        None => self.points.push(LossPoint { step, train_loss, val_loss: Some(val) }),
-                    }
-                    // A validation point is worth showing at once.
-                    self.last_progress_ms = f64::NEG_INFINITY;
-                }
-            } else if !self.trainer.is_finished() {
-                let rows_before = self.trainer.rows_done();
-                // Never waits on the device: at mixed precision the last part leaves the
-                // update pending until loss scaling's readback below.
-                let mut done = self.trainer.queue_part_unless(self.rows_per_part, give_up).done();
-                interrupted |= give_up();
-                // The part is queued, not done (on a GPU): wait for it, so the unit's time is
-                // its real duration (the budget rule above needs it) and a device failure
-                // surfaces here, while nothing is read back. A page message cuts the wait
-                // short (the part finishes on the device; its time is then counted so far).
-                let backend = self.trainer.model().params().tensors()[0].backend().clone();
-                match interrupt.race(backend.flush()).await {
-                    Some(flushed) => flushed?,
-                    None => interrupted = true,
-                }
-                // Mixed precision: the step's update waits for one value (the gradients' sum
-                // of squares), which the finished device hands back at once. Interrupted, it
-                // stays pending (the trainer still at the step before) for the next unit.
-                if !interrupted && self.trainer.update_pending() {
-                    done = self.trainer.finish_update().await;
-                }
+            let training = !self.training.is_evaluating();
+            let rows_before = self.trainer().rows_done();
+            let events = self.training.advance(self.rows_per_part, &hooks).await;
+            // A unit is given up when a page message arrived while it ran (its ops were
+            // skipped from then on); the message is answered next and the unit taken again.
+            interrupted |= hooks.give_up() || hooks.cut_short.replace(false);
+            let events = events?;
+            let stepped = events.iter().any(|e| matches!(e, RunEvent::StepDone(_)));
+            if training {
                 let ms = clock.now_ms() - unit_start;
-                let rows_after = if done.is_some() { batch } else { self.trainer.rows_done() };
-                self.trainer.add_wall_time(ms / 1e3);
-                self.window_tokens += (rows_after - rows_before) * seq;
+                let rows_after = if stepped { batch } else { self.trainer().rows_done() };
+                self.training.trainer_mut().add_wall_time(ms / 1e3);
+                self.window_tokens += rows_after.saturating_sub(rows_before) * seq;
                 self.window_ms += ms;
                 self.partial_step_ms += ms;
-                if let Some(done) = done {
-                    let ms = std::mem::take(&mut self.partial_step_ms);
-                    self.step_ms = Some(self.step_ms.map_or(ms, |avg| 0.8 * avg + 0.2 * ms));
-                    if done.eval_due {
-                        // The evaluation point carries this step's training loss.
-                        self.read_losses().await?;
-                        self.eval = Some((Evaluation::new(&self.trainer, Split::Val), self.last_train_loss));
+            }
+            for event in events {
+                match event {
+                    RunEvent::StepDone(_) => {
+                        let ms = std::mem::take(&mut self.partial_step_ms);
+                        self.step_ms = Some(self.step_ms.map_or(ms, |avg| 0.8 * avg + 0.2 * ms));
                     }
-                    if done.step % interval == 0 {
-                        self.save_pending = true;
+                    RunEvent::Evaluated { step, train_loss, val_loss, .. } => {
+                        self.collect_points().await?;
+                        self.last_val_loss = Some(val_loss);
+                        // The step's point may already have gone out; the page merges by step.
+                        match self.points.iter_mut().rev().find(|p| p.step == step) {
+                            Some(p) => p.val_loss = Some(val_loss),
+                            None => {
+                                self.points.push(LossPoint { step, train_loss, val_loss: Some(val_loss) })
+                            }
+                        }
+                        // A validation point is worth showing at once.
+                        self.last_progress_ms = f64::NEG_INFINITY;
+                    }
+                    RunEvent::SaveDue { .. } => out.save_due = true,
+                    RunEvent::StoppedEarly { step } | RunEvent::Finished { step } => {
+                        self.state = RunState::Finished;
+                        self.collect_points().await?;
+                        if let Some(p) = self.progress(kind) {
+                            out.messages.push(OutMessage::Progress(p));
+                        }
+                        out.messages.push(OutMessage::Status { state: RunState::Finished, step });
+                        let reason = match event {
+                            RunEvent::StoppedEarly { .. } => DoneReason::EarlyStopped,
+                            _ => DoneReason::Finished,
+                        };
+                        out.messages.push(OutMessage::Done { reason, step });
+                        return Ok(());
                     }
                 }
-            }
-            if self.save_pending && self.eval.is_none() {
-                self.save_pending = false;
-                out.save_due = true;
-            }
-            let early = self.trainer.should_stop_early();
-            if (self.trainer.is_finished() || early) && self.eval.is_none() {
-                self.state = RunState::Finished;
-                self.read_losses().await?;
-                let step = self.step();
-                if let Some(p) = self.progress(kind) {
-                    out.messages.push(OutMessage::Progress(p));
-                }
-                out.messages.push(OutMessage::Status { state: RunState::Finished, step });
-                let reason = if early { DoneReason::EarlyStopped } else { DoneReason::Finished };
-                out.messages.push(OutMessage::Done { reason, step });
-                self.save_pending = false;
-                out.save_due = true;
-                return Ok(());
             }
             // Stop before a unit that, taking as long as this one, would overrun the budget.
             let now = clock.now_ms();
@@ -640,7 +657,7 @@ impl<B: Backend> Run<B> {
         // Reading the losses waits for the device: not while a message is waiting.
         let progress_due = !interrupted && now - self.last_progress_ms >= PROGRESS_INTERVAL_MS;
         if progress_due || out.save_due {
-            self.read_losses().await?;
+            self.collect_points().await?;
             if let Some(p) = self.progress(kind) {
                 out.messages.push(OutMessage::Progress(p));
             }
@@ -649,12 +666,19 @@ impl<B: Backend> Run<B> {
         Ok(())
     }
 
-    /// Reads the losses of the steps taken since the last read into the trainer's history
-    /// and the next progress message's points (see `Trainer::read_losses`).
-    async fn read_losses(&mut self) -> Result<(), WorkerError> {
-        for p in self.trainer.read_losses().await? {
+    /// Reads the losses of the steps taken since the last read (see
+    /// [`TrainingRun::read_losses`]) into the next progress message's points.
+    async fn collect_points(&mut self) -> Result<(), WorkerError> {
+        for p in self.training.read_losses().await? {
             self.last_train_loss = p.train_loss;
-            self.points.push(LossPoint { step: p.step, train_loss: p.train_loss, val_loss: None });
+            match self.points.iter_mut().rev().find(|q| q.step == p.step) {
+                Some(q) => q.val_loss = q.val_loss.or(p.val_loss),
+                None => self.points.push(LossPoint {
+                    step: p.step,
+                    train_loss: p.train_loss,
+                    val_loss: p.val_loss,
+                }),
+            }
         }
         Ok(())
     }
@@ -667,7 +691,7 @@ impl<B: Backend> Run<B> {
         if self.window_ms > 0.0 && self.window_tokens > 0 {
             self.tokens_per_second = self.window_tokens as f64 / (self.window_ms / 1e3);
         }
-        let max_steps = self.trainer.config().max_steps;
+        let max_steps = self.trainer().config().max_steps;
         let remaining = max_steps.saturating_sub(self.step()) as f64;
         let progress = TrainingProgress {
             step: self.step(),
@@ -685,8 +709,8 @@ impl<B: Backend> Run<B> {
     }
 }
 
-fn run_info<B: Backend>(run: &Run<B>) -> RunInfo {
-    let t = &run.trainer;
+fn run_info<B: Backend>(run: &ActiveRun<B>) -> RunInfo {
+    let t = run.trainer();
     RunInfo {
         adapter: run.adapter.as_ref().zip(t.adapter()).map(|(a, lora)| RunAdapter {
             name: a.name.clone(),

@@ -74,12 +74,12 @@ fn session_with(abandon: Abandon) -> Cpu {
 }
 
 fn weights(s: &Cpu) -> Vec<u32> {
-    let state = block_on(s.run().unwrap().trainer.resume_state()).unwrap();
+    let state = block_on(s.run().unwrap().trainer().resume_state()).unwrap();
     state.weights.iter().chain(&state.adam_m).chain(&state.adam_v).map(|x| x.to_bits()).collect()
 }
 
 fn losses(s: &Cpu) -> Vec<(usize, u32, Option<u32>)> {
-    let history = s.run().unwrap().trainer.history();
+    let history = s.run().unwrap().trainer().history();
     history.iter().map(|p| (p.step, p.train_loss.to_bits(), p.val_loss.map(f32::to_bits))).collect()
 }
 
@@ -109,7 +109,7 @@ fn whole_steps_given_up_mid_step_and_taken_again_train_the_uninterrupted_run() {
         if page.waiting.get() {
             if (s.run().unwrap().step(), losses(&s).len()) == before {
                 given_up += 1;
-                assert_eq!(s.run().unwrap().trainer.rows_done(), 0, "nothing of a given-up step stays");
+                assert_eq!(s.run().unwrap().trainer().rows_done(), 0, "nothing of a given-up step stays");
             }
             // The message: a pause and a resume, answered at once.
             page.handled();
@@ -137,7 +137,7 @@ fn a_message_waiting_before_a_tick_is_answered_before_any_work() {
     page.post_after(0);
     let outcome = s.tick(50.0, &clock).unwrap();
     assert!(outcome.busy && outcome.messages.is_empty());
-    assert_eq!((s.run().unwrap().step(), s.run().unwrap().trainer.rows_done()), (0, 0));
+    assert_eq!((s.run().unwrap().step(), s.run().unwrap().trainer().rows_done()), (0, 0));
     page.handled();
     s.tick(0.0, &clock).unwrap();
     assert_eq!(s.run().unwrap().step(), 1);
@@ -167,7 +167,7 @@ fn pausing_again_and_again_within_a_step_gives_up_every_unit() {
         assert!(s.tick(0.0, &clock).unwrap().busy);
         assert!(page.waiting.get());
         let run = s.run().unwrap();
-        assert_eq!((run.step(), run.trainer.rows_done()), (0, 0), "pause {pause}: the step was given up");
+        assert_eq!((run.step(), run.trainer().rows_done()), (0, 0), "pause {pause}: the step was given up");
         page.handled();
         s.pause().unwrap();
         s.resume(0.0).unwrap();

@@ -56,7 +56,7 @@ fn save_list_load_and_resume_continues_exactly() {
     let mut first = tiny_session(10);
     train_to(&mut first, 6);
     let (id, bytes) =
-        block_on(store.save(&block_on(snapshot(&first.run().unwrap().trainer)).unwrap())).unwrap();
+        block_on(store.save(&block_on(snapshot(first.run().unwrap().trainer())).unwrap())).unwrap();
     assert!(bytes > 0);
     let items = block_on(store.list()).unwrap();
     assert_eq!(items.len(), 1);
@@ -104,7 +104,7 @@ fn another_text_is_refused_by_name_and_export_import_round_trips() {
     let store = Checkpoints::new(MemoryStore::new(), StoreKind::Memory);
     let mut s = tiny_session(10);
     train_to(&mut s, 2);
-    let (id, _) = block_on(store.save(&block_on(snapshot(&s.run().unwrap().trainer)).unwrap())).unwrap();
+    let (id, _) = block_on(store.save(&block_on(snapshot(s.run().unwrap().trainer())).unwrap())).unwrap();
 
     let mut other = shakespeare();
     other.name = "other.txt".into();

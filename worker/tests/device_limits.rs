@@ -39,6 +39,6 @@ fn a_tensor_past_one_binding_is_refused_and_a_flat_group_past_it_is_not() {
     }
     s.start(tiny(json!({"batch_size": 1, "max_steps": 2})), shakespeare(), 0.0)
         .expect("flat groups above one binding shard instead of refusing the model");
-    assert!(s.run().unwrap().trainer.optimizer().shards()[0] >= 3);
+    assert!(s.run().unwrap().trainer().optimizer().shards()[0] >= 3);
     block_on(s.backend().flush()).expect("no buffer above the forced binding");
 }

@@ -208,9 +208,9 @@ fn deleting_the_latest_checkpoint_is_refused_in_a_whole_sentence_that_says_what_
     s.start(tiny(json!({"max_steps": 4})), shakespeare(), 0.0).unwrap();
     let clock = SystemClock::default();
     s.tick(0.0, &clock).unwrap();
-    let (older, _) = block_on(store.save(&block_on(snapshot(&s.run().unwrap().trainer)).unwrap())).unwrap();
+    let (older, _) = block_on(store.save(&block_on(snapshot(s.run().unwrap().trainer())).unwrap())).unwrap();
     s.tick(0.0, &clock).unwrap();
-    let (latest, _) = block_on(store.save(&block_on(snapshot(&s.run().unwrap().trainer)).unwrap())).unwrap();
+    let (latest, _) = block_on(store.save(&block_on(snapshot(s.run().unwrap().trainer())).unwrap())).unwrap();
     let err = block_on(store.delete(&latest)).unwrap_err();
     assert_eq!(err.code, ErrorCode::DeleteRefused);
     let m = &err.message;
@@ -250,7 +250,7 @@ fn loading_a_checkpoint_too_big_for_wasm32_is_refused_before_its_weights_are_rea
     let store = Checkpoints::new(storage.clone(), StoreKind::Memory);
     let mut s = session();
     s.start(tiny(json!({"max_steps": 4})), shakespeare(), 0.0).unwrap();
-    let (id, _) = block_on(store.save(&block_on(snapshot(&s.run().unwrap().trainer)).unwrap())).unwrap();
+    let (id, _) = block_on(store.save(&block_on(snapshot(s.run().unwrap().trainer())).unwrap())).unwrap();
     // A checkpoint of a model that passes validation but needs ~42 GiB to train.
     let huge =
         ModelConfig { n_layers: 48, d_model: 1536, n_heads: 12, d_mlp: 4 * 1536, ..ModelConfig::reference() };
@@ -265,7 +265,7 @@ fn uploading_a_checkpoint_too_big_for_wasm32_is_refused_from_its_header() {
     let store = Checkpoints::new(MemoryStore::new(), StoreKind::Memory);
     let mut s = session();
     s.start(tiny(json!({"max_steps": 4})), shakespeare(), 0.0).unwrap();
-    block_on(store.save(&block_on(snapshot(&s.run().unwrap().trainer)).unwrap())).unwrap();
+    block_on(store.save(&block_on(snapshot(s.run().unwrap().trainer())).unwrap())).unwrap();
     let (_, file) = block_on(store.export(None)).unwrap();
     // The same file claiming a model that needs ~42 GiB to train.
     let len = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;

@@ -1,6 +1,6 @@
 //! `precision: mixed` in the worker (issue 34): the session trains it on WebGPU without ever
 //! blocking on the device (the step is queued, the device waited for as after every unit,
-//! then loss scaling's one readback awaited: `Trainer::queue_part_unless` and
+//! then loss scaling's one readback awaited: `Trainer::queue_part` and
 //! `Trainer::finish_update`) and takes exactly the steps the CLI's blocking trainer takes;
 //! the CPU builds, which have no narrow matmul, refuse it naming the reason. Natively: the
 //! WebGPU session on lavapipe (skipped without a GPU adapter), the CPU one on the CPU.
@@ -9,7 +9,7 @@ use serde_json::json;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::shared_backend_with;
 use tinygpt_model::Dataset;
-use tinygpt_optim::{LossScaleState, Part, Trainer};
+use tinygpt_optim::{LossScaleState, RowPart, TrainedSet, Trainer};
 use tinygpt_tensor::{block_on, Precision};
 use tinygpt_worker::clock::SystemClock;
 use tinygpt_worker::protocol::{DatasetInput, EngineKind, ErrorCode};
@@ -51,18 +51,22 @@ fn queued_steps_with_an_awaited_decision_are_the_blocking_trainers_steps() {
     eprintln!("mixed matmul: {}", gpu.matmul_precision());
 
     // The CLI's way: each step waits for loss scaling's readback inside.
-    let mut blocking = Trainer::new(&gpu, model.clone(), training.clone(), dataset()).unwrap();
+    let mut blocking =
+        Trainer::new(TrainedSet::whole_model(&gpu, model.clone()), training.clone(), dataset(), None)
+            .unwrap();
     for _ in 0..6 {
         blocking.step().unwrap();
     }
     // The browser's way, by hand: the last part leaves the update pending; the trainer is
     // still at the step before until the awaited decision.
-    let mut queued = Trainer::new(&gpu, model.clone(), training.clone(), dataset()).unwrap();
+    let mut queued =
+        Trainer::new(TrainedSet::whole_model(&gpu, model.clone()), training.clone(), dataset(), None)
+            .unwrap();
     for step in 0..6 {
-        assert_eq!(queued.queue_part_unless(usize::MAX, || false), Part::MoreRows);
+        assert_eq!(queued.queue_part(usize::MAX, || false), RowPart::MoreRows);
         assert!(queued.update_pending());
         assert_eq!(queued.progress().step, step, "still at the step before");
-        assert_eq!(queued.queue_part_unless(usize::MAX, || false), Part::MoreRows, "waits, does nothing");
+        assert_eq!(queued.queue_part(usize::MAX, || false), RowPart::MoreRows, "waits, does nothing");
         let done = block_on(queued.finish_update()).expect("the pending update");
         assert_eq!(done.step, step + 1);
         assert!(!queued.update_pending());
@@ -85,7 +89,7 @@ fn queued_steps_with_an_awaited_decision_are_the_blocking_trainers_steps() {
     assert_eq!(run.step(), 6);
     // (The session also scores the last step on validation text.)
     let train = |h: &[tinygpt_optim::LossPoint]| h.iter().map(|p| (p.step, p.train_loss)).collect::<Vec<_>>();
-    assert_eq!(train(run.trainer.history()), train(&a), "the session's steps are the blocking trainer's");
+    assert_eq!(train(run.trainer().history()), train(&a), "the session's steps are the blocking trainer's");
 }
 
 #[test]
@@ -98,13 +102,16 @@ fn an_overflowing_step_taken_the_browsers_way_is_skipped_and_changes_no_weight()
     let data = shakespeare();
     let dataset = || Dataset::new(&data.name, &data.bytes, model.context_length, training.seed).unwrap();
     let cpu = CpuBackend::new(1);
-    let fresh = Trainer::new(&cpu, model.clone(), training.clone(), dataset()).unwrap();
+    let fresh = Trainer::new(TrainedSet::whole_model(&cpu, model.clone()), training.clone(), dataset(), None)
+        .unwrap();
     let mut state = block_on(fresh.resume_state()).unwrap();
     let before = state.weights.clone();
     let huge = 2f32.powi(100);
     state.progress.loss_scale = Some(LossScaleState { scale: huge, growth_tracker: 0, skipped_steps: 0 });
-    let mut t = Trainer::resume(&cpu, model.clone(), training.clone(), dataset(), state).unwrap();
-    assert_eq!(t.queue_part_unless(usize::MAX, || false), Part::MoreRows);
+    let mut t =
+        Trainer::new(TrainedSet::whole_model(&cpu, model.clone()), training.clone(), dataset(), Some(state))
+            .unwrap();
+    assert_eq!(t.queue_part(usize::MAX, || false), RowPart::MoreRows);
     let done = block_on(t.finish_update()).expect("the pending update");
     assert_eq!(done.step, 1, "a skipped step is still a step");
     let after = block_on(t.resume_state()).unwrap();
@@ -116,7 +123,7 @@ fn an_overflowing_step_taken_the_browsers_way_is_skipped_and_changes_no_weight()
         Some(LossScaleState { scale: huge / 2.0, growth_tracker: 0, skipped_steps: 1 })
     );
     for _ in 0..3 {
-        t.queue_part_unless(usize::MAX, || false);
+        t.queue_part(usize::MAX, || false);
         block_on(t.finish_update());
     }
     let w = block_on(t.resume_state()).unwrap();

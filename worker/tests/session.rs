@@ -4,7 +4,7 @@ use serde_json::json;
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_model::tokenizer::decode;
 use tinygpt_model::{Preset, SampleConfig, Split};
-use tinygpt_optim::Trainer;
+use tinygpt_optim::{TrainedSet, Trainer};
 use tinygpt_tensor::block_on;
 use tinygpt_worker::clock::{Clock, SystemClock};
 use tinygpt_worker::protocol::{DatasetInput, DoneReason, EngineKind, ErrorCode, OutMessage, RunState};
@@ -34,8 +34,8 @@ fn run_until_idle(s: &mut Session<CpuBackend>, budget_ms: f64) -> (Vec<OutMessag
         if save_due {
             let run = s.run().unwrap();
             // A save at an evaluation step waits for that evaluation, so the checkpoint has it.
-            if run.step().is_multiple_of(run.trainer.config().eval_interval) {
-                assert_eq!(run.trainer.history().last().map(|p| p.step), Some(run.step()));
+            if run.step().is_multiple_of(run.trainer().config().eval_interval) {
+                assert_eq!(run.trainer().history().last().map(|p| p.step), Some(run.step()));
             }
             saves.push(run.step());
         }
@@ -73,7 +73,7 @@ fn a_tiny_run_trains_evaluates_reports_every_step_and_finishes() {
     assert!(last < first - 0.3, "loss should fall: first steps {first}, last steps {last}");
     assert_eq!(saves, vec![20, 40], "a save at the checkpoint interval and at the end");
     assert!(matches!(messages.last(), Some(OutMessage::Done { reason: DoneReason::Finished, step: 40 })));
-    let trainer = &s.run().unwrap().trainer;
+    let trainer = s.run().unwrap().trainer();
     // The session's sliced evaluation scores the validation split as `Trainer::evaluate` does.
     let recorded = trainer.history().last().and_then(|p| p.val_loss).unwrap();
     assert_eq!(recorded.to_bits(), trainer.evaluate(Split::Val).unwrap().to_bits(), "{recorded}");
@@ -132,7 +132,7 @@ fn a_big_batch_trains_in_parts_a_tick_each_pausing_between_them_like_whole_steps
     let mut messages = s.start(tiny(config), shakespeare(), 0.0).unwrap();
     let run = s.run().unwrap();
     assert_eq!(run.rows_per_part(), 22, "tiny at batch 64: 22 + 22 + 20 rows (see parts.rs)");
-    let at = |s: &Session<CpuBackend>| (s.run().unwrap().step(), s.run().unwrap().trainer.rows_done());
+    let at = |s: &Session<CpuBackend>| (s.run().unwrap().step(), s.run().unwrap().trainer().rows_done());
 
     // A zero budget is one part per tick; a pause between parts holds the step where it is.
     messages.extend(s.tick(0.0, &clock).unwrap().messages);
@@ -148,9 +148,15 @@ fn a_big_batch_trains_in_parts_a_tick_each_pausing_between_them_like_whole_steps
     messages.extend(run_until_idle(&mut s, 0.0).0);
 
     // The same run in whole steps: the same losses up to rounding in the summed gradients.
-    let trainer = &s.run().unwrap().trainer;
+    let trainer = s.run().unwrap().trainer();
     let (model, training) = (trainer.model().config().clone(), trainer.config().clone());
-    let mut whole = Trainer::new(&CpuBackend::new(1), model, training, trainer.dataset().clone()).unwrap();
+    let mut whole = Trainer::new(
+        TrainedSet::whole_model(&CpuBackend::new(1), model),
+        training,
+        trainer.dataset().clone(),
+        None,
+    )
+    .unwrap();
     let mut expected = std::collections::BTreeMap::new();
     while !whole.is_finished() {
         let r = whole.step().unwrap();
@@ -226,7 +232,7 @@ fn sampling_streams_the_same_text_as_generate() {
     // The session passes the request through unchanged: the text of `Gpt::generate`'s bytes.
     let config =
         SampleConfig { max_tokens: 40, temperature: 0.8, top_k: 40, seed: 7, ..SampleConfig::default() };
-    let model = s.run().unwrap().trainer.model();
+    let model = s.run().unwrap().trainer().model();
     let expected = block_on(model.generate(b"ROMEO:", &config, |_| true)).unwrap();
     assert_eq!(text, &decode(&expected));
 }

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use tinygpt_model::{Dataset, ModelConfig, Preset};
-use tinygpt_optim::{Trainer, TrainingConfig};
+use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::BenchArgs;
@@ -57,7 +57,7 @@ impl WithBackend for Bench {
         let tokens = training.batch_size * model.context_length;
         let precision = training.precision;
         let (path, reason) = matmul_path(&backend);
-        let mut trainer = Trainer::new(&backend, model, training, dataset)?;
+        let mut trainer = Trainer::new(TrainedSet::whole_model(&backend, model), training, dataset, None)?;
         for _ in 0..WARMUP_STEPS {
             trainer.step()?;
         }

@@ -2,7 +2,7 @@
 //! of a model or of a model with a LoRA adapter.
 
 use tinygpt_model::{Dataset, Gpt, Lora, Params, Split};
-use tinygpt_optim::{GroupOptions, Trainer};
+use tinygpt_optim::{GroupOptions, ResumeState, TrainedSet, Trainer};
 use tinygpt_tensor::Backend;
 
 use crate::args::EvalArgs;
@@ -42,9 +42,13 @@ impl WithBackend for Eval {
                 let model = Gpt::new(config.clone(), Params::from_flat(&backend, &config, &ckpt.weights)?)?;
                 let lora = Lora::from_flat(&backend, &config, a.lora, &a.weights)?;
                 let options = GroupOptions { weight_decay: 0.0, lr_scale: 1.0 };
-                Trainer::new_adapter(model, lora, options, ckpt.training_config, dataset)?
+                let trained = TrainedSet::Adapter { base: model, adapter: lora, options };
+                Trainer::new(trained, ckpt.training_config, dataset, None)?
             }
-            None => Trainer::from_checkpoint(&backend, ckpt, dataset)?,
+            None => {
+                let (trained, config, state) = ResumeState::from_checkpoint(&backend, ckpt);
+                Trainer::new(trained, config, dataset, Some(state))?
+            }
         };
         let train_loss = trainer.evaluate(Split::Train)?;
         let val_loss = trainer.evaluate(Split::Val)?;

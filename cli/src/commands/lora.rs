@@ -1,9 +1,11 @@
 //! `tinygpt lora …`: adapters on a frozen base.
 //!
-//! - `train`: trains an adapter (a preset, or `--rank/--alpha/--targets`) on `--data`,
-//!   evaluating and saving it every `--eval-interval` steps and at the end into `--out`
-//!   (an adapter folder, e.g. `<base>/adapters/<name>`); `--resume` continues the one
-//!   there exactly. It ends with one JSON line: the validation loss of the base alone
+//! - `train`: trains an adapter (a preset, or `--rank/--alpha/--targets`) on `--data` with
+//!   the run loop every run uses (`tinygpt_optim::TrainingRun`): evaluating every
+//!   `--eval-interval` steps, saving into `--out` (an adapter folder, e.g.
+//!   `<base>/adapters/<name>`) every `checkpoint_interval` steps and at the end, and
+//!   stopping early under `early_stop_patience`, as the page's adapter runs do; `--resume`
+//!   continues the one there exactly, under its own config. It ends with one JSON line: the validation loss of the base alone
 //!   (a fresh adapter adds exactly zero, so that is the run's first evaluation) and with
 //!   the adapter, the reduction, and the adapter's file size (`adapter.f32`) against the
 //!   base's (`weights.f32`).
@@ -19,7 +21,10 @@ use tinygpt_ckpt::{
     BaseRef, Checkpoint, CheckpointDir, DirStore, StoreRole,
 };
 use tinygpt_model::{count_model_losses, Dataset, Gpt, LoraConfig, Params, Split};
-use tinygpt_optim::{adapter_training_config, GroupOptions, Trainer, TrainingConfig, DEFAULT_ADAPTER_STEPS};
+use tinygpt_optim::{
+    adapter_training_config, ResumeState, RunEvent, TrainedSet, Trainer, TrainingConfig, TrainingRun,
+    Unhurried, DEFAULT_ADAPTER_STEPS,
+};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::{LoraExportArgs, LoraImportArgs, LoraListArgs, LoraMergeArgs, LoraTrainArgs};
@@ -90,6 +95,8 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
                 "max_steps": steps,
                 "weight_decay": args.weight_decay,
                 "eval_interval": args.eval_interval.min(steps).max(1),
+                // `--eval-interval` evaluates and saves (see its help).
+                "checkpoint_interval": args.eval_interval.max(1),
             });
             let named = [
                 ("learning_rate", args.lr.map(serde_json::Value::from)),
@@ -126,11 +133,14 @@ impl WithBackend for TrainAdapter {
         let model =
             Gpt::new(model_config.clone(), Params::from_flat(&backend, &model_config, &base.ckpt.weights)?)?;
         let fresh = resume.is_none();
-        let mut trainer = match resume {
-            Some(ckpt) => Trainer::from_adapter_checkpoint(model, ckpt, training, dataset)?,
+        let trainer = match resume {
+            Some(ckpt) => {
+                let (trained, state) = ResumeState::from_adapter_checkpoint(model, ckpt, &training)?;
+                Trainer::new(trained, training, dataset, Some(state))?
+            }
             None => {
-                let options = GroupOptions { weight_decay: training.weight_decay, lr_scale: 1.0 };
-                Trainer::start_adapter(model, lora, options, training, dataset)?
+                let trained = TrainedSet::fresh_adapter(model, lora, &training)?;
+                Trainer::new(trained, training, dataset, None)?
             }
         };
         let base_ref = BaseRef { name: base.name.clone(), weights_sha256: base.weights_sha256() };
@@ -164,23 +174,39 @@ impl WithBackend for TrainAdapter {
                 c.unigram, c.bigram
             );
         }
+        // The run loop the page's adapter runs use: evaluations every eval_interval steps,
+        // saves every checkpoint_interval steps and at the end, early stopping.
+        let mut run = TrainingRun::new(trainer);
+        let rows = run.trainer().config().batch_size;
         let mut last_val = start_val;
-        let mut saved_at = None;
+        let mut stopped_early = None;
         let started = Instant::now();
-        while !trainer.is_finished() {
+        while !run.is_over() {
             let lap = Instant::now();
-            let report = trainer.step()?;
-            trainer.add_wall_time(lap.elapsed().as_secs_f64());
-            if report.eval_due {
-                last_val = trainer.evaluate(Split::Val)?;
-                trainer.record_eval(report.train_loss, last_val);
-                eprintln!("step {:6}  train {:.4}  val {:.4}", report.step, report.train_loss, last_val);
-                save(&store, &trainer, &base_ref)?;
-                saved_at = Some(report.step);
+            let evaluating = run.is_evaluating();
+            let events = block_on(run.advance(rows, &Unhurried))?;
+            if !evaluating {
+                run.trainer_mut().add_wall_time(lap.elapsed().as_secs_f64());
+            }
+            for event in events {
+                match event {
+                    RunEvent::Evaluated { step, train_loss, val_loss, .. } => {
+                        last_val = val_loss;
+                        eprintln!("step {step:6}  train {train_loss:.4}  val {val_loss:.4}");
+                    }
+                    RunEvent::SaveDue { .. } => save(&store, run.trainer(), &base_ref)?,
+                    RunEvent::StoppedEarly { step } => stopped_early = Some(step),
+                    RunEvent::StepDone(_) | RunEvent::Finished { .. } => {}
+                }
             }
         }
-        if saved_at != Some(trainer.progress().step) {
-            save(&store, &trainer, &base_ref)?;
+        let trainer = run.into_trainer();
+        if let Some(step) = stopped_early {
+            let patience = trainer.config().early_stop_patience.unwrap_or(0);
+            eprintln!(
+                "stopped early at step {step}: the validation loss has not improved for {patience} evaluations \
+                 in a row (early_stop_patience {patience})"
+            );
         }
         let adapter_bytes = trainer.adapter().unwrap().config().param_count(&model_config) as u64 * 4;
         let base_bytes = model_config.param_count() as u64 * 4;
@@ -219,7 +245,8 @@ fn save<B: Backend>(
     base: &BaseRef,
 ) -> Result<(), CliError> {
     let ckpt = block_on(trainer.adapter_checkpoint(base.clone()))?;
-    block_on(store.save(&ckpt))?;
+    let report = block_on(store.save(&ckpt))?;
+    eprintln!("checkpoint {} at step {} ({} bytes)", report.id, report.step, report.bytes);
     Ok(())
 }
 

@@ -1,4 +1,5 @@
-//! `tinygpt train`: trains with a progress bar, evaluates every `eval_interval` steps and
+//! `tinygpt train`: drives the run loop (`tinygpt_optim::TrainingRun`, the page's too) with
+//! a progress bar and saves where it says: it evaluates every `eval_interval` steps and
 //! checkpoints to `--out` every `checkpoint_interval` steps, at least once a minute, at the
 //! end and on Ctrl-C or SIGTERM. `--resume DIR` continues a checkpointed run exactly.
 //! With `early_stop_patience` it stops once that many evaluations in a row have not improved
@@ -19,8 +20,11 @@ use tinygpt_ckpt::{
     check_compatible, check_placement, Checkpoint, CheckpointDir, CkptError, StoreRole, WriterLock,
     ADAPTERS_GROUP, BEST_POINTER, POINTER,
 };
-use tinygpt_model::{Dataset, ModelConfig, Split};
-use tinygpt_optim::{LossPoint, Trainer, TrainerProgress, TrainingConfig};
+use tinygpt_model::{Dataset, ModelConfig};
+use tinygpt_optim::{
+    BestEval, ResumeState, RunEvent, TrainedSet, Trainer, TrainerProgress, TrainingConfig, TrainingRun,
+    Unhurried,
+};
 use tinygpt_tensor::{block_on, Backend};
 
 use crate::args::TrainArgs;
@@ -235,16 +239,22 @@ impl WithBackend for Train {
         // --steps on a resume moves the stop, never the schedule: the learning rates stay
         // those of the original run (min_lr past its max_steps).
         let trainer = match start {
-            Start::Fresh { model, training } => Trainer::new(&backend, model, training, dataset)?,
-            Start::Resume { ckpt } => Trainer::from_checkpoint(&backend, *ckpt, dataset)?,
+            Start::Fresh { model, training } => {
+                Trainer::new(TrainedSet::whole_model(&backend, model), training, dataset, None)?
+            }
+            Start::Resume { ckpt } => {
+                let (trained, training, state) = ResumeState::from_checkpoint(&backend, *ckpt);
+                Trainer::new(trained, training, dataset, Some(state))?
+            }
         };
         let stop_at = stop_at.unwrap_or(trainer.config().max_steps);
-        let mut trainer = trainer;
+        let mut run = TrainingRun::new(trainer).stopping_at(stop_at);
         let interrupted = Arc::new(AtomicBool::new(false));
         let flag = interrupted.clone();
         // Ctrl-C and SIGTERM alike; a second one while saving is ignored, the save finishes.
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
 
+        let trainer = run.trainer();
         let model = trainer.model().config();
         eprintln!(
             "training {} ({} parameters) on {} ({} bytes) from step {}, backend {} with {threads} thread(s), checkpoints in {}",
@@ -260,6 +270,7 @@ impl WithBackend for Train {
         eprintln!("precision {}: matmul {path}: {reason}", trainer.config().precision);
         let bar = progress_bar(trainer.progress().step, stop_at);
         let mut last_val = trainer.history().last().and_then(|p| p.val_loss);
+        let mut train_loss = f32::NAN;
         let mut tokens_per_s = 0.0;
         let mut last_save = Instant::now();
         let save = |trainer: &Trainer<B>, bar: &ProgressBar| -> Result<(), CliError> {
@@ -270,10 +281,8 @@ impl WithBackend for Train {
             log(bar, format!("checkpoint {} at step {} ({} bytes)", report.id, report.step, report.bytes));
             Ok(())
         };
-        let finished = |t: &Trainer<B>| t.progress().step >= stop_at;
-        let mut best = BestSoFar::from_history(trainer.history());
         let mut stopped_early = None;
-        let batch = trainer.config().batch_size;
+        let batch = run.trainer().config().batch_size;
         // Steps are queued without waiting for the device, and their losses read (which
         // waits) every READ_EVERY steps and where a value or a finished step is needed:
         // a GPU runs one step while the next is recorded. Training time is measured from
@@ -284,136 +293,119 @@ impl WithBackend for Train {
         let mut window = Instant::now();
         let mut window_tokens = 0;
         let mut setup_step = true;
-        while !finished(&trainer) {
-            let done = trainer.step_part_deferred(batch).expect("a whole-batch part ends its step");
-            window_tokens += done.tokens;
-            let step = done.step;
-            let save_due = step % trainer.config().checkpoint_interval == 0
-                || last_save.elapsed() >= MAX_TIME_BETWEEN_CHECKPOINTS;
-            let stop_requested = interrupted.load(Ordering::SeqCst);
-            let read_due = setup_step
-                || done.eval_due
-                || save_due
-                || stop_requested
-                || finished(&trainer)
-                || trainer.unread_losses() >= READ_EVERY;
-            if !read_due {
-                continue;
+        while !run.is_over() {
+            if last_save.elapsed() >= MAX_TIME_BETWEEN_CHECKPOINTS {
+                run.request_save();
             }
-            let points = block_on(trainer.read_losses())?;
-            let seconds = window.elapsed().as_secs_f64();
-            // The setup step's window counts toward neither the training time nor the rate.
-            if !std::mem::take(&mut setup_step) {
-                trainer.add_wall_time(seconds);
-                // An exponential moving average keeps the rate readable between noisy windows.
-                let rate = window_tokens as f64 / seconds.max(1e-9);
-                tokens_per_s = if tokens_per_s == 0.0 { rate } else { 0.9 * tokens_per_s + 0.1 * rate };
-            }
-            let train_loss = points.last().map_or(f32::NAN, |p| p.train_loss);
-            if done.eval_due {
-                let val = trainer.evaluate(Split::Val)?;
-                trainer.record_eval(train_loss, val);
-                last_val = Some(val);
-                best.record(step, val, trainer.progress().wall_time_sec);
-                let scaling = match trainer.progress().loss_scale {
-                    Some(s) => format!("  loss scale {} ({} steps skipped)", s.scale, s.skipped_steps),
-                    None => String::new(),
-                };
-                log(&bar, format!("step {step:>6}  train {train_loss:.4}  val {val:.4}{scaling}"));
-                if trainer.should_stop_early() {
-                    stopped_early = Some(step);
+            let evaluating = run.is_evaluating();
+            let (mut stepped, mut save_due) = (false, false);
+            for event in block_on(run.advance(batch, &Unhurried))? {
+                match event {
+                    RunEvent::StepDone(done) => {
+                        window_tokens += done.tokens;
+                        stepped = true;
+                    }
+                    RunEvent::Evaluated { step, train_loss, val_loss, .. } => {
+                        last_val = Some(val_loss);
+                        let scaling = match run.trainer().progress().loss_scale {
+                            Some(s) => {
+                                format!("  loss scale {} ({} steps skipped)", s.scale, s.skipped_steps)
+                            }
+                            None => String::new(),
+                        };
+                        log(
+                            &bar,
+                            format!("step {step:>6}  train {train_loss:.4}  val {val_loss:.4}{scaling}"),
+                        );
+                    }
+                    RunEvent::SaveDue { .. } => save_due = true,
+                    RunEvent::StoppedEarly { step } => stopped_early = Some(step),
+                    RunEvent::Finished { .. } => {}
                 }
             }
-            let val = last_val.map_or("-".to_string(), |v| format!("{v:.4}"));
-            bar.set_message(format!("loss {train_loss:.4} val {val} {tokens_per_s:.0} tok/s"));
-            bar.set_position(step as u64);
-            if stop_requested {
-                save(&trainer, &bar)?;
+            if evaluating {
+                // An evaluation's time is not training time.
+                window = Instant::now();
+            }
+            let stop_requested = interrupted.load(Ordering::SeqCst);
+            let read_due = save_due
+                || run.is_over()
+                || stepped
+                    && (setup_step
+                        || stop_requested
+                        || run.is_evaluating()
+                        || run.unread_losses() >= READ_EVERY);
+            if read_due {
+                let points = block_on(run.read_losses())?;
+                let seconds = window.elapsed().as_secs_f64();
+                // The setup step's window counts toward neither the training time nor the rate.
+                if !std::mem::take(&mut setup_step) {
+                    run.trainer_mut().add_wall_time(seconds);
+                    // An exponential moving average keeps the rate readable between noisy windows.
+                    let rate = window_tokens as f64 / seconds.max(1e-9);
+                    tokens_per_s = if tokens_per_s == 0.0 { rate } else { 0.9 * tokens_per_s + 0.1 * rate };
+                }
+                train_loss = points.last().map_or(train_loss, |p| p.train_loss);
+                let val = last_val.map_or("-".to_string(), |v| format!("{v:.4}"));
+                bar.set_message(format!("loss {train_loss:.4} val {val} {tokens_per_s:.0} tok/s"));
+                bar.set_position(run.trainer().progress().step as u64);
+                window = Instant::now();
+                window_tokens = 0;
+            }
+            if stop_requested && run.at_step_boundary() {
+                let step = run.trainer().progress().step;
+                save(run.trainer(), &bar)?;
                 bar.abandon();
                 eprintln!("interrupted at step {step}; resume with --resume {}", out.display());
                 std::process::exit(130);
             }
-            if stopped_early.is_some() {
-                break;
-            }
-            if save_due && !finished(&trainer) {
-                save(&trainer, &bar)?;
+            if save_due {
+                save(run.trainer(), &bar)?;
                 last_save = Instant::now();
+                window = Instant::now();
             }
-            window = Instant::now();
-            window_tokens = 0;
         }
-        save(&trainer, &bar)?;
         bar.finish();
+        let best = run.best();
         if let Some(step) = stopped_early {
-            let patience = trainer.config().early_stop_patience.unwrap_or(0);
+            let patience = run.trainer().config().early_stop_patience.unwrap_or(0);
             eprintln!(
                 "stopped early at step {step}: the validation loss has not improved on {} for \
                  {patience} evaluations in a row (early_stop_patience {patience})",
-                best.describe()
+                describe(best)
             );
         }
-        if let Some(line) = best.summary(trainer.progress()) {
-            eprintln!("{}", best.describe());
-            println!("{line}");
+        if let Some(best) = best {
+            eprintln!("{}", describe(Some(best)));
+            println!("{}", summary(&best, run.trainer().progress()));
         }
         Ok(())
     }
 }
 
-/// The lowest validation loss of the run, its step, and the training seconds (evaluation,
-/// checkpointing and each session's first step excluded, summed over sessions) that
-/// reached it: what a recipe's result is judged by.
-struct BestSoFar {
-    val_loss: Option<f32>,
-    step: usize,
-    /// `None` when the best was reached in an earlier session, whose time at that step
-    /// the checkpoint does not record.
-    train_seconds: Option<f64>,
+/// The run's best evaluation in words: what a recipe's result is judged by (its training
+/// seconds leave out evaluation, checkpointing and each session's first step).
+fn describe(best: Option<BestEval>) -> String {
+    match best {
+        None => "no validation loss yet".into(),
+        Some(BestEval { val_loss, step, train_seconds: Some(s) }) => {
+            format!("best val {val_loss:.4} at step {step} after {s:.1} s of training")
+        }
+        Some(BestEval { val_loss, step, train_seconds: None }) => {
+            format!("best val {val_loss:.4} at step {step} (in an earlier session)")
+        }
+    }
 }
 
-impl BestSoFar {
-    fn from_history(history: &[LossPoint]) -> Self {
-        let mut best = BestSoFar { val_loss: None, step: 0, train_seconds: None };
-        for point in history {
-            if let Some(v) = point.val_loss {
-                if best.val_loss.is_none_or(|b| v < b) {
-                    best = BestSoFar { val_loss: Some(v), step: point.step, train_seconds: None };
-                }
-            }
-        }
-        best
-    }
-
-    fn record(&mut self, step: usize, val_loss: f32, train_seconds: f64) {
-        if self.val_loss.is_none_or(|b| val_loss < b) {
-            *self = BestSoFar { val_loss: Some(val_loss), step, train_seconds: Some(train_seconds) };
-        }
-    }
-
-    fn describe(&self) -> String {
-        match (self.val_loss, self.train_seconds) {
-            (None, _) => "no validation loss yet".into(),
-            (Some(v), Some(s)) => {
-                format!("best val {v:.4} at step {} after {s:.1} s of training", self.step)
-            }
-            (Some(v), None) => format!("best val {v:.4} at step {} (in an earlier session)", self.step),
-        }
-    }
-
-    /// One JSON line for scripts: best_val_loss, best_step, train_seconds_to_best (null when
-    /// unknown), the run's step and train_seconds.
-    fn summary(&self, progress: &TrainerProgress) -> Option<String> {
-        let val = self.val_loss?;
-        Some(
-            serde_json::json!({
-                "best_val_loss": val,
-                "best_step": self.step,
-                "train_seconds_to_best": self.train_seconds,
-                "step": progress.step,
-                "train_seconds": progress.wall_time_sec,
-            })
-            .to_string(),
-        )
-    }
+/// One JSON line for scripts: best_val_loss, best_step, train_seconds_to_best (null when
+/// the best was reached in an earlier session), the run's step and train_seconds.
+fn summary(best: &BestEval, progress: &TrainerProgress) -> String {
+    serde_json::json!({
+        "best_val_loss": best.val_loss,
+        "best_step": best.step,
+        "train_seconds_to_best": best.train_seconds,
+        "step": progress.step,
+        "train_seconds": progress.wall_time_sec,
+    })
+    .to_string()
 }

@@ -3,8 +3,9 @@
 //! and which model a sample runs on — the base alone or base + adapter, so the page can
 //! put the two side by side.
 //!
-//! An adapter run is an ordinary [`Run`] whose trainer trains only the adapter
-//! (`Trainer::start_adapter`, the CLI's `lora train` path), so progress, pause, stop and
+//! An adapter run is an ordinary [`ActiveRun`] whose trainer trains only the adapter
+//! (`TrainedSet::fresh_adapter`, the CLI's `lora train` path) and whose loop is every run's
+//! (`tinygpt_optim::TrainingRun`), so progress, pause, stop, evaluations, early stopping and
 //! periodic saves are the full runs' own. Base + adapter samples run on the merged
 //! weights (`W' = W + (alpha/r)·B·A`, `tinygpt_model::lora::merge`), which give the
 //! adapted model's logits with the plain (cached) forward.
@@ -14,10 +15,10 @@ use std::rc::Rc;
 use serde_json::Value;
 use tinygpt_ckpt::AdapterCheckpoint;
 use tinygpt_model::{ConfigError, Dataset, Gpt, LoraConfig, Params};
-use tinygpt_optim::{adapter_training_config, GroupOptions, Trainer, TrainingConfig};
+use tinygpt_optim::{adapter_training_config, ResumeState, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::Backend;
 
-use super::{training_fields, AdapterRunInfo, Run, SampleModel, Session};
+use super::{training_fields, ActiveRun, AdapterRunInfo, SampleModel, Session};
 use crate::adapters::BaseModel;
 use crate::error::WorkerError;
 use crate::fits::check_fits_wasm32;
@@ -132,9 +133,9 @@ impl<B: Backend> Session<B> {
         check_fits_wasm32(model_config, training.batch_size)?;
         let data = Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training.seed)?;
         let model = base_model_on(self.backend_for(training.precision)?, base, &base.ckpt.weights)?;
-        let options = GroupOptions { weight_decay: training.weight_decay, lr_scale: 1.0 };
         let info = AdapterRunInfo { name: request.name, base: base.reference() };
-        let trainer = Trainer::start_adapter(model, lora, options, training, data)?;
+        let trained = TrainedSet::fresh_adapter(model, lora, &training)?;
+        let trainer = Trainer::new(trained, training, data, None)?;
         Ok(self.install_adapter(trainer, info, None, RunState::Training, now_ms))
     }
 
@@ -173,7 +174,8 @@ impl<B: Backend> Session<B> {
         let model = base_model_on(backend, base, &base.ckpt.weights)?;
         let info = AdapterRunInfo { name: name.clone(), base: base.reference() };
         let config = TrainingConfig { precision, ..ckpt.training_config.clone() };
-        let trainer = Trainer::from_adapter_checkpoint(model, ckpt, config, data)?;
+        let (trained, state) = ResumeState::from_adapter_checkpoint(model, ckpt, &config)?;
+        let trainer = Trainer::new(trained, config, data, Some(state))?;
         let mut out = vec![OutMessage::AdapterLoaded { name, step, resumable: true }];
         let id = Some(info.name.clone());
         out.extend(self.install_adapter(trainer, info, id, RunState::Paused, now_ms));
@@ -203,7 +205,7 @@ impl<B: Backend> Session<B> {
 
     /// Which model a sample with `adapter` (see `InMessage::Sample`) runs on.
     pub(super) fn sample_model_for(&self, adapter: Option<bool>) -> Result<SampleModel<B>, WorkerError> {
-        let adapter_run = self.run.as_ref().is_some_and(|r: &Run<B>| r.trainer.adapter().is_some());
+        let adapter_run = self.run.as_ref().is_some_and(|r: &ActiveRun<B>| r.trainer().adapter().is_some());
         match (adapter, adapter_run) {
             // The adapter run's own frozen base, or base + its adapter as trained so far.
             (Some(false), true) => Ok(SampleModel::Run),
@@ -265,10 +267,10 @@ pub(super) async fn merged_model<B: Backend>(trainer: &Trainer<B>) -> Result<Gpt
 /// An adapter run's state for the adapter store: `(name, checkpoint)`; `None` for a run
 /// that trains the whole model.
 pub async fn adapter_snapshot<B: Backend>(
-    run: &Run<B>,
+    run: &ActiveRun<B>,
 ) -> Option<Result<(String, AdapterCheckpoint), WorkerError>> {
     let info = run.adapter.as_ref()?;
-    let captured = run.trainer.adapter_checkpoint(info.base.clone()).await;
+    let captured = run.trainer().adapter_checkpoint(info.base.clone()).await;
     Some(captured.map(|c| (info.name.clone(), c)).map_err(WorkerError::from))
 }
 

@@ -1,0 +1,72 @@
+//! `tinygpt lora train` runs the loop every run uses (`tinygpt_optim::TrainingRun`): an
+//! adapter whose config asks for early stopping and a checkpoint interval (as the page's
+//! adapter runs may) stops early and saves on that interval when the CLI continues it.
+
+use tinygpt_ckpt::{AdapterStore, DirStore};
+use tinygpt_tensor::block_on;
+
+mod common;
+
+use common::{ok, s, scratch, stderr, tinygpt};
+
+#[test]
+fn lora_train_honours_early_stop_patience_and_checkpoint_interval() {
+    let dir = scratch("honours");
+    let base = dir.join("base");
+    ok(&["train", "--preset", "tiny", "--steps", "2", "--threads", "1", "--out", s(&base)]);
+    let data = dir.join("code.txt");
+    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
+    let adapter = base.join("adapters").join("code");
+    let common = ["--base", s(&base), "--data", s(&data), "--threads", "1", "--out", s(&adapter)];
+    // One step, saved: an adapter at step 1 whose config we then change as a page would
+    // have set it (a new generation, so every checksum holds).
+    ok(&[&["lora", "train", "--steps", "1"][..], &common[..]].concat());
+    let store = AdapterStore::new(DirStore::open(&adapter).unwrap());
+    let model =
+        serde_json::from_str(&std::fs::read_to_string(base_file(&base, "model_config.json")).unwrap())
+            .unwrap();
+    let mut ckpt = block_on(store.load_latest(&model)).unwrap();
+    let c = &mut ckpt.training_config;
+    // A learning rate this small leaves the adapter as it is: no evaluation improves on the
+    // first (equal is no improvement), as in `best.rs`.
+    (c.max_steps, c.learning_rate, c.min_lr, c.warmup_steps) = (200, 1e-12, 1e-12, 0);
+    (c.eval_interval, c.eval_batches, c.checkpoint_interval, c.early_stop_patience) = (2, 2, 3, Some(2));
+    block_on(store.save(&ckpt)).unwrap();
+
+    let out = tinygpt(&[&["lora", "train", "--resume"][..], &common[..]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    let steps = line["steps"].as_u64().unwrap() as usize;
+    assert!(err.contains(&format!("stopped early at step {steps}")), "{err}");
+    // The first session evaluated its last step (1), which stays the best; the evaluations
+    // at 2 and 4 do not improve on it (patience 2), so the run ends at 4.
+    assert_eq!(steps, 4, "{err}");
+    // Evaluated every 2 steps from step 2; the run stops at an evaluation.
+    let evaluated = steps_of(&err, "step ", "  train");
+    assert_eq!(evaluated, (2..=steps).step_by(2).collect::<Vec<_>>(), "{err}");
+    // Saved every 3 steps and once more at the end.
+    let saved = steps_of(&err, "at step ", " (");
+    let mut expected: Vec<usize> = (3..=steps).step_by(3).collect();
+    if expected.last() != Some(&steps) {
+        expected.push(steps);
+    }
+    assert_eq!(saved, expected, "{err}");
+}
+
+/// The step numbers of the stderr lines that hold `before` then a number then `after`.
+fn steps_of(err: &str, before: &str, after: &str) -> Vec<usize> {
+    err.lines()
+        .filter_map(|l| {
+            let rest = &l[l.find(before)? + before.len()..];
+            rest[..rest.find(after)?].trim().parse().ok()
+        })
+        .collect()
+}
+
+/// The latest generation's `name` file of a run folder.
+fn base_file(run: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let pointer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("latest.json")).unwrap()).unwrap();
+    run.join(pointer["latest"].as_str().unwrap()).join(name)
+}
