@@ -2,7 +2,7 @@
 //! still cut short, by giving the step up and taking it again later.
 //!
 //! Why: a wasm call cannot be interrupted, and the worker must answer `pause` and `stop`
-//! within 200 ms. Cutting every step into small row parts (see [`crate::parts`]) keeps each
+//! within 200 ms. Cutting every step into small row parts (see [`crate::row_parts`]) keeps each
 //! call short but makes each op small, and handing small ops to wasm-bindgen-rayon's threads
 //! and back costs more than the work (the threads build trained `medium` at 0.6× the
 //! single-threaded SIMD build that way). So when the page can tell the worker, *while a wasm
@@ -18,7 +18,7 @@
 //!   size without running its kernel, so the rest of the unit costs next to nothing.
 //! - Before anything lasting is written (AdamW, the gradient sums, the validation total)
 //!   the trainer asks whether to give the unit up ([`Abandon::settle`], passed as
-//!   `give_up` to `Trainer::step_part_unless` / `Evaluation::next_part_unless`); `settle`
+//!   `give_up` to `Trainer::queue_part` / `Evaluation::next_part_unless`); `settle`
 //!   also disarms, so what follows it always runs in full. A unit given up is dropped and
 //!   taken again from its start later: the batch comes from the sampler state, which only a
 //!   finished step advances, and dropout masks from (seed, step), so the run takes exactly

@@ -1,7 +1,7 @@
 //! The TinyGPT Web Worker: the page's messages in, training, sampling and checkpoints out.
 //!
 //! Layout: [`protocol`] (the messages, plain serde), [`session`] (one run, advanced in
-//! time-budgeted ticks; it trains and evaluates in row [`parts`] of a batch),
+//! time-budgeted ticks; it trains and evaluates in [`row_parts`] of a batch),
 //! [`sampler`] (a `tinygpt_model::Generation` streamed as text, a token at a time),
 //! [`presets`] (what the picker shows), [`fits`] (what a tab or a GPU buffer can hold), [`adapters`] (LoRA: the frozen base and the adapter
 //! store; the adapter runs themselves are sessions' runs, `session/lora.rs`), [`engine`] (the session on the CPU or WebGPU backend
@@ -22,10 +22,10 @@ pub mod fits;
 pub mod incoming;
 pub mod interrupt;
 pub mod locks;
-pub mod parts;
 pub mod presets;
 pub mod protocol;
 pub mod router;
+pub mod row_parts;
 pub mod sampler;
 pub mod self_test;
 pub mod session;

@@ -4,7 +4,7 @@
 //! Why slices: the worker must answer `pause` and `stop` within 200 ms, but a wasm call
 //! cannot be interrupted. So the JS glue calls `tick(budget)` repeatedly and yields to the
 //! event loop in between. A tick runs units of work (a training step or a part of one, a
-//! validation batch or a part of one, a sampled token; cut by [`crate::parts`]) until the
+//! validation batch or a part of one, a sampled token; cut by [`crate::row_parts`]) until the
 //! budget is spent, and does not start a unit that the last one's duration says would
 //! overrun it. So a tick lasts at most about the budget or one unit, whichever is longer,
 //! and so does the wait of a command — except that on the CPU, when the page shares its
@@ -24,15 +24,12 @@
 //! device has finished (its last `progress` follows `done`). So commands stay prompt on a
 //! GPU whose units take longer than the 200 ms a command may wait.
 
-use std::cell::Cell;
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
 use tinygpt_ckpt::{AdapterCheckpoint, BaseRef};
 use tinygpt_model::{Dataset, Gpt, ModelConfig, SampleConfig};
-use tinygpt_optim::{
-    Overrides, Recipe, RunEvent, TrainError, TrainedSet, Trainer, TrainingConfig, TrainingRun, UnitHooks,
-};
+use tinygpt_optim::{Overrides, Recipe, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend, Precision};
 
 use crate::abandon::{Abandon, Abandonable};
@@ -41,15 +38,15 @@ use crate::clock::Clock;
 use crate::error::WorkerError;
 use crate::fits::{check_fits_one_buffer, check_fits_wasm32};
 use crate::interrupt::Interrupt;
-use crate::locks::{adapter_lock_name, run_lock_name};
-use crate::parts::unit_rows;
-use crate::protocol::{
-    DatasetInput, DoneReason, EngineKind, ErrorCode, LossPoint, OutMessage, RunAdapter, RunInfo, RunState,
-    TrainingProgress,
-};
+use crate::protocol::{DatasetInput, DoneReason, EngineKind, ErrorCode, OutMessage, RunState};
+use crate::row_parts::unit_rows;
 use crate::sampler::Sampler;
 
+mod active_run;
 mod lora;
+
+use active_run::run_info;
+pub use active_run::ActiveRun;
 use lora::merged_model;
 pub use lora::{adapter_snapshot, AdapterRequest};
 
@@ -84,71 +81,6 @@ pub struct SampleRequest {
     /// LoRA: `Some(false)` the base alone, `Some(true)` base + adapter, `None` the current
     /// model (see `InMessage::Sample`).
     pub adapter: Option<bool>,
-}
-
-/// The session's run: the run loop every caller drives ([`TrainingRun`]) and what the page
-/// is told about it (lifecycle, saves, progress). Named apart from the `tinygpt-run` crate,
-/// which holds a run's plain data.
-#[derive(Debug)]
-pub struct ActiveRun<B: Backend> {
-    /// The run loop and its trainer.
-    pub training: TrainingRun<B>,
-    pub state: RunState,
-    /// The checkpoint the run was loaded from or last saved to.
-    pub checkpoint_id: Option<String>,
-    /// LoRA: the adapter's name in the adapter store and the base it trains on (`None`: the
-    /// run trains the whole model).
-    pub adapter: Option<AdapterRunInfo>,
-    /// The step of the last checkpoint written (or loaded).
-    pub saved_step: usize,
-    /// Batch rows a unit of training or validation covers (see [`crate::parts`]).
-    rows_per_part: usize,
-    /// Loss points not sent yet (the next progress message's).
-    points: Vec<LossPoint>,
-    last_train_loss: f32,
-    last_val_loss: Option<f32>,
-    window_tokens: usize,
-    window_ms: f64,
-    /// The training throughput last reported: a progress message after a slice that only
-    /// scored validation batches (no training tokens in its window) repeats it.
-    tokens_per_second: f64,
-    last_progress_ms: f64,
-    /// Exponential average of a step's duration, for the ETA.
-    step_ms: Option<f64>,
-    /// Time spent so far on the parts of the step in progress.
-    partial_step_ms: f64,
-}
-
-/// The page's say over a unit of work (see [`UnitHooks`]): a unit a page message overtook
-/// is given up ([`Abandon`]); a wait for the GPU ends when a message arrives ([`Interrupt`]).
-struct PageHooks<'a> {
-    abandon: Option<&'a Abandon>,
-    interrupt: &'a Interrupt,
-    /// The last wait for the device was cut short.
-    cut_short: Cell<bool>,
-}
-
-impl UnitHooks for PageHooks<'_> {
-    fn give_up(&self) -> bool {
-        self.abandon.is_some_and(Abandon::settle)
-    }
-
-    /// The part is queued, not done (on a GPU): wait for it, so the unit's time is its real
-    /// duration (the budget rule needs it) and a device failure surfaces here, while
-    /// nothing is read back. A page message cuts the wait short (the part finishes on the
-    /// device; its time is then counted so far).
-    async fn wait_for_device<D: Backend>(&self, backend: &D) -> Result<bool, TrainError> {
-        match self.interrupt.race(backend.flush()).await {
-            Some(flushed) => {
-                flushed?;
-                Ok(true)
-            }
-            None => {
-                self.cut_short.set(true);
-                Ok(false)
-            }
-        }
-    }
 }
 
 /// What a tick did.
@@ -244,7 +176,7 @@ impl<B: Backend> Session<B> {
     }
 
     /// Whether units of work can be given up when a page message waits, so the session
-    /// takes whole steps (see [`crate::parts::unit_rows`]).
+    /// takes whole steps (see [`crate::row_parts::unit_rows`]).
     pub fn abandons_units(&self) -> bool {
         self.abandon.as_ref().is_some_and(|a| a.is_available())
     }
@@ -298,27 +230,10 @@ impl<B: Backend> Session<B> {
         state: RunState,
         now_ms: f64,
     ) -> Vec<OutMessage> {
-        let step = trainer.progress().step;
-        let last = trainer.history().last().cloned();
         let rows_per_part =
             unit_rows(trainer.model().config(), trainer.config().batch_size, self.abandons_units());
-        let run = ActiveRun {
-            state,
-            rows_per_part,
-            adapter: None,
-            saved_step: if checkpoint_id.is_some() { step } else { 0 },
-            checkpoint_id,
-            points: Vec::new(),
-            last_train_loss: last.as_ref().map_or(f32::NAN, |p| p.train_loss),
-            last_val_loss: last.and_then(|p| p.val_loss),
-            window_tokens: 0,
-            window_ms: 0.0,
-            tokens_per_second: 0.0,
-            last_progress_ms: now_ms,
-            step_ms: None,
-            partial_step_ms: 0.0,
-            training: TrainingRun::new(trainer),
-        };
+        let step = trainer.progress().step;
+        let run = ActiveRun::new(trainer, checkpoint_id, state, rows_per_part, now_ms);
         let info = run_info(&run);
         self.run = Some(run);
         // The sample in progress came from the model this run replaces: it ends here.
@@ -371,8 +286,7 @@ impl<B: Backend> Session<B> {
                 ),
             ));
         }
-        run.state = RunState::Training;
-        run.last_progress_ms = now_ms;
+        run.resume_at(now_ms);
         Ok(vec![OutMessage::Status { state: run.state, step: run.step() }])
     }
 
@@ -531,207 +445,6 @@ impl<B: Backend> Session<Abandonable<B>> {
         let mut session = Session::new(Abandonable::new(inner, Rc::clone(&abandon)), kind);
         session.abandon = Some(abandon);
         session
-    }
-}
-
-impl<B: Backend> ActiveRun<B> {
-    /// The run's trainer (model, configs, progress, history).
-    pub fn trainer(&self) -> &Trainer<B> {
-        self.training.trainer()
-    }
-
-    pub fn step(&self) -> usize {
-        self.trainer().progress().step
-    }
-
-    /// The Web Lock this run holds while it trains (see [`crate::locks`]).
-    pub fn lock_name(&self) -> String {
-        if let Some(adapter) = &self.adapter {
-            return adapter_lock_name(&adapter.name);
-        }
-        let t = self.trainer();
-        run_lock_name(t.model().config(), t.config(), &t.dataset().manifest().dataset_id)
-    }
-
-    /// Whether the weights changed since the last checkpoint.
-    pub fn needs_save(&self) -> bool {
-        self.step() > self.saved_step
-    }
-
-    pub fn info(&self) -> RunInfo {
-        run_info(self)
-    }
-
-    /// Batch rows a unit of training or validation covers (see [`crate::parts`]).
-    pub fn rows_per_part(&self) -> usize {
-        self.rows_per_part
-    }
-
-    /// Units of the run loop until the budget is spent, a page message waits, a save is
-    /// due or the run ends; the run loop decides what each unit is and what it means, this
-    /// only keeps time and turns its events into messages.
-    #[allow(clippy::too_many_arguments)]
-    async fn train_slice(
-        &mut self,
-        kind: EngineKind,
-        start: f64,
-        budget_ms: f64,
-        clock: &dyn Clock,
-        interrupt: &Interrupt,
-        abandon: Option<&Abandon>,
-        out: &mut TickOutcome,
-    ) -> Result<(), WorkerError> {
-        let mut interrupted = false;
-        let (batch, seq) =
-            (self.trainer().config().batch_size, self.trainer().model().config().context_length);
-        let hooks = PageHooks { abandon, interrupt, cut_short: Cell::new(false) };
-        loop {
-            // A message waits already: answer it before starting a unit.
-            if abandon.is_some_and(Abandon::message_waiting) {
-                interrupted = true;
-                break;
-            }
-            let unit_start = clock.now_ms();
-            if let Some(a) = abandon {
-                a.arm();
-            }
-            let training = !self.training.is_evaluating();
-            let rows_before = self.trainer().rows_done();
-            let events = self.training.advance(self.rows_per_part, &hooks).await;
-            // A unit is given up when a page message arrived while it ran (its ops were
-            // skipped from then on); the message is answered next and the unit taken again.
-            interrupted |= hooks.give_up() || hooks.cut_short.replace(false);
-            let events = events?;
-            let stepped = events.iter().any(|e| matches!(e, RunEvent::StepDone(_)));
-            if training {
-                let ms = clock.now_ms() - unit_start;
-                let rows_after = if stepped { batch } else { self.trainer().rows_done() };
-                self.training.trainer_mut().add_wall_time(ms / 1e3);
-                self.window_tokens += rows_after.saturating_sub(rows_before) * seq;
-                self.window_ms += ms;
-                self.partial_step_ms += ms;
-            }
-            for event in events {
-                match event {
-                    RunEvent::StepDone(_) => {
-                        let ms = std::mem::take(&mut self.partial_step_ms);
-                        self.step_ms = Some(self.step_ms.map_or(ms, |avg| 0.8 * avg + 0.2 * ms));
-                    }
-                    RunEvent::Evaluated { step, train_loss, val_loss, .. } => {
-                        self.collect_points().await?;
-                        self.last_val_loss = Some(val_loss);
-                        // The step's point may already have gone out; the page merges by step.
-                        match self.points.iter_mut().rev().find(|p| p.step == step) {
-                            Some(p) => p.val_loss = Some(val_loss),
-                            None => {
-                                self.points.push(LossPoint { step, train_loss, val_loss: Some(val_loss) })
-                            }
-                        }
-                        // A validation point is worth showing at once.
-                        self.last_progress_ms = f64::NEG_INFINITY;
-                    }
-                    RunEvent::SaveDue { .. } => out.save_due = true,
-                    RunEvent::StoppedEarly { step } | RunEvent::Finished { step } => {
-                        self.state = RunState::Finished;
-                        self.collect_points().await?;
-                        if let Some(p) = self.progress(kind) {
-                            out.messages.push(OutMessage::Progress(p));
-                        }
-                        out.messages.push(OutMessage::Status { state: RunState::Finished, step });
-                        let reason = match event {
-                            RunEvent::StoppedEarly { .. } => DoneReason::EarlyStopped,
-                            _ => DoneReason::Finished,
-                        };
-                        out.messages.push(OutMessage::Done { reason, step });
-                        return Ok(());
-                    }
-                }
-            }
-            // Stop before a unit that, taking as long as this one, would overrun the budget.
-            let now = clock.now_ms();
-            if interrupted || out.save_due || now - start + (now - unit_start) >= budget_ms {
-                break;
-            }
-        }
-        let now = clock.now_ms();
-        // Reading the losses waits for the device: not while a message is waiting.
-        let progress_due = !interrupted && now - self.last_progress_ms >= PROGRESS_INTERVAL_MS;
-        if progress_due || out.save_due {
-            self.collect_points().await?;
-            if let Some(p) = self.progress(kind) {
-                out.messages.push(OutMessage::Progress(p));
-            }
-            self.last_progress_ms = now;
-        }
-        Ok(())
-    }
-
-    /// Reads the losses of the steps taken since the last read (see
-    /// [`TrainingRun::read_losses`]) into the next progress message's points.
-    async fn collect_points(&mut self) -> Result<(), WorkerError> {
-        for p in self.training.read_losses().await? {
-            self.last_train_loss = p.train_loss;
-            match self.points.iter_mut().rev().find(|q| q.step == p.step) {
-                Some(q) => q.val_loss = q.val_loss.or(p.val_loss),
-                None => self.points.push(LossPoint {
-                    step: p.step,
-                    train_loss: p.train_loss,
-                    val_loss: p.val_loss,
-                }),
-            }
-        }
-        Ok(())
-    }
-
-    /// A progress message with the points since the last one (`None` before the first step).
-    fn progress(&mut self, kind: EngineKind) -> Option<TrainingProgress> {
-        if self.last_train_loss.is_nan() && self.points.is_empty() {
-            return None;
-        }
-        if self.window_ms > 0.0 && self.window_tokens > 0 {
-            self.tokens_per_second = self.window_tokens as f64 / (self.window_ms / 1e3);
-        }
-        let max_steps = self.trainer().config().max_steps;
-        let remaining = max_steps.saturating_sub(self.step()) as f64;
-        let progress = TrainingProgress {
-            step: self.step(),
-            max_steps,
-            train_loss: self.last_train_loss,
-            val_loss: self.last_val_loss,
-            tokens_per_second: self.tokens_per_second,
-            backend: kind,
-            eta_seconds: self.step_ms.map_or(0.0, |ms| remaining * ms / 1e3),
-            points: std::mem::take(&mut self.points),
-        };
-        self.window_tokens = 0;
-        self.window_ms = 0.0;
-        Some(progress)
-    }
-}
-
-fn run_info<B: Backend>(run: &ActiveRun<B>) -> RunInfo {
-    let t = run.trainer();
-    RunInfo {
-        adapter: run.adapter.as_ref().zip(t.adapter()).map(|(a, lora)| RunAdapter {
-            name: a.name.clone(),
-            rank: lora.config().rank,
-            alpha: lora.config().alpha,
-            target_modules: lora.config().target_modules.clone(),
-            params: lora.config().param_count(t.model().config()),
-            base_name: a.base.name.clone(),
-        }),
-        model_config: t.model().config().clone(),
-        training_config: t.config().clone(),
-        dataset: t.dataset().manifest().clone(),
-        params: t.model().config().param_count(),
-        step: t.progress().step,
-        max_steps: t.config().max_steps,
-        history: t
-            .history()
-            .iter()
-            .map(|p| LossPoint { step: p.step, train_loss: p.train_loss, val_loss: p.val_loss })
-            .collect(),
-        checkpoint_id: run.checkpoint_id.clone(),
     }
 }
 

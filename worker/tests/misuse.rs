@@ -107,7 +107,7 @@ fn a_sample_longer_than_the_documented_cap_is_refused() {
     assert_eq!(s.sample(sample(0), 0.0).unwrap_err().code, ErrorCode::InvalidConfig);
     s.sample(sample(MAX_SAMPLE_TOKENS), 0.0).unwrap();
     let doc = include_str!("../PROTOCOL.md");
-    assert!(doc.contains("maxTokens (1 to 10,000)"), "PROTOCOL.md documents the cap");
+    assert!(doc.contains("`maxTokens` 1 to 10,000"), "PROTOCOL.md documents the cap");
     assert_eq!(MAX_SAMPLE_TOKENS, 10_000);
 }
 
@@ -198,7 +198,7 @@ fn resuming_a_finished_run_answers_run_finished_as_documented() {
     let doc = include_str!("../PROTOCOL.md");
     assert!(doc.contains("`runFinished`"), "PROTOCOL.md lists the answer");
     let dts = include_str!("../../www/protocol.d.ts");
-    assert!(dts.contains("'runFinished'"));
+    assert!(dts.contains("\"runFinished\""), "the generated protocol.d.ts names it");
 }
 
 #[test]
