@@ -98,9 +98,10 @@ impl<B: Backend> TrainingRun<B> {
         self.over
     }
 
-    /// Whether the run would end without another step: trained to its stop, or stopped by
-    /// early stopping, with no evaluation left to score (a run loaded in that state has
-    /// nothing to resume).
+    /// Whether the run is done as its config stands: trained to its stop, or its history
+    /// early-stopped, with no evaluation left to score. The page refuses to resume such a
+    /// run; the CLI's `--resume --steps N` moves the stop instead and trains to the next
+    /// evaluation.
     pub fn has_nothing_left(&self) -> bool {
         self.eval.is_none()
             && (self.trainer.progress().step >= self.stop_at || self.trainer.should_stop_early())
@@ -134,12 +135,14 @@ impl<B: Backend> TrainingRun<B> {
         if self.over {
             return Ok(events);
         }
+        let mut evaluated = false;
         if let Some((eval, train_loss)) = self.eval.as_mut() {
             let scored = eval.next_part_unless(&self.trainer, rows, || hooks.give_up()).await?;
             if let RowPart::Done(val_loss) = scored {
                 let train_loss = *train_loss;
                 self.eval = None;
                 self.record_eval(train_loss, val_loss, &mut events);
+                evaluated = true;
             }
         } else if self.trainer.progress().step < self.stop_at {
             let mut done = self.trainer.queue_part(rows, || hooks.give_up()).done();
@@ -155,7 +158,7 @@ impl<B: Backend> TrainingRun<B> {
                 self.step_done(done, &mut events).await?;
             }
         }
-        self.settle(&mut events).await?;
+        self.settle(evaluated, &mut events).await?;
         Ok(events)
     }
 
@@ -192,13 +195,15 @@ impl<B: Backend> TrainingRun<B> {
     }
 
     /// Once no evaluation is pending: the run ends (a last save, then why), or a due save
-    /// goes out. Losses are read first, so a checkpoint's history holds every step.
-    async fn settle(&mut self, events: &mut Vec<RunEvent>) -> Result<(), TrainError> {
+    /// goes out. Losses are read first, so a checkpoint's history holds every step. Early
+    /// stopping is decided by an evaluation (`evaluated`: one just came in), so a run
+    /// continued past an early stop (the CLI's `--resume --steps`) trains to its next one.
+    async fn settle(&mut self, evaluated: bool, events: &mut Vec<RunEvent>) -> Result<(), TrainError> {
         if self.eval.is_some() {
             return Ok(());
         }
         let step = self.trainer.progress().step;
-        let early = self.trainer.should_stop_early();
+        let early = evaluated && self.trainer.should_stop_early();
         let finished = step >= self.stop_at && self.trainer.rows_done() == 0;
         if early || finished {
             self.trainer.read_losses().await?;

@@ -103,6 +103,11 @@ fn early_stopping_ends_the_run_with_a_save() {
     let best = r.best().unwrap();
     assert_eq!(crate::early_stop::evals_since_best(r.trainer().history()), 2);
     assert!(best.step < step);
+    // Continued past the stop (the CLI's --resume --steps), it trains to its next
+    // evaluation before early stopping can end it again.
+    let mut more = TrainingRun::new(r.into_trainer()).stopping_at(step + 10);
+    let next = milestones(&drive(&mut more, 4));
+    assert!(matches!(next[0], RunEvent::Evaluated { step: s, .. } if s == step + 2), "{next:?}");
 }
 
 #[test]
