@@ -7,7 +7,7 @@ use tinygpt_tensor::block_on;
 
 mod common;
 
-use common::{ok, s, scratch, stderr, tinygpt};
+use common::{ok, s, scratch, stderr, steps_of, tinygpt};
 
 #[test]
 fn lora_train_honours_early_stop_patience_and_checkpoint_interval() {
@@ -52,16 +52,6 @@ fn lora_train_honours_early_stop_patience_and_checkpoint_interval() {
         expected.push(steps);
     }
     assert_eq!(saved, expected, "{err}");
-}
-
-/// The step numbers of the stderr lines that hold `before` then a number then `after`.
-fn steps_of(err: &str, before: &str, after: &str) -> Vec<usize> {
-    err.lines()
-        .filter_map(|l| {
-            let rest = &l[l.find(before)? + before.len()..];
-            rest[..rest.find(after)?].trim().parse().ok()
-        })
-        .collect()
 }
 
 /// The latest generation's `name` file of a run folder.

@@ -12,7 +12,7 @@ use tinygpt_worker::Session;
 
 mod common;
 
-use common::{ok, s, scratch};
+use common::{ok, s, scratch, steps_of};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
 
@@ -31,16 +31,6 @@ struct Outcome {
 
 fn bits(history: &[tinygpt_optim::LossPoint]) -> Vec<(usize, u32, Option<u32>)> {
     history.iter().map(|p| (p.step, p.train_loss.to_bits(), p.val_loss.map(f32::to_bits))).collect()
-}
-
-/// The stderr lines that hold `before`, a step number, then `after`: their numbers.
-fn steps_of(err: &str, before: &str, after: &str) -> Vec<usize> {
-    err.lines()
-        .filter_map(|l| {
-            let rest = &l[l.find(before)? + before.len()..];
-            rest[..rest.find(after)?].trim().parse().ok()
-        })
-        .collect()
 }
 
 fn via_cli(name: &str, training: &Value) -> Outcome {

@@ -64,3 +64,14 @@ pub fn latest_file(run: &Path, name: &str) -> String {
     gens.sort();
     std::fs::read_to_string(run.join(gens.last().expect("a generation")).join(name)).unwrap()
 }
+
+/// The numbers that stand between `before` and `after` on the lines of `text` that hold
+/// both (e.g. the steps of `step N  train …` log lines), in order.
+pub fn steps_of(text: &str, before: &str, after: &str) -> Vec<usize> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = &l[l.find(before)? + before.len()..];
+            rest[..rest.find(after)?].trim().parse().ok()
+        })
+        .collect()
+}
