@@ -13,7 +13,7 @@ frozen. PyTorch at its strongest on a CPU: `F.scaled_dot_product_attention`, Ada
 as ours; `--compile` adds `torch.compile` (off by default: on two cores its compile takes
 minutes and the step was no faster in our trial).
 
-A step is what `tinygpt bench --lora` times: draw a batch (random tokens), forward, mean
+A step is what `tinygpt bench --lora` times (bench/lora_cpu_ratio.py runs both alternately): draw a batch (random tokens), forward, mean
 cross-entropy, backward, clip, AdamW on the adapter, and `loss.item()`. Prints one JSON
 line: {"backend":"pytorch+peft","torch":...,"peft":...,"threads":...,"lora":...,
 "trainable":...,"params":...,"ms_per_step":...,"tok_per_s":...}.

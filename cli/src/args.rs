@@ -361,6 +361,10 @@ pub struct BenchArgs {
     /// Matrix products: `f32`, or `mixed` (--backend wgpu only). Default: the --config's, else f32.
     #[arg(long)]
     pub precision: Option<Precision>,
+    /// Time LoRA steps instead: a fresh adapter of this preset (`qv-r4`, `qvo-r8`) on the
+    /// model, which is frozen (random weights: a step's cost does not depend on them).
+    #[arg(long)]
+    pub lora: Option<String>,
     #[command(flatten)]
     pub compute: Compute,
 }

@@ -30,7 +30,10 @@ struct ConfigFile {
 fn strict_model<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<ModelConfig>, D::Error> {
     use serde::de::Error;
     let value = serde_json::Value::deserialize(de)?;
-    let known = serde_json::to_value(ModelConfig::reference()).map_err(D::Error::custom)?;
+    // The reference config's fields, and `tokenizer`, which a byte-level config leaves out
+    // when it is written (a BPE model names its tokenizer there).
+    let reference = ModelConfig { tokenizer: "bpe-0000000000000000".into(), ..ModelConfig::reference() };
+    let known = serde_json::to_value(reference).map_err(D::Error::custom)?;
     if let (Some(given), Some(known)) = (value.as_object(), known.as_object()) {
         if let Some(unknown) = given.keys().find(|k| !known.contains_key(*k)) {
             let names: Vec<&str> = known.keys().map(String::as_str).collect();

@@ -2,9 +2,9 @@
 
 use std::time::Instant;
 
-use tinygpt_model::{Dataset, ModelConfig, Preset};
+use tinygpt_model::{Dataset, Gpt, LoraConfig, ModelConfig, Preset};
 use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
-use tinygpt_tensor::{block_on, Backend};
+use tinygpt_tensor::{block_on, Backend, Rng};
 
 use crate::args::BenchArgs;
 use crate::compute::{cpu_kernels, device_label, dispatch_at, gpu_features, matmul_path, WithBackend};
@@ -22,6 +22,8 @@ struct Bench {
     /// a step's cost.
     training: TrainingConfig,
     steps: usize,
+    /// LoRA steps of this adapter on the frozen model instead of whole-model steps.
+    lora: Option<(String, LoraConfig)>,
 }
 
 pub fn run(args: BenchArgs) -> Result<(), CliError> {
@@ -42,14 +44,15 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     let training = TrainingConfig { precision: args.precision.unwrap_or(training.precision), ..training };
     crate::memory::check_fits(&model, training.batch_size)?;
     let precision = training.precision;
-    dispatch_at(&args.compute, precision, Bench { name, model, training, steps: args.steps as usize })
+    let lora = args.lora.map(|name| LoraConfig::preset(&name).map(|config| (name, config))).transpose()?;
+    dispatch_at(&args.compute, precision, Bench { name, model, training, steps: args.steps as usize, lora })
 }
 
 impl WithBackend for Bench {
     type Output = ();
 
     fn run<B: Backend>(self, backend: B, threads: usize) -> Result<(), CliError> {
-        let Bench { name, model, training, steps } = self;
+        let Bench { name, model, training, steps, lora } = self;
         let training = TrainingConfig { max_steps: training.max_steps.max(WARMUP_STEPS + steps), ..training };
         let dataset = Dataset::new("tinyshakespeare", text::TINY_SHAKESPEARE, model.context_length, 1)?;
         let params = model.param_count();
@@ -57,7 +60,16 @@ impl WithBackend for Bench {
         let tokens = training.batch_size * model.context_length;
         let precision = training.precision;
         let (path, reason) = matmul_path(&backend);
-        let mut trainer = Trainer::new(TrainedSet::whole_model(&backend, model), training, dataset, None)?;
+        let lora_name = lora.as_ref().map(|(name, _)| name.clone());
+        let trainable = lora.as_ref().map_or(params, |(_, l)| l.param_count(&model));
+        let trained = match lora {
+            None => TrainedSet::whole_model(&backend, model),
+            Some((_, lora)) => {
+                let base = Gpt::init(&backend, model, &mut Rng::new(training.seed))?;
+                TrainedSet::fresh_adapter(base, lora, &training)?
+            }
+        };
+        let mut trainer = Trainer::new(trained, training, dataset, None)?;
         for _ in 0..WARMUP_STEPS {
             trainer.step()?;
         }
@@ -82,6 +94,9 @@ impl WithBackend for Bench {
             "matmul_reason": reason,
             "preset": name,
             "params": params,
+            // The adapter's preset and its parameters (the base frozen), or null.
+            "lora": lora_name,
+            "trainable": trainable,
             "ms_per_step": (ms_per_step * 1000.0).round() / 1000.0,
             "tok_per_s": (tokens as f64 / (ms_per_step / 1000.0)).round(),
             // Memory: the process's peak resident set (Linux only; null elsewhere) against
