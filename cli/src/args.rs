@@ -100,9 +100,16 @@ pub struct LoraTrainArgs {
     /// Weight decay on the adapter's tensors (default 0).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = float::<f32>(Range::NonNegative))]
     pub weight_decay: f32,
-    /// Evaluate and save every this many steps.
+    /// Evaluate every this many steps (and save, unless --checkpoint-interval says otherwise).
     #[arg(long, default_value_t = 100, allow_negative_numbers = true, value_parser = count::<usize>(1, MAX_STEPS))]
     pub eval_interval: usize,
+    /// Save the adapter every this many steps (default: --eval-interval); always at the end.
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<usize>(1, MAX_STEPS))]
+    pub checkpoint_interval: Option<usize>,
+    /// Stop once this many evaluations in a row have not improved on the best validation
+    /// loss (default: never), as the page's adapter runs do.
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<usize>(1, MAX_STEPS))]
+    pub early_stop_patience: Option<usize>,
     /// Batch size (default: the base's).
     #[arg(long, allow_negative_numbers = true, value_parser = count::<usize>(1, MAX_BATCH))]
     pub batch: Option<usize>,

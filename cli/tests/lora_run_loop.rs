@@ -60,3 +60,43 @@ fn base_file(run: &std::path::Path, name: &str) -> std::path::PathBuf {
         serde_json::from_str(&std::fs::read_to_string(run.join("latest.json")).unwrap()).unwrap();
     run.join(pointer["latest"].as_str().unwrap()).join(name)
 }
+
+#[test]
+fn lora_train_takes_early_stop_patience_and_checkpoint_interval_as_flags() {
+    let dir = scratch("flags");
+    let base = dir.join("base");
+    ok(&["train", "--preset", "tiny", "--steps", "2", "--threads", "1", "--out", s(&base)]);
+    let data = dir.join("code.txt");
+    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
+    let adapter = base.join("adapters").join("code");
+    // A learning rate this small leaves the adapter as it is, so no evaluation improves on
+    // the first (at step 2): patience 2 ends the run at the evaluation of step 6.
+    let out = ok(&[
+        "lora",
+        "train",
+        "--base",
+        s(&base),
+        "--data",
+        s(&data),
+        "--threads",
+        "1",
+        "--out",
+        s(&adapter),
+        "--steps",
+        "200",
+        "--lr",
+        "1e-12",
+        "--eval-interval",
+        "2",
+        "--checkpoint-interval",
+        "5",
+        "--early-stop-patience",
+        "2",
+    ]);
+    let err = stderr(&out);
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    assert_eq!(line["steps"], 6, "{err}");
+    assert!(err.contains("stopped early at step 6"), "{err}");
+    assert_eq!(steps_of(&err, "step ", "  train"), vec![2, 4, 6], "{err}");
+    assert_eq!(steps_of(&err, "at step ", " ("), vec![5, 6], "{err}");
+}

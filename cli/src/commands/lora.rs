@@ -95,10 +95,11 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
                 "max_steps": steps,
                 "weight_decay": args.weight_decay,
                 "eval_interval": args.eval_interval.min(steps).max(1),
-                // `--eval-interval` evaluates and saves (see its help).
-                "checkpoint_interval": args.eval_interval.max(1),
+                // `--eval-interval` evaluates and, unless --checkpoint-interval is given, saves.
+                "checkpoint_interval": args.checkpoint_interval.unwrap_or(args.eval_interval).max(1),
             });
             let named = [
+                ("early_stop_patience", args.early_stop_patience.map(serde_json::Value::from)),
                 ("learning_rate", args.lr.map(serde_json::Value::from)),
                 ("batch_size", args.batch.map(serde_json::Value::from)),
                 ("seed", args.seed.map(serde_json::Value::from)),
