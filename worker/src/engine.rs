@@ -2,7 +2,7 @@
 //! kernels (compiled as scalar or SIMD wasm) or WebGPU through `tinygpt-kernels-wgsl`.
 //!
 //! Why an enum: `tinygpt_tensor::Backend` is generic (its reads return `impl Future`), so
-//! it has no trait objects, and the backend is only known at run time (after the adapter
+//! it has no trait objects, and the backend is only known at run time (after the GPU
 //! probe and the [`crate::self_test`]). `Session<B>` holds all the logic once; this file
 //! only forwards each call to the variant in use (the `on_session!` match), so no session
 //! code is written per backend.
@@ -81,21 +81,21 @@ impl Engine {
     }
 
     /// A session on `gpu` (reported as `webgpu`) whose `precision: mixed` runs train on
-    /// `mixed` (the same device or another, see `web/backend_choice.rs`).
+    /// `mixed` (the same device or another, see `router/engine_choice.rs`).
     pub fn webgpu(gpu: WgpuBackend, mixed: WgpuBackend) -> Self {
         Engine::Webgpu(Session::new(gpu, EngineKind::Webgpu).with_mixed(mixed))
     }
 
     /// What a mixed run's matmul runs here and why: the WebGPU device's choice; `None` on
-    /// the CPU builds, which refuse mixed. `adapter` is the browser's name for the adapter
+    /// the CPU builds, which refuse mixed. `gpu_name` is the browser's name for the GPU
     /// (wgpu's is empty on the WebGPU backend).
-    pub fn mixed_matmul(&self, adapter: &str) -> Option<MatmulInfo> {
+    pub fn mixed_matmul(&self, gpu_name: &str) -> Option<MatmulInfo> {
         let Engine::Webgpu(s) = self else { return None };
         let gpu = s.backend_for(Precision::Mixed).ok()?;
         let p = gpu.matmul_precision();
         Some(MatmulInfo {
             kernels: p.kernels.as_str().to_string(),
-            reason: name_the_adapter(&p.reason, &gpu.adapter().name, adapter),
+            reason: name_the_gpu(&p.reason, &gpu.adapter().name, gpu_name),
             self_test_worst: p.self_test_worst,
         })
     }
@@ -245,10 +245,10 @@ impl Engine {
     }
 }
 
-/// kernels-wgsl's `reason`, written around the adapter's `name`, with `browser_name` where
-/// `name` is empty (wgpu has no adapter name on the WebGPU backend, so the line read "but
+/// kernels-wgsl's `reason`, written around the GPU's `name`, with `browser_name` where
+/// `name` is empty (wgpu has no GPU name on the WebGPU backend, so the line read "but
 /// has no shader-f16").
-fn name_the_adapter(reason: &str, name: &str, browser_name: &str) -> String {
+fn name_the_gpu(reason: &str, name: &str, browser_name: &str) -> String {
     if !name.is_empty() || browser_name.is_empty() {
         return reason.to_string();
     }
@@ -272,19 +272,19 @@ fn cpu_backend(kind: EngineKind) -> CpuBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::name_the_adapter;
+    use super::name_the_gpu;
 
     #[test]
     fn an_unnamed_adapter_gets_the_browsers_name() {
         let reason =
             "mixed was asked for but  has no shader-f16 (no cooperative-matrix matmul on : none listed)";
         assert_eq!(
-            name_the_adapter(reason, "", "google swiftshader"),
+            name_the_gpu(reason, "", "google swiftshader"),
             "mixed was asked for but google swiftshader has no shader-f16 (no cooperative-matrix matmul on \
              google swiftshader: none listed)"
         );
         assert_eq!(
-            name_the_adapter("f16 inputs", "llvmpipe", "x"),
+            name_the_gpu("f16 inputs", "llvmpipe", "x"),
             "f16 inputs",
             "a named adapter keeps its line"
         );
