@@ -120,6 +120,14 @@ pub struct LoraTrainArgs {
     /// --backend wgpu only). Default f32; with --resume, the adapter run's.
     #[arg(long)]
     pub precision: Option<Precision>,
+    /// Also fine-tune the whole base (a copy; every parameter trained) for as many steps on
+    /// the same data, batches and schedule, and report its val loss beside the adapter's
+    /// (`full_val_loss`): what the adapter leaves on the table. Not with --resume.
+    #[arg(long, conflicts_with = "resume")]
+    pub compare_full: bool,
+    /// The full fine-tuning's peak learning rate (default: the adapter's).
+    #[arg(long, requires = "compare_full", allow_negative_numbers = true, value_parser = float::<f64>(Range::Positive))]
+    pub full_lr: Option<f64>,
     #[command(flatten)]
     pub compute: Compute,
 }

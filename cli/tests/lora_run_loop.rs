@@ -100,3 +100,58 @@ fn lora_train_takes_early_stop_patience_and_checkpoint_interval_as_flags() {
     assert_eq!(steps_of(&err, "step ", "  train"), vec![2, 4, 6], "{err}");
     assert_eq!(steps_of(&err, "at step ", " ("), vec![5, 6], "{err}");
 }
+
+#[test]
+fn lora_train_compare_full_fine_tunes_the_whole_base_on_the_same_steps() {
+    let dir = scratch("compare_full");
+    let base = dir.join("base");
+    ok(&["train", "--preset", "tiny", "--steps", "2", "--threads", "1", "--out", s(&base)]);
+    let data = dir.join("code.txt");
+    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
+    let adapter = base.join("adapters").join("code");
+    let out = ok(&[
+        "lora",
+        "train",
+        "--base",
+        s(&base),
+        "--data",
+        s(&data),
+        "--threads",
+        "1",
+        "--out",
+        s(&adapter),
+        "--steps",
+        "4",
+        "--eval-interval",
+        "2",
+        "--compare-full",
+        "--full-lr",
+        "3e-4",
+    ]);
+    let err = stderr(&out);
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    let full = line["full_val_loss"].as_f64().expect("full_val_loss");
+    assert!(full.is_finite() && full != line["adapter_val_loss"].as_f64().unwrap(), "{line}");
+    assert_eq!(line["full_learning_rate"].as_f64().unwrap() as f32, 3e-4);
+    // Every parameter trained: the base's count, far more than the adapter's.
+    let params = line["full_trainable_params"].as_u64().unwrap();
+    assert!(params > 10 * line["adapter_file_bytes"].as_u64().unwrap() / 4, "{line}");
+    // The same evaluations as the adapter run (steps 2 and 4), and nothing saved for it.
+    assert_eq!(steps_of(&err, "full   ", "  train"), vec![2, 4], "{err}");
+    let without = ok(&[
+        "lora",
+        "train",
+        "--base",
+        s(&base),
+        "--data",
+        s(&data),
+        "--threads",
+        "1",
+        "--out",
+        s(&base.join("adapters").join("plain")),
+        "--steps",
+        "2",
+    ]);
+    let line: serde_json::Value = serde_json::from_slice(&without.stdout).unwrap();
+    assert!(line["full_val_loss"].is_null());
+}

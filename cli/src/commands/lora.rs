@@ -134,6 +134,7 @@ impl WithBackend for TrainAdapter {
         let model =
             Gpt::new(model_config.clone(), Params::from_flat(&backend, &model_config, &base.ckpt.weights)?)?;
         let fresh = resume.is_none();
+        let dataset_copy = args.compare_full.then(|| dataset.clone());
         let trainer = match resume {
             Some(ckpt) => {
                 let (trained, state) = ResumeState::from_adapter_checkpoint(model, ckpt, &training)?;
@@ -202,6 +203,12 @@ impl WithBackend for TrainAdapter {
             }
         }
         let trainer = run.into_trainer();
+        let full = if args.compare_full {
+            let steps = trainer.progress().step;
+            Some(full_fine_tune(&backend, &base, trainer.config(), steps, args.full_lr, &dataset_copy)?)
+        } else {
+            None
+        };
         if let Some(step) = stopped_early {
             let patience = trainer.config().early_stop_patience.unwrap_or(0);
             eprintln!(
@@ -220,6 +227,9 @@ impl WithBackend for TrainAdapter {
                 "start_val_loss": start_val,
                 "adapter_val_loss": last_val,
                 "val_loss_reduction": 1.0 - last_val / start_val,
+                "full_val_loss": full.as_ref().map(|f| f.val_loss),
+                "full_learning_rate": full.as_ref().map(|f| f.learning_rate),
+                "full_trainable_params": full.as_ref().map(|_| model_config.param_count()),
                 "unigram_val_loss": counts.map(|c| c.unigram),
                 "bigram_val_loss": counts.map(|c| c.bigram),
                 "steps": trainer.progress().step,
@@ -231,6 +241,46 @@ impl WithBackend for TrainAdapter {
         );
         Ok(())
     }
+}
+
+/// The whole-model fine-tuning `lora train --compare-full` runs beside the adapter.
+struct FullFineTune {
+    val_loss: f32,
+    learning_rate: f32,
+}
+
+/// Fine-tunes every parameter of a copy of `base` for `steps` steps on `dataset` under the
+/// adapter run's `config` (same batches, schedule and evaluations; `lr` replaces its peak
+/// learning rate, a tenth of it the floor), through the same run loop, and returns its last
+/// validation loss. Nothing is saved.
+fn full_fine_tune<B: Backend>(
+    backend: &B,
+    base: &Base,
+    config: &TrainingConfig,
+    steps: usize,
+    lr: Option<f64>,
+    dataset: &Option<Dataset>,
+) -> Result<FullFineTune, CliError> {
+    let dataset = dataset.clone().expect("kept for --compare-full");
+    let learning_rate = lr.map_or(config.learning_rate, |lr| lr as f32);
+    let min_lr = if lr.is_some() { tinygpt_optim::min_lr_for(learning_rate) } else { config.min_lr };
+    let config = TrainingConfig { max_steps: steps, learning_rate, min_lr, ..config.clone() };
+    crate::memory::check_fits(&base.ckpt.model_config, config.batch_size)?;
+    let state = ResumeState::from_weights(base.ckpt.weights.clone(), &config);
+    let trained = TrainedSet::whole_model(backend, base.ckpt.model_config.clone());
+    let mut run = TrainingRun::new(Trainer::new(trained, config, dataset, Some(state))?);
+    let rows = run.trainer().config().batch_size;
+    let mut val_loss = f32::NAN;
+    eprintln!("fine-tuning the whole base for {steps} steps to compare (learning rate {learning_rate})");
+    while !run.is_over() {
+        for event in block_on(run.advance(rows, &Unhurried))? {
+            if let RunEvent::Evaluated { step, train_loss, val_loss: val, .. } = event {
+                val_loss = val;
+                eprintln!("full   {step:6}  train {train_loss:.4}  val {val:.4}");
+            }
+        }
+    }
+    Ok(FullFineTune { val_loss, learning_rate })
 }
 
 /// Refuses an adapter `--out` folder that would break a run or hold something else, before

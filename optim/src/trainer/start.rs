@@ -97,6 +97,21 @@ impl<B: Backend> Trainer<B> {
     }
 }
 
+impl ResumeState {
+    /// A fresh run of the whole model that starts from `weights` instead of a random draw
+    /// (fine-tuning a pretrained model): step 0, zero moments, no history, batches as any
+    /// fresh run of `config` draws them.
+    pub fn from_weights(weights: Vec<f32>, config: &TrainingConfig) -> Self {
+        ResumeState {
+            weights,
+            adam_m: Vec::new(),
+            adam_v: Vec::new(),
+            progress: fresh_progress(config),
+            history: Vec::new(),
+        }
+    }
+}
+
 /// Where a fresh run stands: step 0, the batch sampler at `seed ^ BATCH_SALT`.
 fn fresh_progress(config: &TrainingConfig) -> TrainerProgress {
     TrainerProgress {
