@@ -120,7 +120,7 @@ fn input_grads<B: Backend>(
                 // A's gradient holds already, if anything).
                 let (lhs, rhs, t1, t2) = if ta { (b_val, &dc, tb, true) } else { (&dc, b_val, false, !tb) };
                 let da = match grads.take_prior(*a) {
-                    Some(prior) => lhs.matmul_onto(rhs, None, &prior, t1, t2),
+                    Some(prior) => lhs.matmul_onto(rhs, None, t1, t2, &prior),
                     None => lhs.matmul(rhs, None, t1, t2),
                 };
                 out.push((*a, da.reshape(a_val.shape().clone())));

@@ -51,7 +51,7 @@ impl<B: Backend> Tape<B> {
     /// ([`Tensor::matmul_onto`]) instead of in an `add` of its own. The same values and
     /// gradients as [`Tape::linear`] then [`Tape::add`].
     pub fn linear_onto(&self, onto: &Var<B>, x: &Var<B>, weight: &Var<B>, bias: Option<&Var<B>>) -> Var<B> {
-        let value = x.value.matmul_onto(&weight.value, bias.map(|v| &v.value), &onto.value, false, true);
+        let value = x.value.matmul_onto(&weight.value, bias.map(|v| &v.value), false, true, &onto.value);
         let (a, b) = (x.id, weight.id);
         let op =
             Op::Matmul { a, b, bias: bias.map(|v| v.id), onto: Some(onto.id), trans_a: false, trans_b: true };

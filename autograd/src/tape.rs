@@ -64,7 +64,7 @@ pub(crate) enum Op<B: Backend> {
     Gelu {
         x: usize,
     },
-    /// `saved`: what the backend keeps for the backward pass (see `AttentionSaved`).
+    /// `saved`: what the backend keeps for the backward pass (see `AttentionKeep::Backward`).
     Attention {
         q: usize,
         k: usize,
@@ -82,7 +82,7 @@ pub(crate) enum Op<B: Backend> {
         x: usize,
         mask: DropoutMask,
     },
-    /// `saved`: what the backend keeps for the backward pass (see `CrossEntropySaved`).
+    /// `saved`: what the backend keeps for the backward pass (see `CrossEntropyOut`).
     CrossEntropy {
         logits: usize,
         targets: Indices<B>,

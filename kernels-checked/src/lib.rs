@@ -16,17 +16,15 @@
 //! assert_eq!((bad.op.as_str(), bad.operand.as_str()), ("scale", "input a"));
 //! ```
 //!
-//! It is also the proof that a backend is a short job: this crate is the whole of one,
-//! and it passes the conformance kit (`tests/conformance.rs`).
+//! It is a [`Hook`](tinygpt_tensor::Hook) on the one wrapper backend,
+//! [`Hooked`](tinygpt_tensor::Hooked), which forwards every op; this crate only says what
+//! to check around each, and passes the conformance kit (`tests/conformance.rs`).
 #![warn(missing_docs)]
 
-mod backend;
 mod checked;
-mod operand;
-mod rule;
 
-pub use checked::Checked;
-pub use rule::Rule;
+pub use checked::{Checked, Checks};
+pub use tinygpt_tensor::Rule;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

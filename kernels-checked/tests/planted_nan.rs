@@ -3,7 +3,7 @@
 
 use tinygpt_kernels_checked::Checked;
 use tinygpt_kernels_cpu::CpuBackend;
-use tinygpt_tensor::{block_on, Backend, BadValue, MatmulDims, Rng, TensorError};
+use tinygpt_tensor::{block_on, Backend, BadValue, MatmulDims, MatmulFused, Rng, TensorError};
 
 const ROWS: usize = 6;
 const DIM: usize = 8;
@@ -13,12 +13,18 @@ fn run_chain(backend: &Checked<CpuBackend>, gamma: &[f32]) -> Result<Vec<f32>, T
     let mut rng = Rng::new(7);
     let x = backend.upload(&(0..ROWS * DIM).map(|_| rng.normal() as f32).collect::<Vec<_>>());
     let w = backend.upload(&(0..DIM * DIM).map(|_| rng.normal() as f32 * 0.3).collect::<Vec<_>>());
-    let h =
-        backend.matmul(&x, &w, None, MatmulDims { m: ROWS, k: DIM, n: DIM, trans_a: false, trans_b: true });
+    let h = backend
+        .matmul(
+            &x,
+            &w,
+            MatmulDims { m: ROWS, k: DIM, n: DIM, trans_a: false, trans_b: true },
+            MatmulFused::none(),
+        )
+        .out;
     let normed = backend.layer_norm(&h, &backend.upload(gamma), &backend.zeros(DIM), ROWS, DIM, 1e-5);
     let act = backend.gelu(&normed.out, ROWS * DIM);
     let targets = backend.upload_indices(&[0, 1, 2, 3, 4, 5]);
-    let loss = backend.cross_entropy(&act, &targets, ROWS, DIM);
+    let loss = backend.cross_entropy(&act, &targets, ROWS, DIM, false).loss;
     block_on(backend.read(&loss))
 }
 

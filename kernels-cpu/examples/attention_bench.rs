@@ -1,5 +1,5 @@
-//! CPU training attention (forward `attention_for_training` and backward
-//! `attention_backward_saved`) per kernel variant, one JSON line per (shape, variant, threads).
+//! CPU training attention (forward `attention` keeping `AttentionKeep::Backward`, and its
+//! `attention_backward`) per kernel variant, one JSON line per (shape, variant, threads).
 //!
 //! ```sh
 //! cargo run --release -p tinygpt-kernels-cpu --example attention_bench -- --threads 1,2 16x96x4x32
@@ -15,7 +15,7 @@
 
 mod common;
 
-use tinygpt_tensor::{AttentionDims, Backend, DropoutMask};
+use tinygpt_tensor::{AttentionDims, AttentionKeep, Backend, DropoutMask};
 
 const PRESETS: [&str; 2] = ["16x64x3x32", "16x96x4x32"];
 
@@ -56,10 +56,19 @@ fn main() -> Result<(), String> {
                     backend.upload(&data(7)),
                     backend.upload(&data(11)),
                 );
-                let saved = backend.attention_for_training(&q, &k, &v, dims);
-                let forward = || drop(backend.attention_for_training(&q, &k, &v, dims));
-                let backward =
-                    || drop(backend.attention_backward_saved(&dout, &q, &k, &v, &saved.saved, dims));
+                let saved = backend.attention(&q, &k, &v, dims, AttentionKeep::Backward);
+                let forward = || drop(backend.attention(&q, &k, &v, dims, AttentionKeep::Backward));
+                let backward = || {
+                    drop(backend.attention_backward(
+                        &dout,
+                        &q,
+                        &k,
+                        &v,
+                        &saved.saved,
+                        dims,
+                        AttentionKeep::Backward,
+                    ))
+                };
                 let secs = [common::fastest_secs(&forward), common::fastest_secs(&backward)];
                 let half = (dims.batch * dims.heads * dims.seq * dims.seq * dims.head_dim) as f64 / 2.0;
                 let line = serde_json::json!({

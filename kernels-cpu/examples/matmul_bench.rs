@@ -21,7 +21,7 @@ use std::time::Instant;
 use tinygpt_kernels_cpu::KernelVariant;
 
 mod common;
-use tinygpt_tensor::{Backend, MatmulDims};
+use tinygpt_tensor::{Backend, MatmulDims, MatmulFused};
 
 const LARGE_MLP: [&str; 3] = ["1536x768x192:nt", "1536x192x768:nn", "192x768x1536:tn"];
 
@@ -55,7 +55,7 @@ fn main() -> Result<(), String> {
                 let run = |reps: usize| {
                     let started = Instant::now();
                     for _ in 0..reps {
-                        drop(backend.matmul(&a, &b, None, dims));
+                        drop(backend.matmul(&a, &b, dims, MatmulFused::none()).out);
                     }
                     started.elapsed().as_secs_f64()
                 };

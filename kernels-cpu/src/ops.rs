@@ -4,9 +4,9 @@
 use std::future::{ready, Future};
 
 use tinygpt_tensor::{
-    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend,
-    CachedAttentionDims, CopyRange, CrossEntropySaved, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims,
-    TensorError,
+    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, Backend,
+    CachedAttentionDims, CopyRange, CrossEntropyOut, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims,
+    MatmulFused, MatmulOut, TensorError,
 };
 
 use crate::kernels::adamw::{self, AdamWBufs};
@@ -154,21 +154,19 @@ impl Backend for CpuBackend {
         self.produce_all(len, |out| elementwise::scale(&self.par, out, &a.read(), alpha))
     }
 
-    fn dropout(&self, x: &Self::Storage, mask: &DropoutMask, len: usize) -> Self::Storage {
-        expect_len("dropout", "x", x, len);
-        self.produce(len, |out| dropout::dropout(&self.par, out, &x.read(), mask))
-    }
-
-    fn dropout_add(
+    fn dropout(
         &self,
-        residual: &Self::Storage,
         x: &Self::Storage,
         mask: &DropoutMask,
         len: usize,
+        onto: Option<&Self::Storage>,
     ) -> Self::Storage {
-        expect_len("dropout_add", "residual", residual, len);
-        expect_len("dropout_add", "x", x, len);
-        self.produce(len, |out| dropout::dropout_add(&self.par, out, &residual.read(), &x.read(), mask))
+        expect_len("dropout", "x", x, len);
+        let Some(onto) = onto else {
+            return self.produce(len, |out| dropout::dropout(&self.par, out, &x.read(), mask));
+        };
+        expect_len("dropout", "onto", onto, len);
+        self.produce(len, |out| dropout::dropout_add(&self.par, out, &onto.read(), &x.read(), mask))
     }
 
     fn sum_rows(&self, x: &Self::Storage, rows: usize, cols: usize) -> Self::Storage {
@@ -190,43 +188,35 @@ impl Backend for CpuBackend {
         self.produce_all(1, |out| out[0] = sum)
     }
 
+    /// The fast variants fuse a bias and `onto` into the product (`fast::matmul`); `A`'s
+    /// column sums, and `onto` on the reference kernels, are composed (`matmul_unfused`).
     fn matmul(
         &self,
         a: &Self::Storage,
         b: &Self::Storage,
-        bias: Option<&Self::Storage>,
         dims: MatmulDims,
-    ) -> Self::Storage {
-        let bias = bias.map(|b| b.read());
+        fused: MatmulFused<'_, Self::Storage>,
+    ) -> MatmulOut<Self::Storage> {
+        if fused.sum_rows || (fused.onto.is_some() && self.fast.is_none()) {
+            return tinygpt_tensor::matmul_unfused(self, a, b, dims, fused);
+        }
+        if let Some(onto) = fused.onto {
+            expect_len("matmul", "onto", onto, dims.m * dims.n);
+        }
+        let bias = fused.bias.map(|b| b.read());
+        let onto = fused.onto.map(|o| o.read());
         let (a, b, bias) = (&a.read(), &b.read(), bias.as_deref().map(|b| &b[..]));
-        match self.fast {
-            // Every output is set to its bias (or 0) before the products are added.
+        let onto = onto.as_deref().map(|o| &o[..]);
+        let out = match self.fast {
+            // Every output is set to its bias (or 0, or `onto`) before the products are added.
             Some(fast) => self.produce_all(dims.m * dims.n, |out| {
-                fast::matmul(fast, &self.par, out, a, b, bias, None, dims)
+                fast::matmul(fast, &self.par, out, a, b, bias, onto, dims)
             }),
             None => {
                 self.produce(dims.m * dims.n, |out| matmul::matmul_forward(&self.par, out, a, b, bias, dims))
             }
-        }
-    }
-
-    fn matmul_onto(
-        &self,
-        onto: &Self::Storage,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        bias: Option<&Self::Storage>,
-        dims: MatmulDims,
-    ) -> Self::Storage {
-        let Some(fast) = self.fast else {
-            return tinygpt_tensor::matmul_then_add(self, onto, a, b, bias, dims);
         };
-        expect_len("matmul_onto", "onto", onto, dims.m * dims.n);
-        let bias = bias.map(|b| b.read());
-        let (onto, a, b, bias) = (&onto.read(), &a.read(), &b.read(), bias.as_deref().map(|b| &b[..]));
-        self.produce_all(dims.m * dims.n, |out| {
-            fast::matmul(fast, &self.par, out, a, b, bias, Some(onto), dims)
-        })
+        MatmulOut { out, sums: None }
     }
 
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
@@ -295,13 +285,22 @@ impl Backend for CpuBackend {
         saved: &LayerNormOut<Self::Storage>,
         rows: usize,
         dim: usize,
+        onto: Option<&Self::Storage>,
     ) -> LayerNormGrads<Self::Storage> {
+        if let Some(onto) = onto {
+            if self.fast.is_none() {
+                return tinygpt_tensor::layer_norm_backward_unfused(
+                    self, dout, x, gamma, saved, rows, dim, onto,
+                );
+            }
+            expect_len("layer_norm_backward", "onto", onto, rows * dim);
+        }
         expect_len("layer_norm_backward", "dout", dout, rows * dim);
         expect_len("layer_norm_backward", "x", x, rows * dim);
         expect_len("layer_norm_backward", "saved mean", &saved.mean, rows);
         expect_len("layer_norm_backward", "saved rstd", &saved.rstd, rows);
         if let Some(fast) = self.fast {
-            return self.fast_layer_norm_backward(fast, None, dout, x, gamma, saved);
+            return self.fast_layer_norm_backward(fast, onto, dout, x, gamma, saved);
         }
         let stats = RowStats { mean: saved.mean.read().clone(), rstd: saved.rstd.read().clone() };
         let (mut dx, mut dgamma, mut dbeta) = (self.zeroed(rows * dim), self.zeroed(dim), self.zeroed(dim));
@@ -317,28 +316,6 @@ impl Backend for CpuBackend {
             dim,
         );
         LayerNormGrads { dx: self.wrap(dx), dgamma: self.wrap(dgamma), dbeta: self.wrap(dbeta) }
-    }
-
-    fn layer_norm_backward_onto(
-        &self,
-        onto: &Self::Storage,
-        dout: &Self::Storage,
-        x: &Self::Storage,
-        gamma: &Self::Storage,
-        saved: &LayerNormOut<Self::Storage>,
-        rows: usize,
-        dim: usize,
-    ) -> LayerNormGrads<Self::Storage> {
-        let Some(fast) = self.fast else {
-            let grads = self.layer_norm_backward(dout, x, gamma, saved, rows, dim);
-            return LayerNormGrads { dx: self.add(onto, &grads.dx, rows * dim), ..grads };
-        };
-        expect_len("layer_norm_backward_onto", "onto", onto, rows * dim);
-        expect_len("layer_norm_backward_onto", "dout", dout, rows * dim);
-        expect_len("layer_norm_backward_onto", "x", x, rows * dim);
-        expect_len("layer_norm_backward_onto", "saved mean", &saved.mean, rows);
-        expect_len("layer_norm_backward_onto", "saved rstd", &saved.rstd, rows);
-        self.fast_layer_norm_backward(fast, Some(onto), dout, x, gamma, saved)
     }
 
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {
@@ -364,7 +341,11 @@ impl Backend for CpuBackend {
         k: &Self::Storage,
         v: &Self::Storage,
         dims: AttentionDims,
+        keep: AttentionKeep,
     ) -> AttentionOut<Self::Storage> {
+        if let (AttentionKeep::Backward, Some(fast)) = (keep, self.fast) {
+            return self.flash_attention(fast, q, k, v, dims);
+        }
         let len = dims.batch * dims.seq * dims.channels();
         for (what, buf) in [("q", q), ("k", k), ("v", v)] {
             expect_len("attention", what, buf, len);
@@ -372,7 +353,7 @@ impl Backend for CpuBackend {
         let mut out = self.zeroed(len);
         let mut probs = self.zeroed(dims.batch * dims.heads * dims.seq * dims.seq);
         attention::attention_forward(&self.par, &mut out, &mut probs, &q.read(), &k.read(), &v.read(), dims);
-        AttentionOut { out: self.wrap(out), probs: self.wrap(probs) }
+        AttentionOut { out: self.wrap(out), saved: self.wrap(probs) }
     }
 
     fn cached_attention(
@@ -401,9 +382,14 @@ impl Backend for CpuBackend {
         q: &Self::Storage,
         k: &Self::Storage,
         v: &Self::Storage,
-        probs: &Self::Storage,
+        saved: &Self::Storage,
         dims: AttentionDims,
+        keep: AttentionKeep,
     ) -> AttentionGrads<Self::Storage> {
+        if let (AttentionKeep::Backward, Some(fast)) = (keep, self.fast) {
+            return self.flash_attention_backward(fast, dout, q, k, v, saved, dims);
+        }
+        let probs = saved;
         let len = dims.batch * dims.seq * dims.channels();
         for (what, buf) in [("dout", dout), ("q", q), ("k", k), ("v", v)] {
             expect_len("attention_backward", what, buf, len);
@@ -423,101 +409,31 @@ impl Backend for CpuBackend {
         AttentionGrads { dq: self.wrap(dq), dk: self.wrap(dk), dv: self.wrap(dv) }
     }
 
-    /// The fast variants run flash-style attention and save the log-sum-exp of each score
-    /// row (`[B, H, T]`); the reference saves the probabilities (the trait's default).
-    fn attention_for_training(
-        &self,
-        q: &Self::Storage,
-        k: &Self::Storage,
-        v: &Self::Storage,
-        dims: AttentionDims,
-    ) -> AttentionSaved<Self::Storage> {
-        let Some(fast) = self.fast else {
-            let AttentionOut { out, probs } = self.attention(q, k, v, dims);
-            return AttentionSaved { out, saved: probs };
-        };
-        let len = dims.batch * dims.seq * dims.channels();
-        for (what, buf) in [("q", q), ("k", k), ("v", v)] {
-            expect_len("attention", what, buf, len);
-        }
-        let (mut out, mut lse) = (self.uninit(len), self.uninit(dims.batch * dims.heads * dims.seq));
-        let (q, k, v) = (&q.read(), &k.read(), &v.read());
-        fast::attention_forward(fast, &self.par, &mut out, &mut lse, q, k, v, dims);
-        AttentionSaved { out: self.wrap(out), saved: self.wrap(lse) }
-    }
-
-    fn attention_backward_saved(
-        &self,
-        dout: &Self::Storage,
-        q: &Self::Storage,
-        k: &Self::Storage,
-        v: &Self::Storage,
-        saved: &Self::Storage,
-        dims: AttentionDims,
-    ) -> AttentionGrads<Self::Storage> {
-        let Some(fast) = self.fast else {
-            return self.attention_backward(dout, q, k, v, saved, dims);
-        };
-        let len = dims.batch * dims.seq * dims.channels();
-        for (what, buf) in [("dout", dout), ("q", q), ("k", k), ("v", v)] {
-            expect_len("attention_backward", what, buf, len);
-        }
-        expect_len("attention_backward", "saved log-sum-exp", saved, dims.batch * dims.heads * dims.seq);
-        let (mut dq, mut dk, mut dv) = (self.uninit(len), self.uninit(len), self.uninit(len));
-        let (dout, q, k, v, lse) = (&dout.read(), &q.read(), &k.read(), &v.read(), &saved.read());
-        fast::attention_backward(fast, &self.par, [&mut dq, &mut dk, &mut dv], dout, q, k, v, lse, dims);
-        AttentionGrads { dq: self.wrap(dq), dk: self.wrap(dk), dv: self.wrap(dv) }
-    }
-
+    /// The fast variants, asked to save, keep each row's softmax normaliser for the backward
+    /// (`2 * rows` values); the reference saves nothing.
     fn cross_entropy(
         &self,
         logits: &Self::Storage,
         targets: &Self::Indices,
         rows: usize,
         vocab: usize,
-    ) -> Self::Storage {
+        save: bool,
+    ) -> CrossEntropyOut<Self::Storage> {
         expect_len("cross_entropy", "logits", logits, rows * vocab);
         expect_len("cross_entropy", "targets", targets, rows);
-        let loss = cross_entropy::cross_entropy_forward(&self.par, &logits.read(), &targets.read(), vocab);
-        self.produce_all(1, |out| out[0] = loss)
-    }
-
-    fn cross_entropy_backward(
-        &self,
-        logits: &Self::Storage,
-        targets: &Self::Indices,
-        dloss: &Self::Storage,
-        rows: usize,
-        vocab: usize,
-    ) -> Self::Storage {
-        expect_len("cross_entropy_backward", "logits", logits, rows * vocab);
-        expect_len("cross_entropy_backward", "targets", targets, rows);
-        let dloss = scalar("cross_entropy_backward", "dloss", dloss);
-        self.produce(rows * vocab, |d| {
-            cross_entropy::cross_entropy_backward(&self.par, d, &logits.read(), &targets.read(), dloss, vocab)
-        })
-    }
-
-    fn cross_entropy_for_training(
-        &self,
-        logits: &Self::Storage,
-        targets: &Self::Indices,
-        rows: usize,
-        vocab: usize,
-    ) -> CrossEntropySaved<Self::Storage> {
-        let Some(fast) = self.fast else {
-            return CrossEntropySaved { loss: self.cross_entropy(logits, targets, rows, vocab), saved: None };
+        let (true, Some(fast)) = (save, self.fast) else {
+            let loss =
+                cross_entropy::cross_entropy_forward(&self.par, &logits.read(), &targets.read(), vocab);
+            return CrossEntropyOut { loss: self.produce_all(1, |out| out[0] = loss), saved: None };
         };
-        expect_len("cross_entropy", "logits", logits, rows * vocab);
-        expect_len("cross_entropy", "targets", targets, rows);
         let mut saved = self.uninit(2 * rows);
         let loss = self.with_sums(fast::cross_entropy_blocks(rows), |sums| {
             fast::cross_entropy(fast, &self.par, &mut saved, sums, &logits.read(), &targets.read(), vocab)
         });
-        CrossEntropySaved { loss: self.produce_all(1, |out| out[0] = loss), saved: Some(self.wrap(saved)) }
+        CrossEntropyOut { loss: self.produce_all(1, |out| out[0] = loss), saved: Some(self.wrap(saved)) }
     }
 
-    fn cross_entropy_backward_saved(
+    fn cross_entropy_backward(
         &self,
         logits: &Self::Storage,
         targets: &Self::Indices,
@@ -526,13 +442,22 @@ impl Backend for CpuBackend {
         rows: usize,
         vocab: usize,
     ) -> Self::Storage {
-        let (Some(fast), Some(saved)) = (self.fast, saved) else {
-            return self.cross_entropy_backward(logits, targets, dloss, rows, vocab);
-        };
         expect_len("cross_entropy_backward", "logits", logits, rows * vocab);
         expect_len("cross_entropy_backward", "targets", targets, rows);
-        expect_len("cross_entropy_backward", "saved normalisers", saved, 2 * rows);
         let dloss = scalar("cross_entropy_backward", "dloss", dloss);
+        let (Some(fast), Some(saved)) = (self.fast, saved) else {
+            return self.produce(rows * vocab, |d| {
+                cross_entropy::cross_entropy_backward(
+                    &self.par,
+                    d,
+                    &logits.read(),
+                    &targets.read(),
+                    dloss,
+                    vocab,
+                )
+            });
+        };
+        expect_len("cross_entropy_backward", "saved normalisers", saved, 2 * rows);
         self.produce_all(rows * vocab, |d| {
             let (logits, targets, saved) = (&logits.read(), &targets.read(), &saved.read());
             fast::cross_entropy_backward(fast, &self.par, d, logits, targets, saved, dloss, vocab)
@@ -564,6 +489,49 @@ impl Backend for CpuBackend {
 }
 
 impl CpuBackend {
+    /// The fast variants' attention for training: flash-style, saving the log-sum-exp of
+    /// each score row (`[B, H, T]`) instead of the probabilities.
+    fn flash_attention(
+        &self,
+        fast: &fast::FastKernels,
+        q: &CpuBuffer<f32>,
+        k: &CpuBuffer<f32>,
+        v: &CpuBuffer<f32>,
+        dims: AttentionDims,
+    ) -> AttentionOut<CpuBuffer<f32>> {
+        let len = dims.batch * dims.seq * dims.channels();
+        for (what, buf) in [("q", q), ("k", k), ("v", v)] {
+            expect_len("attention", what, buf, len);
+        }
+        let (mut out, mut lse) = (self.uninit(len), self.uninit(dims.batch * dims.heads * dims.seq));
+        let (q, k, v) = (&q.read(), &k.read(), &v.read());
+        fast::attention_forward(fast, &self.par, &mut out, &mut lse, q, k, v, dims);
+        AttentionOut { out: self.wrap(out), saved: self.wrap(lse) }
+    }
+
+    /// The backward of [`CpuBackend::flash_attention`], from its saved log-sum-exps.
+    #[allow(clippy::too_many_arguments)]
+    fn flash_attention_backward(
+        &self,
+        fast: &fast::FastKernels,
+        dout: &CpuBuffer<f32>,
+        q: &CpuBuffer<f32>,
+        k: &CpuBuffer<f32>,
+        v: &CpuBuffer<f32>,
+        saved: &CpuBuffer<f32>,
+        dims: AttentionDims,
+    ) -> AttentionGrads<CpuBuffer<f32>> {
+        let len = dims.batch * dims.seq * dims.channels();
+        for (what, buf) in [("dout", dout), ("q", q), ("k", k), ("v", v)] {
+            expect_len("attention_backward", what, buf, len);
+        }
+        expect_len("attention_backward", "saved log-sum-exp", saved, dims.batch * dims.heads * dims.seq);
+        let (mut dq, mut dk, mut dv) = (self.uninit(len), self.uninit(len), self.uninit(len));
+        let (dout, q, k, v, lse) = (&dout.read(), &q.read(), &k.read(), &v.read(), &saved.read());
+        fast::attention_backward(fast, &self.par, [&mut dq, &mut dk, &mut dv], dout, q, k, v, lse, dims);
+        AttentionGrads { dq: self.wrap(dq), dk: self.wrap(dk), dv: self.wrap(dv) }
+    }
+
     /// The fast variants' LayerNorm backward, with `dx` added onto `onto` as it is written
     /// when there is one (lengths checked by the caller).
     fn fast_layer_norm_backward(

@@ -1,10 +1,9 @@
-//! The training attention pair (`attention_for_training`, `attention_backward_saved`) at one
-//! shape, wall-clock per call, three ways: `f32` (the unfused kernels: products, softmax
-//! and dropout over the probabilities), `mixed` unfused (the same with products rounded to
-//! f16), and `mixed` flash attention (`src/flash_attention.rs`, no `[B, H, T, T]` buffer;
-//! by default the backend runs it only where the unfused pair does not fit, see
-//! `FlashAttention`). The defaults are the recipe's (configs/nanogpt-shakespeare-char.json:
-//! batch 64, 256 positions, 6 heads of 64, attention dropout 0.2).
+//! The training attention pair (`attention` and `attention_backward` keeping `AttentionKeep::Backward`) at
+//! one shape, wall-clock per call, three ways: `f32` (the unfused kernels: products, softmax and dropout over
+//! the probabilities), `mixed` unfused (the same with products rounded to f16), and `mixed` flash attention
+//! (`src/flash_attention.rs`, no `[B, H, T, T]` buffer; by default the backend runs it only where the unfused
+//! pair does not fit, see `FlashAttention`). The defaults are the recipe's
+//! (configs/nanogpt-shakespeare-char.json: batch 64, 256 positions, 6 heads of 64, attention dropout 0.2).
 //!
 //! ```sh
 //! cargo run --release -p tinygpt-kernels-wgsl --example attention_time
@@ -19,7 +18,7 @@
 use std::time::Instant;
 
 use tinygpt_kernels_wgsl::{FlashAttention, WgpuBackend};
-use tinygpt_tensor::{block_on, AttentionDims, Backend, DropoutMask, Precision, Rng};
+use tinygpt_tensor::{block_on, AttentionDims, AttentionKeep, Backend, DropoutMask, Precision, Rng};
 
 const WARMUP: usize = 2;
 
@@ -79,8 +78,8 @@ fn time(
         backend.upload(&x)
     });
     let pair = || {
-        let saved = backend.attention_for_training(&q, &k, &v, dims);
-        drop(backend.attention_backward_saved(&dout, &q, &k, &v, &saved.saved, dims));
+        let saved = backend.attention(&q, &k, &v, dims, AttentionKeep::Backward);
+        drop(backend.attention_backward(&dout, &q, &k, &v, &saved.saved, dims, AttentionKeep::Backward));
         saved.saved.len()
     };
     let mut saved_len = 0;
@@ -90,7 +89,7 @@ fn time(
     block_on(backend.sync()).map_err(err)?;
     let t0 = Instant::now();
     for _ in 0..iters {
-        drop(backend.attention_for_training(&q, &k, &v, dims));
+        drop(backend.attention(&q, &k, &v, dims, AttentionKeep::Backward));
     }
     block_on(backend.sync()).map_err(err)?;
     let forward = t0.elapsed().as_secs_f64();

@@ -17,7 +17,7 @@
 use std::time::Instant;
 
 use tinygpt_kernels_wgsl::WgpuBackend;
-use tinygpt_tensor::{block_on, Backend, MatmulDims, Precision};
+use tinygpt_tensor::{block_on, Backend, MatmulDims, MatmulFused, Precision};
 
 fn main() -> Result<(), String> {
     let mut precisions = vec![Precision::F32];
@@ -55,7 +55,7 @@ fn main() -> Result<(), String> {
             let run = |reps: usize| -> Result<f64, String> {
                 let t = Instant::now();
                 for _ in 0..reps {
-                    drop(backend.matmul(&a, &b, None, dims));
+                    drop(backend.matmul(&a, &b, dims, MatmulFused::none()).out);
                 }
                 block_on(backend.sync()).map_err(|e| e.to_string())?;
                 Ok(t.elapsed().as_secs_f64())

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use tinygpt_kernels_wgsl::testing::prefer_lavapipe;
 use tinygpt_kernels_wgsl::WgpuBackend;
-use tinygpt_tensor::{block_on, AttentionDims, Backend, MatmulDims};
+use tinygpt_tensor::{block_on, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused};
 
 const REPEATS: u32 = 5;
 
@@ -44,26 +44,36 @@ fn main() {
     let mm = |m, k, n, trans_a, trans_b| MatmulDims { m, k, n, trans_a, trans_b };
     let xs = b.upload(&vec![0.5f32; 1024 * 96]);
     let wq = b.upload(&vec![0.1f32; 96 * 96]);
-    time("matmul 1024x96x96 (q proj)", &|| drop(b.matmul(&xs, &wq, None, mm(1024, 96, 96, false, true))));
+    time("matmul 1024x96x96 (q proj)", &|| {
+        drop(b.matmul(&xs, &wq, mm(1024, 96, 96, false, true), MatmulFused::none()).out)
+    });
     let w1 = b.upload(&vec![0.5f32; 384 * 96]);
     let w2 = b.upload(&vec![0.5f32; 256 * 96]);
-    time("matmul 1024x96x384 (fc_in)", &|| drop(b.matmul(&xs, &w1, None, mm(1024, 96, 384, false, true))));
-    time("matmul 96x1024x384 (dW)", &|| drop(b.matmul(&xs, &x, None, mm(96, 1024, 384, true, false))));
-    time("matmul 1024x96x256 (logits)", &|| drop(b.matmul(&xs, &w2, None, mm(1024, 96, 256, false, true))));
+    time("matmul 1024x96x384 (fc_in)", &|| {
+        drop(b.matmul(&xs, &w1, mm(1024, 96, 384, false, true), MatmulFused::none()).out)
+    });
+    time("matmul 96x1024x384 (dW)", &|| {
+        drop(b.matmul(&xs, &x, mm(96, 1024, 384, true, false), MatmulFused::none()).out)
+    });
+    time("matmul 1024x96x256 (logits)", &|| {
+        drop(b.matmul(&xs, &w2, mm(1024, 96, 256, false, true), MatmulFused::none()).out)
+    });
     let dims = AttentionDims { batch: 16, seq: 64, heads: 3, head_dim: 32, dropout: None };
-    let att = b.attention(&xs, &xs, &xs, dims);
-    time("attention", &|| drop(b.attention(&xs, &xs, &xs, dims)));
-    time("attention_backward", &|| drop(b.attention_backward(&xs, &xs, &xs, &xs, &att.probs, dims)));
+    let att = b.attention(&xs, &xs, &xs, dims, AttentionKeep::Probs);
+    time("attention", &|| drop(b.attention(&xs, &xs, &xs, dims, AttentionKeep::Probs)));
+    time("attention_backward", &|| {
+        drop(b.attention_backward(&xs, &xs, &xs, &xs, &att.saved, dims, AttentionKeep::Probs))
+    });
     let g = b.upload(&vec![1.0f32; 96]);
     let ln = b.layer_norm(&xs, &g, &g, 1024, 96, 1e-5);
     time("layer_norm", &|| drop(b.layer_norm(&xs, &g, &g, 1024, 96, 1e-5)));
-    time("layer_norm_backward", &|| drop(b.layer_norm_backward(&xs, &xs, &g, &ln, 1024, 96)));
+    time("layer_norm_backward", &|| drop(b.layer_norm_backward(&xs, &xs, &g, &ln, 1024, 96, None)));
     time("gelu 1024x384", &|| drop(b.gelu(&x, 1024 * 384)));
     time("sum_rows 1024x384", &|| drop(b.sum_rows(&x, 1024, 384)));
     time("embedding_backward 256x96", &|| drop(b.embedding_backward(&xs, &ids, 1024, 256, 96)));
     let logits = b.upload(&vec![0.5f32; 1024 * 256]);
-    time("cross_entropy", &|| drop(b.cross_entropy(&logits, &ids, 1024, 256)));
+    time("cross_entropy", &|| drop(b.cross_entropy(&logits, &ids, 1024, 256, false).loss));
     let one = b.upload(&[1.0]);
-    time("cross_entropy_backward", &|| drop(b.cross_entropy_backward(&logits, &ids, &one, 1024, 256)));
+    time("cross_entropy_backward", &|| drop(b.cross_entropy_backward(&logits, &ids, None, &one, 1024, 256)));
     time("sum_squares 147456", &|| drop(b.sum_squares(&w, 147456)));
 }

@@ -1,5 +1,5 @@
 //! Flash attention for training on mixed precision (issue 34): the training pair
-//! (`attention_for_training`, `attention_backward_saved`) without the `[B, H, T, T]`
+//! (`attention` keeping `AttentionKeep::Backward`, and its `attention_backward`) without the `[B, H, T, T]`
 //! probabilities, which the unfused path writes, drops out and reads back several times
 //! (the recipe's softmax, probabilities and dropout were about 4.9 ms of a 33 ms H200
 //! step). Kernels and maths: `shaders/flash_attention.wgsl`.
@@ -28,7 +28,7 @@
 //! per invocation, which also writes `Δ`), then `flash_backward_dkdv` (a key row per
 //! invocation). Each recomputes the scores it needs, as FlashAttention-2's backward does.
 
-use tinygpt_tensor::{AttentionDims, AttentionGrads, AttentionSaved};
+use tinygpt_tensor::{AttentionDims, AttentionGrads, AttentionOut};
 
 use crate::matmul::NARROW_F16;
 use crate::pipelines::{Access, Kernel, DROPOUT_MASK};
@@ -189,14 +189,14 @@ impl WgpuBackend {
         k: &GpuBuffer<f32>,
         v: &GpuBuffer<f32>,
         dims: AttentionDims,
-    ) -> AttentionSaved<GpuBuffer<f32>> {
+    ) -> AttentionOut<GpuBuffer<f32>> {
         let len = dims.batch * dims.seq * dims.channels();
         let out = self.alloc(len);
         let saved = self.alloc(dims.batch * dims.heads * dims.seq + len);
         let bufs = [q.bind(), k.bind(), v.bind(), out.bind(), saved.bind()];
         let defines = self.flash_shape(dims).defines();
         self.run(&K_FORWARD, &defines, &params(dims), &bufs, Self::flash_grid(dims));
-        AttentionSaved { out, saved }
+        AttentionOut { out, saved }
     }
 
     /// The backward from [`WgpuBackend::flash_attention_forward`]'s `saved`.
@@ -214,7 +214,7 @@ impl WgpuBackend {
         let got = saved.len();
         assert!(
             got == lse_len + len,
-            "attention_backward_saved: saved holds {got} values, flash attention's for {dims:?} are {}",
+            "attention_backward: saved holds {got} values, flash attention's for {dims:?} are {}",
             lse_len + len
         );
         let (dq, dk, dv, delta) =

@@ -4,8 +4,9 @@
 use std::future::Future;
 
 use tinygpt_tensor::{
-    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, Backend,
-    CachedAttentionDims, CopyRange, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, TensorError,
+    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, Backend,
+    CachedAttentionDims, CopyRange, CrossEntropyOut, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims,
+    MatmulFused, MatmulOut, TensorError,
 };
 
 use crate::matmul::{Causal, Gemm, Operand};
@@ -253,6 +254,19 @@ impl Backend for WgpuBackend {
         self.read_buffer(src)
     }
 
+    /// A read, then a copy: a mapped staging buffer is the only way back here.
+    fn read_into(
+        &self,
+        src: &Self::Storage,
+        dst: &mut [f32],
+    ) -> impl Future<Output = Result<(), TensorError>> {
+        let read = self.read_buffer(src);
+        async move {
+            dst.copy_from_slice(&read.await?);
+            Ok(())
+        }
+    }
+
     fn copy(
         &self,
         src: &Self::Storage,
@@ -289,25 +303,23 @@ impl Backend for WgpuBackend {
         self.elementwise(&K_SCALE, a, None, alpha, len)
     }
 
-    fn dropout(&self, x: &Self::Storage, mask: &DropoutMask, len: usize) -> Self::Storage {
-        expect_len("dropout", "x", x, len);
-        let out = self.alloc(len);
-        self.run_pointwise_dropout(&K_DROPOUT, mask, &[x.bind(), out.bind()], len);
-        out
-    }
-
-    fn dropout_add(
+    fn dropout(
         &self,
-        residual: &Self::Storage,
         x: &Self::Storage,
         mask: &DropoutMask,
         len: usize,
+        onto: Option<&Self::Storage>,
     ) -> Self::Storage {
-        expect_len("dropout_add", "residual", residual, len);
-        expect_len("dropout_add", "x", x, len);
+        expect_len("dropout", "x", x, len);
         let out = self.alloc(len);
-        let bufs = [residual.bind(), x.bind(), out.bind()];
-        self.run_pointwise_dropout(&K_DROPOUT_ADD, mask, &bufs, len);
+        match onto {
+            Some(onto) => {
+                expect_len("dropout", "onto", onto, len);
+                let bufs = [onto.bind(), x.bind(), out.bind()];
+                self.run_pointwise_dropout(&K_DROPOUT_ADD, mask, &bufs, len);
+            }
+            None => self.run_pointwise_dropout(&K_DROPOUT, mask, &[x.bind(), out.bind()], len),
+        }
         out
     }
 
@@ -327,61 +339,43 @@ impl Backend for WgpuBackend {
         self.reduce(x, len, true, 1.0)
     }
 
+    /// One kernel adds one extra term to its tile (a bias or `onto`), or writes `A`'s column
+    /// sums beside the product (`gemm_row_sums`, tiled paths only); other combinations are
+    /// composed (`matmul_unfused`).
     fn matmul(
         &self,
         a: &Self::Storage,
         b: &Self::Storage,
-        bias: Option<&Self::Storage>,
         dims: MatmulDims,
-    ) -> Self::Storage {
-        let MatmulDims { m, k, n, .. } = dims;
+        fused: MatmulFused<'_, Self::Storage>,
+    ) -> MatmulOut<Self::Storage> {
+        let MatmulDims { m, k, n, trans_a, .. } = dims;
         expect_len("matmul", "A", a, m * k);
         expect_len("matmul", "B", b, k * n);
-        if let Some(bias) = bias {
-            expect_len("matmul", "bias", bias, n);
+        match fused {
+            MatmulFused { bias, onto: None, sum_rows: false } => {
+                if let Some(bias) = bias {
+                    expect_len("matmul", "bias", bias, n);
+                }
+                let out = self.alloc(m * n);
+                self.gemm(a, b, bias, &out, &Gemm::plain(dims));
+                MatmulOut { out, sums: None }
+            }
+            MatmulFused { bias: None, onto: Some(onto), sum_rows: false } => {
+                expect_len("matmul", "onto", onto, m * n);
+                let out = self.alloc(m * n);
+                self.gemm_onto(a, b, onto, &out, &Gemm::plain(dims));
+                MatmulOut { out, sums: None }
+            }
+            MatmulFused { bias: None, onto: None, sum_rows: true }
+                if trans_a && self.matmul_path != MatmulPath::Direct && n != 0 =>
+            {
+                let (out, sums) = (self.alloc(m * n), self.alloc(m));
+                self.gemm_row_sums(a, b, &out, &sums, &Gemm::plain(dims));
+                MatmulOut { out, sums: Some(sums) }
+            }
+            _ => tinygpt_tensor::matmul_unfused(self, a, b, dims, fused),
         }
-        let out = self.alloc(m * n);
-        self.gemm(a, b, bias, &out, &Gemm::plain(dims));
-        out
-    }
-
-    fn matmul_onto(
-        &self,
-        onto: &Self::Storage,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        bias: Option<&Self::Storage>,
-        dims: MatmulDims,
-    ) -> Self::Storage {
-        if bias.is_some() {
-            // The shader adds one extra term to its tile (a bias or a prior), not both.
-            return tinygpt_tensor::matmul_then_add(self, onto, a, b, bias, dims);
-        }
-        let MatmulDims { m, k, n, .. } = dims;
-        expect_len("matmul_onto", "A", a, m * k);
-        expect_len("matmul_onto", "B", b, k * n);
-        expect_len("matmul_onto", "onto", onto, m * n);
-        let out = self.alloc(m * n);
-        self.gemm_onto(a, b, onto, &out, &Gemm::plain(dims));
-        out
-    }
-
-    fn matmul_sum_rows(
-        &self,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        dims: MatmulDims,
-    ) -> (Self::Storage, Self::Storage) {
-        let MatmulDims { m, k, n, trans_a, .. } = dims;
-        assert!(trans_a, "matmul_sum_rows: A must be stored transposed ([k, m])");
-        expect_len("matmul_sum_rows", "A", a, m * k);
-        expect_len("matmul_sum_rows", "B", b, k * n);
-        if self.matmul_path == MatmulPath::Direct || n == 0 {
-            return (self.matmul(a, b, None, dims), self.sum_rows(a, k, m));
-        }
-        let (out, sums) = (self.alloc(m * n), self.alloc(m));
-        self.gemm_row_sums(a, b, &out, &sums, &Gemm::plain(dims));
-        (out, sums)
     }
 
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage {
@@ -442,22 +436,12 @@ impl Backend for WgpuBackend {
         saved: &LayerNormOut<Self::Storage>,
         rows: usize,
         dim: usize,
+        onto: Option<&Self::Storage>,
     ) -> LayerNormGrads<Self::Storage> {
-        self.layer_norm_backward_with(None, dout, x, gamma, saved, rows, dim)
-    }
-
-    fn layer_norm_backward_onto(
-        &self,
-        onto: &Self::Storage,
-        dout: &Self::Storage,
-        x: &Self::Storage,
-        gamma: &Self::Storage,
-        saved: &LayerNormOut<Self::Storage>,
-        rows: usize,
-        dim: usize,
-    ) -> LayerNormGrads<Self::Storage> {
-        expect_len("layer_norm_backward_onto", "onto", onto, rows * dim);
-        self.layer_norm_backward_with(Some(onto), dout, x, gamma, saved, rows, dim)
+        if let Some(onto) = onto {
+            expect_len("layer_norm_backward", "onto", onto, rows * dim);
+        }
+        self.layer_norm_backward_with(onto, dout, x, gamma, saved, rows, dim)
     }
 
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage {
@@ -471,14 +455,27 @@ impl Backend for WgpuBackend {
         self.elementwise(&K_GELU_BACKWARD, x, Some(dout), 0.0, len)
     }
 
+    /// Kept for the backward, flash attention's state where it fits (`flash_attention.rs`),
+    /// else the probabilities zeroed only as far as this backend's backward reads them.
     fn attention(
         &self,
         q: &Self::Storage,
         k: &Self::Storage,
         v: &Self::Storage,
         dims: AttentionDims,
+        keep: AttentionKeep,
     ) -> AttentionOut<Self::Storage> {
-        self.attention_probs(q, k, v, dims, true)
+        match keep {
+            AttentionKeep::Probs => self.attention_probs(q, k, v, dims, true),
+            AttentionKeep::Backward if self.flash_attention_fits(dims) => {
+                let len = dims.batch * dims.seq * dims.channels();
+                for (what, buf) in [("q", q), ("k", k), ("v", v)] {
+                    expect_len("attention", what, buf, len);
+                }
+                self.flash_attention_forward(q, k, v, dims)
+            }
+            AttentionKeep::Backward => self.attention_probs(q, k, v, dims, false),
+        }
     }
 
     fn cached_attention(
@@ -510,13 +507,18 @@ impl Backend for WgpuBackend {
         q: &Self::Storage,
         k: &Self::Storage,
         v: &Self::Storage,
-        probs: &Self::Storage,
+        saved: &Self::Storage,
         dims: AttentionDims,
+        keep: AttentionKeep,
     ) -> AttentionGrads<Self::Storage> {
         let len = dims.batch * dims.seq * dims.channels();
         for (what, buf) in [("dout", dout), ("q", q), ("k", k), ("v", v)] {
             expect_len("attention_backward", what, buf, len);
         }
+        if keep == AttentionKeep::Backward && self.flash_attention_fits(dims) {
+            return self.flash_attention_backward(dout, q, k, v, saved, dims);
+        }
+        let probs = saved;
         let plen = dims.batch * dims.heads * dims.seq * dims.seq;
         expect_len("attention_backward", "probs", probs, plen);
         let (dq, dk, dv) = (self.alloc(len), self.alloc(len), self.alloc(len));
@@ -542,52 +544,16 @@ impl Backend for WgpuBackend {
         AttentionGrads { dq, dk, dv }
     }
 
-    fn attention_for_training(
-        &self,
-        q: &Self::Storage,
-        k: &Self::Storage,
-        v: &Self::Storage,
-        dims: AttentionDims,
-    ) -> AttentionSaved<Self::Storage> {
-        if self.flash_attention_fits(dims) {
-            let len = dims.batch * dims.seq * dims.channels();
-            for (what, buf) in [("q", q), ("k", k), ("v", v)] {
-                expect_len("attention", what, buf, len);
-            }
-            return self.flash_attention_forward(q, k, v, dims);
-        }
-        let AttentionOut { out, probs } = self.attention_probs(q, k, v, dims, false);
-        AttentionSaved { out, saved: probs }
-    }
-
-    /// Flash attention's backward where the forward ran it (`flash_attention.rs`), else
-    /// the trait's default.
-    fn attention_backward_saved(
-        &self,
-        dout: &Self::Storage,
-        q: &Self::Storage,
-        k: &Self::Storage,
-        v: &Self::Storage,
-        saved: &Self::Storage,
-        dims: AttentionDims,
-    ) -> AttentionGrads<Self::Storage> {
-        if !self.flash_attention_fits(dims) {
-            return self.attention_backward(dout, q, k, v, saved, dims);
-        }
-        let len = dims.batch * dims.seq * dims.channels();
-        for (what, buf) in [("dout", dout), ("q", q), ("k", k), ("v", v)] {
-            expect_len("attention_backward", what, buf, len);
-        }
-        self.flash_attention_backward(dout, q, k, v, saved, dims)
-    }
-
     fn cross_entropy(
         &self,
         logits: &Self::Storage,
         targets: &Self::Indices,
         rows: usize,
         vocab: usize,
-    ) -> Self::Storage {
+        save: bool,
+    ) -> CrossEntropyOut<Self::Storage> {
+        // Nothing is saved: the backward finds each row's normaliser again.
+        let _ = save;
         expect_len("cross_entropy", "logits", logits, rows * vocab);
         expect_len("cross_entropy", "targets", targets, rows);
         let losses = self.alloc::<f32>(rows);
@@ -597,17 +563,20 @@ impl Backend for WgpuBackend {
             &[logits.bind(), targets.bind(), losses.bind()],
             rows,
         );
-        self.reduce(&losses, rows, false, 1.0 / rows as f32)
+        CrossEntropyOut { loss: self.reduce(&losses, rows, false, 1.0 / rows as f32), saved: None }
     }
 
     fn cross_entropy_backward(
         &self,
         logits: &Self::Storage,
         targets: &Self::Indices,
+        saved: Option<&Self::Storage>,
         dloss: &Self::Storage,
         rows: usize,
         vocab: usize,
     ) -> Self::Storage {
+        // The forward saves nothing (see `cross_entropy`).
+        let _ = saved;
         expect_len("cross_entropy_backward", "logits", logits, rows * vocab);
         expect_len("cross_entropy_backward", "targets", targets, rows);
         expect_len("cross_entropy_backward", "dloss", dloss, 1);
@@ -686,7 +655,7 @@ impl WgpuBackend {
             probs.clone()
         };
         self.gemm(&weights, v, None, &out, &per_head.weighted(false));
-        AttentionOut { out, probs }
+        AttentionOut { out, saved: probs }
     }
 }
 
@@ -775,7 +744,7 @@ impl PerHead {
 }
 
 impl WgpuBackend {
-    /// LayerNorm's backward, `dx` added onto `onto` when given (`layer_norm_backward_onto`).
+    /// LayerNorm's backward, `dx` added onto `onto` when given.
     #[allow(clippy::too_many_arguments)]
     fn layer_norm_backward_with(
         &self,

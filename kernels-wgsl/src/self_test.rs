@@ -13,13 +13,14 @@
 //!   never f16 values, so results identical to f32's bit for bit mean the adapter dropped
 //!   the rounding (and `mixed` would be a slower f32). The NVIDIA H200's driver did, with
 //!   WGSL's f32→f16→f32 conversions: hence the rounding on the bits (see `matmul.rs`);
-//! - the row sums of `matmul_sum_rows` (a bias gradient, a reduction) equal f32's bit for
+//! - the row sums `matmul` fuses (a bias gradient, a reduction) equal f32's bit for
 //!   bit: mixed narrows products only;
 //! - no GPU error while compiling or running the variants (caught in error scopes, so a
 //!   failed `enable f16;` never becomes the device's sticky error).
 
-use tinygpt_tensor::{Backend, MatmulDims, Rng};
+use tinygpt_tensor::{Backend, MatmulDims, MatmulFused, Rng};
 
+use crate::pool::GpuBuffer;
 use crate::{MatmulPath, WgpuBackend};
 
 /// The largest accepted error, in units of `2⁻¹¹ · √Σ(a·b)²` (see the module doc).
@@ -59,13 +60,13 @@ pub(crate) async fn check_mixed(f32: &WgpuBackend, mixed: &WgpuBackend) -> Resul
             let [f, x] = [f32, mixed].map(|be| be.with_matmul_path(path).with_matmul_split_k(split));
             let (fa, fb, xa, xb) = (f.upload(&a), f.upload(&b), x.upload(&a), x.upload(&b));
             let mut reads = vec![
-                f.read_buffer(&f.matmul(&fa, &fb, None, dims)),
-                x.read_buffer(&x.matmul(&xa, &xb, None, dims)),
+                f.read_buffer(&f.matmul(&fa, &fb, dims, MatmulFused::none()).out),
+                x.read_buffer(&x.matmul(&xa, &xb, dims, MatmulFused::none()).out),
             ];
             // Row sums: the tiled path's, of an A stored transposed.
             if trans_a && path == MatmulPath::Tiled {
-                reads.push(f.read_buffer(&f.matmul_sum_rows(&fa, &fb, dims).1));
-                reads.push(x.read_buffer(&x.matmul_sum_rows(&xa, &xb, dims).1));
+                reads.push(f.read_buffer(&row_sums(&f, &fa, &fb, dims)));
+                reads.push(x.read_buffer(&row_sums(&x, &xa, &xb, dims)));
             }
             let what = format!("{m}×{k}×{n}{}{} {path:?}", tag(trans_a, " Aᵀ"), tag(trans_b, " Bᵀ"));
             cases.push((what, dims, a.clone(), b.clone(), reads));
@@ -135,4 +136,10 @@ fn f16_scale(a: &[f32], b: &[f32], d: MatmulDims, i: usize, j: usize) -> f64 {
         })
         .sum();
     sq.sqrt() * 2f64.powi(-11)
+}
+
+/// `A`'s column sums as the matmul that fuses them computes them.
+fn row_sums(b: &WgpuBackend, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, dims: MatmulDims) -> GpuBuffer<f32> {
+    let fused = MatmulFused { sum_rows: true, ..MatmulFused::none() };
+    b.matmul(a, bb, dims, fused).sums.expect("matmul: sums asked for")
 }

@@ -17,7 +17,9 @@ use std::sync::Mutex;
 use tinygpt_kernels_wgsl::testing::prefer_lavapipe;
 use tinygpt_kernels_wgsl::{MatmulKernels, WgpuBackend};
 use tinygpt_tensor::conformance::Tolerance;
-use tinygpt_tensor::{block_on, AttentionDims, Backend, MatmulDims, Precision, Rng};
+use tinygpt_tensor::{
+    block_on, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Precision, Rng,
+};
 
 /// A mixed backend opened with `TINYGPT_WGPU_COOP=setting` (read only while it opens;
 /// the lock keeps the tests of this binary from opening theirs at the same time).
@@ -106,10 +108,23 @@ fn the_kernel_with_emulated_cooperative_matrices_computes_the_mixed_products() {
                     let x = x.with_matmul_split_k(split);
                     let (ua, ub, ubias, uonto) =
                         (x.upload(&a), x.upload(&b), x.upload(&bias), x.upload(&onto));
-                    tol.assert_close(&what, &read(&x, &x.matmul(&ua, &ub, None, dims)), &want);
-                    let with_bias = read(&x, &x.matmul(&ua, &ub, Some(&ubias), dims));
+                    tol.assert_close(
+                        &what,
+                        &read(&x, &x.matmul(&ua, &ub, dims, MatmulFused::none()).out),
+                        &want,
+                    );
+                    let with_bias = read(&x, &x.matmul(&ua, &ub, dims, MatmulFused::bias(Some(&ubias))).out);
                     tol.assert_close(&format!("{what} with bias"), &with_bias, &want_bias);
-                    let on = read(&x, &x.matmul_onto(&uonto, &ua, &ub, None, dims));
+                    let on = read(
+                        &x,
+                        &x.matmul(
+                            &ua,
+                            &ub,
+                            dims,
+                            MatmulFused { onto: Some(&uonto), ..MatmulFused::bias(None) },
+                        )
+                        .out,
+                    );
                     tol.assert_close(&format!("{what} onto"), &on, &want_onto);
                 }
             }
@@ -122,7 +137,10 @@ fn the_kernel_with_emulated_cooperative_matrices_computes_the_mixed_products() {
         let (q, k, v) = (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
         let f32 = WgpuBackend::new().unwrap();
         let out = |be: &WgpuBackend| {
-            read(be, &be.attention(&be.upload(&q), &be.upload(&k), &be.upload(&v), dims).out)
+            read(
+                be,
+                &be.attention(&be.upload(&q), &be.upload(&k), &be.upload(&v), dims, AttentionKeep::Probs).out,
+            )
         };
         let (got, f) = (out(&x), out(&f32));
         let worst = got.iter().zip(&f).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
@@ -149,5 +167,8 @@ fn a_cooperative_matrix_kernel_that_fails_its_self_test_falls_back_to_shader_f16
     );
     let dims = MatmulDims { m: 3, k: 2, n: 2, trans_a: false, trans_b: false };
     let (a, b) = (x.upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), x.upload(&[1.0, 0.0, 0.0, 1.0]));
-    assert_eq!(read(&x, &x.matmul(&a, &b, None, dims)), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!(
+        read(&x, &x.matmul(&a, &b, dims, MatmulFused::none()).out),
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
 }

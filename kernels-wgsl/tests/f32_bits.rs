@@ -12,7 +12,7 @@ use tinygpt_kernels_wgsl::testing::own_backend;
 use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
 use tinygpt_model::{Dataset, Preset};
 use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
-use tinygpt_tensor::{block_on, AttentionDims, Backend, MatmulDims, Rng};
+use tinygpt_tensor::{block_on, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Rng};
 
 /// The adapter the values below were recorded on.
 const RECORDED_ADAPTER: &str = "llvmpipe (LLVM 15.0.6, 256 bits)";
@@ -53,12 +53,17 @@ fn matmul_hash(backend: &WgpuBackend) -> u64 {
                 let (ua, ub) = (be.upload(&a), be.upload(&b));
                 let (ubias, uonto) = (be.upload(&bias), be.upload(&onto));
                 let mut outs = vec![
-                    be.matmul(&ua, &ub, None, dims),
-                    be.matmul(&ua, &ub, Some(&ubias), dims),
-                    be.matmul_onto(&uonto, &ua, &ub, None, dims),
+                    be.matmul(&ua, &ub, dims, MatmulFused::none()).out,
+                    be.matmul(&ua, &ub, dims, MatmulFused::bias(Some(&ubias))).out,
+                    be.matmul(&ua, &ub, dims, MatmulFused { onto: Some(&uonto), ..MatmulFused::bias(None) })
+                        .out,
                 ];
                 if trans_a {
-                    let (out, sums) = be.matmul_sum_rows(&ua, &ub, dims);
+                    let (out, sums) = {
+                        let o =
+                            be.matmul(&ua, &ub, dims, MatmulFused { sum_rows: true, ..MatmulFused::none() });
+                        (o.out, o.sums.unwrap())
+                    };
                     outs.extend([out, sums]);
                 }
                 for out in outs {
@@ -74,9 +79,17 @@ fn matmul_hash(backend: &WgpuBackend) -> u64 {
             (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
         for be in &paths {
             let (uq, uk, uv) = (be.upload(&q), be.upload(&k), be.upload(&v));
-            let res = be.attention(&uq, &uk, &uv, dims);
-            let g = be.attention_backward(&be.upload(&dout), &uq, &uk, &uv, &res.probs, dims);
-            for out in [res.out, res.probs, g.dq, g.dk, g.dv] {
+            let res = be.attention(&uq, &uk, &uv, dims, AttentionKeep::Probs);
+            let g = be.attention_backward(
+                &be.upload(&dout),
+                &uq,
+                &uk,
+                &uv,
+                &res.saved,
+                dims,
+                AttentionKeep::Probs,
+            );
+            for out in [res.out, res.saved, g.dq, g.dk, g.dv] {
                 fnv(&mut hash, &block_on(be.read(&out)).unwrap());
             }
         }

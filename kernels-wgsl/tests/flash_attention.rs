@@ -20,7 +20,7 @@ use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::shared_backend_with;
 use tinygpt_kernels_wgsl::{FlashAttention, MatmulKernels, WgpuBackend};
 use tinygpt_tensor::conformance::Tolerance;
-use tinygpt_tensor::{block_on, AttentionDims, Backend, DropoutMask, Precision, Rng};
+use tinygpt_tensor::{block_on, AttentionDims, AttentionKeep, Backend, DropoutMask, Precision, Rng};
 
 fn mixed() -> Option<WgpuBackend> {
     let backend = shared_backend_with(Precision::Mixed)?;
@@ -46,14 +46,14 @@ fn both(gpu: &WgpuBackend, dims: AttentionDims, seed: u64) -> ([Vec<f32>; 4], [V
     let len = dims.batch * dims.seq * dims.channels();
     let [q, k, v, d] = [(); 4].map(|_| normal(&mut rng, len));
     let (gq, gk, gv, gd) = (gpu.upload(&q), gpu.upload(&k), gpu.upload(&v), gpu.upload(&d));
-    let saved = gpu.attention_for_training(&gq, &gk, &gv, dims);
+    let saved = gpu.attention(&gq, &gk, &gv, dims, AttentionKeep::Backward);
     let flash_len = dims.batch * dims.heads * dims.seq + len;
     assert_eq!(saved.saved.len(), flash_len, "{dims:?}: the training pair did not run flash attention");
-    let g = gpu.attention_backward_saved(&gd, &gq, &gk, &gv, &saved.saved, dims);
+    let g = gpu.attention_backward(&gd, &gq, &gk, &gv, &saved.saved, dims, AttentionKeep::Backward);
     let got = [&saved.out, &g.dq, &g.dk, &g.dv].map(|s| read(gpu, s));
     let (cq, ck, cv) = (cpu.upload(&q), cpu.upload(&k), cpu.upload(&v));
-    let ca = cpu.attention(&cq, &ck, &cv, dims);
-    let cg = cpu.attention_backward(&cpu.upload(&d), &cq, &ck, &cv, &ca.probs, dims);
+    let ca = cpu.attention(&cq, &ck, &cv, dims, AttentionKeep::Probs);
+    let cg = cpu.attention_backward(&cpu.upload(&d), &cq, &ck, &cv, &ca.saved, dims, AttentionKeep::Probs);
     let want = [&ca.out, &cg.dq, &cg.dk, &cg.dv].map(|s| block_on(cpu.read(s)).expect("cpu readback"));
     (got, want)
 }
@@ -122,6 +122,6 @@ fn f32_keeps_the_probabilities() {
     let Some(gpu) = shared_backend_with(Precision::F32) else { return };
     let dims = AttentionDims { batch: 1, seq: 9, heads: 2, head_dim: 8, dropout: None };
     let x = gpu.upload(&vec![0.5; dims.seq * dims.channels()]);
-    let saved = gpu.attention_for_training(&x, &x, &x, dims);
+    let saved = gpu.attention(&x, &x, &x, dims, AttentionKeep::Backward);
     assert_eq!(saved.saved.len(), dims.heads * dims.seq * dims.seq);
 }

@@ -13,7 +13,9 @@ use tinygpt_kernels_wgsl::{MatmulKernels, MatmulPath, WgpuBackend};
 use tinygpt_model::{Dataset, Preset};
 use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::conformance::Tolerance;
-use tinygpt_tensor::{block_on, AttentionDims, Backend, MatmulDims, Precision, Rng};
+use tinygpt_tensor::{
+    block_on, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Precision, Rng,
+};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
 
@@ -103,25 +105,50 @@ fn every_path_rounds_exactly_the_inputs_of_the_products() {
                 let what = format!("{dims:?} {path:?} split {split:?}");
                 let x = mixed.with_matmul_path(path).with_matmul_split_k(split);
                 let (ua, ub, ubias, uonto) = (x.upload(&a), x.upload(&b), x.upload(&bias), x.upload(&onto));
-                let plain = read(&x, &x.matmul(&ua, &ub, None, dims));
+                let plain = read(&x, &x.matmul(&ua, &ub, dims, MatmulFused::none()).out);
                 tol.assert_close(&what, &plain, &want);
                 tol.assert_close(
                     &format!("{what} with bias"),
-                    &read(&x, &x.matmul(&ua, &ub, Some(&ubias), dims)),
+                    &read(&x, &x.matmul(&ua, &ub, dims, MatmulFused::bias(Some(&ubias))).out),
                     &want_bias,
                 );
                 tol.assert_close(
                     &format!("{what} onto"),
-                    &read(&x, &x.matmul_onto(&uonto, &ua, &ub, None, dims)),
+                    &read(
+                        &x,
+                        &x.matmul(
+                            &ua,
+                            &ub,
+                            dims,
+                            MatmulFused { onto: Some(&uonto), ..MatmulFused::bias(None) },
+                        )
+                        .out,
+                    ),
                     &want_onto,
                 );
                 let f = f32.with_matmul_path(path).with_matmul_split_k(split);
                 let (fa, fb) = (f.upload(&a), f.upload(&b));
-                differs |= read(&f, &f.matmul(&fa, &fb, None, dims)) != plain;
+                differs |= read(&f, &f.matmul(&fa, &fb, dims, MatmulFused::none()).out) != plain;
                 if trans_a {
-                    let (out, sums) = x.matmul_sum_rows(&ua, &ub, dims);
+                    let (out, sums) = {
+                        let o =
+                            x.matmul(&ua, &ub, dims, MatmulFused { sum_rows: true, ..MatmulFused::none() });
+                        (o.out, o.sums.unwrap())
+                    };
                     tol.assert_close(&format!("{what} matmul_sum_rows"), &read(&x, &out), &want);
-                    let f_sums = read(&f, &f.matmul_sum_rows(&fa, &fb, dims).1);
+                    let f_sums = read(
+                        &f,
+                        &{
+                            let o = f.matmul(
+                                &fa,
+                                &fb,
+                                dims,
+                                MatmulFused { sum_rows: true, ..MatmulFused::none() },
+                            );
+                            (o.out, o.sums.unwrap())
+                        }
+                        .1,
+                    );
                     assert_eq!(read(&x, &sums), f_sums, "{what}: row sums must be f32's, bit for bit");
                 }
             }
@@ -140,8 +167,12 @@ fn attention_narrows_with_the_matmul() {
     let mut rng = Rng::new(0xA16);
     let len = dims.batch * dims.seq * dims.channels();
     let (q, k, v) = (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
-    let out =
-        |be: &WgpuBackend| read(be, &be.attention(&be.upload(&q), &be.upload(&k), &be.upload(&v), dims).out);
+    let out = |be: &WgpuBackend| {
+        read(
+            be,
+            &be.attention(&be.upload(&q), &be.upload(&k), &be.upload(&v), dims, AttentionKeep::Probs).out,
+        )
+    };
     let (x, f) = (out(&mixed), out(&f32));
     assert_ne!(x, f, "attention on mixed gave f32's bits");
     let worst = x.iter().zip(&f).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);

@@ -10,7 +10,9 @@
 use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::shared_backend;
 use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
-use tinygpt_tensor::{block_on, AttentionDims, Backend, DropoutMask, MatmulDims, Rng};
+use tinygpt_tensor::{
+    block_on, AttentionDims, AttentionKeep, Backend, DropoutMask, MatmulDims, MatmulFused, Rng,
+};
 
 const TOL: f64 = 1e-4;
 
@@ -88,18 +90,23 @@ fn matmul_at_model_and_tile_sizes() {
             let variants = biases.iter().flat_map(|&b| paths.clone().map(move |path| (b, path)));
             for (with_bias, (path, split)) in variants {
                 let gpu = p.gpu.with_matmul_path(path).with_matmul_split_k(split);
-                let g = gpu.matmul(
-                    &p.gpu.upload(&a),
-                    &p.gpu.upload(&b),
-                    with_bias.then(|| p.gpu.upload(&bias)).as_ref(),
-                    dims,
-                );
-                let c = p.cpu.matmul(
-                    &p.cpu.upload(&a),
-                    &p.cpu.upload(&b),
-                    with_bias.then(|| p.cpu.upload(&bias)).as_ref(),
-                    dims,
-                );
+                let g = gpu
+                    .matmul(
+                        &p.gpu.upload(&a),
+                        &p.gpu.upload(&b),
+                        dims,
+                        MatmulFused::bias(with_bias.then(|| p.gpu.upload(&bias)).as_ref()),
+                    )
+                    .out;
+                let c = p
+                    .cpu
+                    .matmul(
+                        &p.cpu.upload(&a),
+                        &p.cpu.upload(&b),
+                        dims,
+                        MatmulFused::bias(with_bias.then(|| p.cpu.upload(&bias)).as_ref()),
+                    )
+                    .out;
                 assert_close(
                     &format!("matmul {dims:?} bias {with_bias} {path:?} split {split:?}"),
                     &p.gpu_read(&g),
@@ -132,21 +139,37 @@ fn matmul_tile_rules_at_the_recipes_shapes() {
         let dims = MatmulDims { m, k, n, trans_a, trans_b };
         let (a, b, bias) = (normal(&mut rng, m * k), normal(&mut rng, k * n), normal(&mut rng, n));
         let gpu = p.gpu.with_matmul_path(MatmulPath::Tiled);
-        let g = gpu.matmul(&p.gpu.upload(&a), &p.gpu.upload(&b), Some(&p.gpu.upload(&bias)), dims);
-        let c = p.cpu.matmul(&p.cpu.upload(&a), &p.cpu.upload(&b), Some(&p.cpu.upload(&bias)), dims);
+        let g = gpu
+            .matmul(&p.gpu.upload(&a), &p.gpu.upload(&b), dims, MatmulFused::bias(Some(&p.gpu.upload(&bias))))
+            .out;
+        let c = p
+            .cpu
+            .matmul(&p.cpu.upload(&a), &p.cpu.upload(&b), dims, MatmulFused::bias(Some(&p.cpu.upload(&bias))))
+            .out;
         assert_close(&format!("matmul {dims:?}"), &p.gpu_read(&g), &p.cpu_read(&c));
         // Added onto a prior in the product's last pass (split or not): the bits of the
         // product, then `add`.
         let prior = p.gpu.upload(&normal(&mut rng, m * n));
         let (ga, gb) = (p.gpu.upload(&a), p.gpu.upload(&b));
-        let fused = p.gpu_read(&gpu.matmul_onto(&prior, &ga, &gb, None, dims));
-        let unfused = p.gpu_read(&gpu.add(&prior, &gpu.matmul(&ga, &gb, None, dims), m * n));
+        let fused = p.gpu_read(
+            &gpu.matmul(&ga, &gb, dims, MatmulFused { onto: Some(&prior), ..MatmulFused::bias(None) }).out,
+        );
+        let unfused =
+            p.gpu_read(&gpu.add(&prior, &gpu.matmul(&ga, &gb, dims, MatmulFused::none()).out, m * n));
         let differs = fused.iter().zip(&unfused).position(|(f, u)| f.to_bits() != u.to_bits());
         assert_eq!(differs, None, "matmul_onto {dims:?}: not the bits of matmul then add");
         if trans_a {
             // A weight gradient with its bias gradient fused (split over k here).
-            let (g, g_sums) = gpu.matmul_sum_rows(&p.gpu.upload(&a), &p.gpu.upload(&b), dims);
-            let c = p.cpu.matmul(&p.cpu.upload(&a), &p.cpu.upload(&b), None, dims);
+            let (g, g_sums) = {
+                let o = gpu.matmul(
+                    &p.gpu.upload(&a),
+                    &p.gpu.upload(&b),
+                    dims,
+                    MatmulFused { sum_rows: true, ..MatmulFused::none() },
+                );
+                (o.out, o.sums.unwrap())
+            };
+            let c = p.cpu.matmul(&p.cpu.upload(&a), &p.cpu.upload(&b), dims, MatmulFused::none()).out;
             let c_sums = p.cpu.sum_rows(&p.cpu.upload(&a), k, m);
             assert_close(&format!("matmul_sum_rows {dims:?}"), &p.gpu_read(&g), &p.cpu_read(&c));
             assert_close(
@@ -188,8 +211,8 @@ fn long_sums_and_wide_rows() {
         let gs = p.gpu.layer_norm(&gx, &gg, &gb, rows, dim, 1e-5);
         let cs = p.cpu.layer_norm(&cx, &cg, &cb, rows, dim, 1e-5);
         assert_close("layer_norm out", &p.gpu_read(&gs.out), &p.cpu_read(&cs.out));
-        let gd = p.gpu.layer_norm_backward(&gdy, &gx, &gg, &gs, rows, dim);
-        let cd = p.cpu.layer_norm_backward(&cdy, &cx, &cg, &cs, rows, dim);
+        let gd = p.gpu.layer_norm_backward(&gdy, &gx, &gg, &gs, rows, dim, None);
+        let cd = p.cpu.layer_norm_backward(&cdy, &cx, &cg, &cs, rows, dim, None);
         assert_close("layer_norm dx", &p.gpu_read(&gd.dx), &p.cpu_read(&cd.dx));
         assert_close("layer_norm dgamma", &p.gpu_read(&gd.dgamma), &p.cpu_read(&cd.dgamma));
         assert_close("layer_norm dbeta", &p.gpu_read(&gd.dbeta), &p.cpu_read(&cd.dbeta));
@@ -200,11 +223,11 @@ fn long_sums_and_wide_rows() {
     let targets: Vec<u32> = (0..rows).map(|_| rng.below(vocab as u64) as u32).collect();
     let (gl, gt) = (p.gpu.upload(&logits), p.gpu.upload_indices(&targets));
     let (cl, ct) = (p.cpu.upload(&logits), p.cpu.upload_indices(&targets));
-    let g = p.gpu_read(&p.gpu.cross_entropy(&gl, &gt, rows, vocab));
-    let c = p.cpu_read(&p.cpu.cross_entropy(&cl, &ct, rows, vocab));
+    let g = p.gpu_read(&p.gpu.cross_entropy(&gl, &gt, rows, vocab, false).loss);
+    let c = p.cpu_read(&p.cpu.cross_entropy(&cl, &ct, rows, vocab, false).loss);
     assert_close("cross_entropy", &g, &c);
-    let g = p.gpu_read(&p.gpu.cross_entropy_backward(&gl, &gt, &p.gpu.upload(&[1.0]), rows, vocab));
-    let c = p.cpu_read(&p.cpu.cross_entropy_backward(&cl, &ct, &p.cpu.upload(&[1.0]), rows, vocab));
+    let g = p.gpu_read(&p.gpu.cross_entropy_backward(&gl, &gt, None, &p.gpu.upload(&[1.0]), rows, vocab));
+    let c = p.cpu_read(&p.cpu.cross_entropy_backward(&cl, &ct, None, &p.cpu.upload(&[1.0]), rows, vocab));
     assert_close("cross_entropy_backward", &g, &c);
 
     let (n, table_rows, dim) = (2048, 256, 96);
@@ -236,17 +259,19 @@ fn attention_at_model_sizes() {
             (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
         let (gq, gk, gv) = (p.gpu.upload(&q), p.gpu.upload(&k), p.gpu.upload(&v));
         let (cq, ck, cv) = (p.cpu.upload(&q), p.cpu.upload(&k), p.cpu.upload(&v));
-        let ca = p.cpu.attention(&cq, &ck, &cv, dims);
-        let cg = p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, &ca.probs, dims);
+        let ca = p.cpu.attention(&cq, &ck, &cv, dims, AttentionKeep::Probs);
+        let cg =
+            p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, &ca.saved, dims, AttentionKeep::Probs);
         // Attention's products are batched matmuls: check both kernels (the tiled one skips
         // the tiles and stages that the causal mask zeroes).
         for path in [MatmulPath::Tiled, MatmulPath::Direct] {
             let gpu = p.gpu.with_matmul_path(path);
             let what = |name: &str| format!("attention {name} {dims:?} {path:?}");
-            let ga = gpu.attention(&gq, &gk, &gv, dims);
+            let ga = gpu.attention(&gq, &gk, &gv, dims, AttentionKeep::Probs);
             assert_close(&what("out"), &p.gpu_read(&ga.out), &p.cpu_read(&ca.out));
-            assert_close(&what("probs"), &p.gpu_read(&ga.probs), &p.cpu_read(&ca.probs));
-            let gg = gpu.attention_backward(&gpu.upload(&d), &gq, &gk, &gv, &ga.probs, dims);
+            assert_close(&what("probs"), &p.gpu_read(&ga.saved), &p.cpu_read(&ca.saved));
+            let gg =
+                gpu.attention_backward(&gpu.upload(&d), &gq, &gk, &gv, &ga.saved, dims, AttentionKeep::Probs);
             assert_close(&what("dq"), &p.gpu_read(&gg.dq), &p.cpu_read(&cg.dq));
             assert_close(&what("dk"), &p.gpu_read(&gg.dk), &p.cpu_read(&cg.dk));
             assert_close(&what("dv"), &p.gpu_read(&gg.dv), &p.cpu_read(&cg.dv));
@@ -275,12 +300,13 @@ fn training_attention_at_model_sizes() {
             (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
         let (gq, gk, gv, gd) = (p.gpu.upload(&q), p.gpu.upload(&k), p.gpu.upload(&v), p.gpu.upload(&d));
         let (cq, ck, cv) = (p.cpu.upload(&q), p.cpu.upload(&k), p.cpu.upload(&v));
-        let ca = p.cpu.attention(&cq, &ck, &cv, dims);
-        let cg = p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, &ca.probs, dims);
+        let ca = p.cpu.attention(&cq, &ck, &cv, dims, AttentionKeep::Probs);
+        let cg =
+            p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, &ca.saved, dims, AttentionKeep::Probs);
         let gpu = &p.gpu;
         let run = || {
-            let ga = gpu.attention_for_training(&gq, &gk, &gv, dims);
-            let gg = gpu.attention_backward_saved(&gd, &gq, &gk, &gv, &ga.saved, dims);
+            let ga = gpu.attention(&gq, &gk, &gv, dims, AttentionKeep::Backward);
+            let gg = gpu.attention_backward(&gd, &gq, &gk, &gv, &ga.saved, dims, AttentionKeep::Backward);
             [ga.out, gg.dq, gg.dk, gg.dv].map(|s| p.gpu_read(&s))
         };
         let first = run();

@@ -2,14 +2,21 @@ use std::fmt::Debug;
 use std::future::Future;
 
 use crate::dims::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims, CopyRange,
-    CrossEntropySaved, LayerNormGrads, LayerNormOut, MatmulDims,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CachedAttentionDims, CopyRange,
+    CrossEntropyOut, LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused, MatmulOut,
 };
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
 
 /// The ops a kernel crate provides. Small on purpose: a new backend implements these and
 /// nothing else, and every model in this workspace runs on it.
+///
+/// One method per operation, none with a default body. The work fused into an op (a bias,
+/// a sum added `onto`, a second output, what to keep for the backward pass) is an optional
+/// operand of that op, not another method: a backend with a fused kernel for some operand
+/// combination runs it, and composes the others from the helpers in this module
+/// ([`matmul_unfused`], [`layer_norm_backward_unfused`]), which make the same sums in the same order as calling the plain ops one after another. An `onto`
+/// operand is always the last argument (or a field of the op's descriptor).
 ///
 /// Contract shared by every method:
 /// - Buffers are row-major f32 (`Storage`) or u32 (`Indices`) handles; cloning a handle
@@ -44,7 +51,6 @@ pub trait Backend: Clone + Debug + 'static {
     /// storage binding over 4 (every buffer is bound whole), about `isize::MAX / 4` on the
     /// CPU. An optimizer splits its flat per-group buffers into shards no longer than this
     /// ("buffer sharding"), so a model is limited by the device's memory, not by one binding.
-    /// No default: a wrapper must pass its inner backend's answer on.
     fn max_tensor_len(&self) -> usize;
     /// A buffer of `len` zeros.
     fn zeros(&self, len: usize) -> Self::Storage;
@@ -57,17 +63,12 @@ pub trait Backend: Clone + Debug + 'static {
     fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>>;
     /// [`Backend::read`] into `dst`, which is as long as `src`: for a caller that reads a few
     /// values every step (a training loss) into a list it keeps, so the read allocates
-    /// nothing where the backend can copy directly. By default, a read and then a copy.
+    /// nothing where the backend can copy directly (else: a read, then a copy).
     fn read_into(
         &self,
         src: &Self::Storage,
         dst: &mut [f32],
-    ) -> impl Future<Output = Result<(), TensorError>> {
-        async move {
-            dst.copy_from_slice(&self.read(src).await?);
-            Ok(())
-        }
-    }
+    ) -> impl Future<Output = Result<(), TensorError>>;
     /// Copies `src[src_offset .. src_offset + len]` into `dst[dst_offset .. dst_offset + len]`
     /// bit for bit, in place: the rest of `dst` and all of `src` are left as they were, and
     /// every handle sharing `dst` sees the new values. It is a snapshot, not a view: later
@@ -93,11 +94,7 @@ pub trait Backend: Clone + Debug + 'static {
     /// another copy in `copies` writes (the gather's and the scatter's destinations are
     /// disjoint), so the order within the list does not matter. Each copy's own rules are
     /// [`Backend::copy`]'s.
-    fn copy_many(&self, copies: &[CopyRange<'_, Self::Storage>]) {
-        for c in copies {
-            self.copy(c.src, c.src_offset, c.dst, c.dst_offset, c.len);
-        }
-    }
+    fn copy_many(&self, copies: &[CopyRange<'_, Self::Storage>]);
     /// Waits until every op called so far has finished on the device, and reports a device
     /// failure (lost device, out of memory) as an error instead of a panic. Callers use it
     /// where they must know the work is done or failed (before timing a step, before saving)
@@ -117,60 +114,31 @@ pub trait Backend: Clone + Debug + 'static {
     fn sum_squares(&self, x: &Self::Storage, len: usize) -> Self::Storage;
 
     /// Dropout: `x[i] * mask.factor(i)` over `[len]` (kept values times `mask.scale()`,
-    /// dropped ones 0; the rule in [`crate::dropout`]). Its own backward: the gradient is
-    /// `dropout(dout)` with the same mask, redrawn rather than stored.
-    fn dropout(&self, x: &Self::Storage, mask: &DropoutMask, len: usize) -> Self::Storage;
-    /// `residual + dropout(x)` over `[len]` in one pass: dropout on a block's output fused
-    /// into the residual add that follows it (its backward: `dout` to `residual`,
-    /// `dropout(dout)` to `x`).
-    fn dropout_add(
+    /// dropped ones 0; the rule in [`crate::dropout`]), added onto `onto` `[len]` when given
+    /// (`onto + dropout(x)`: dropout on a block's output fused into the residual add that
+    /// follows it). Its own backward: the gradient is `dropout(dout)` with the same mask,
+    /// redrawn rather than stored (and `dout` itself to `onto`).
+    fn dropout(
         &self,
-        residual: &Self::Storage,
         x: &Self::Storage,
         mask: &DropoutMask,
         len: usize,
+        onto: Option<&Self::Storage>,
     ) -> Self::Storage;
 
     // ---- dense -----------------------------------------------------------------------
 
-    /// See [`MatmulDims`].
+    /// `op(A) · op(B)` (see [`MatmulDims`]) with the work of `fused` in it: a bias added to
+    /// every row, the product added `onto` a buffer, `A`'s column sums as a second output
+    /// (see [`MatmulFused`]). [`matmul_unfused`] composes what a backend does not fuse from
+    /// the plain product (with or without a bias), which every backend computes itself.
     fn matmul(
         &self,
         a: &Self::Storage,
         b: &Self::Storage,
-        bias: Option<&Self::Storage>,
         dims: MatmulDims,
-    ) -> Self::Storage;
-
-    /// `op(A) · op(B)` for `A` stored transposed (`dims.trans_a`: `a` is `[k, m]`), and
-    /// `a`'s column sums `[m]` (`sum_rows(a, k, m)`): a linear's weight gradient `dYᵀ · X`
-    /// and its bias gradient from one pass over `dY`, where a backend fuses them (the
-    /// default: `matmul`, then `sum_rows`).
-    fn matmul_sum_rows(
-        &self,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        dims: MatmulDims,
-    ) -> (Self::Storage, Self::Storage) {
-        assert!(dims.trans_a, "matmul_sum_rows: A must be stored transposed ([k, m])");
-        (self.matmul(a, b, None, dims), self.sum_rows(a, dims.k, dims.m))
-    }
-
-    /// `onto + (op(A) · op(B) + bias)` for `onto` `[m, n]`: a product added to a gradient its
-    /// input already has (the input gradient of a linear whose input feeds others too), or a
-    /// linear's output added to the residual stream, in the product's last pass where a
-    /// backend fuses it. The default, `matmul` then `add`, makes the same sums in the same
-    /// order ([`matmul_then_add`]).
-    fn matmul_onto(
-        &self,
-        onto: &Self::Storage,
-        a: &Self::Storage,
-        b: &Self::Storage,
-        bias: Option<&Self::Storage>,
-        dims: MatmulDims,
-    ) -> Self::Storage {
-        matmul_then_add(self, onto, a, b, bias, dims)
-    }
+        fused: MatmulFused<'_, Self::Storage>,
+    ) -> MatmulOut<Self::Storage>;
 
     /// Rows of `table` `[table_rows, dim]` picked by `ids` `[n]` → `[n, dim]`.
     fn embedding(&self, table: &Self::Storage, ids: &Self::Indices, n: usize, dim: usize) -> Self::Storage;
@@ -198,7 +166,10 @@ pub trait Backend: Clone + Debug + 'static {
         dim: usize,
         eps: f32,
     ) -> LayerNormOut<Self::Storage>;
-    /// LayerNorm's backward: `dx`, `dgamma`, `dbeta` from `dout` and the forward's saved mean and rstd.
+    /// LayerNorm's backward: `dx`, `dgamma`, `dbeta` from `dout` and the forward's saved mean
+    /// and rstd; with `onto` `[rows, dim]`, `dx` is added onto it (`onto + dx`: a residual
+    /// stream's gradient meeting its LayerNorm branch's). [`layer_norm_backward_unfused`]
+    /// composes the `onto` case where a backend does not fuse it.
     #[allow(clippy::too_many_arguments)]
     fn layer_norm_backward(
         &self,
@@ -208,38 +179,24 @@ pub trait Backend: Clone + Debug + 'static {
         saved: &LayerNormOut<Self::Storage>,
         rows: usize,
         dim: usize,
+        onto: Option<&Self::Storage>,
     ) -> LayerNormGrads<Self::Storage>;
-    /// [`Backend::layer_norm_backward`] with `dx` added onto `onto` `[rows, dim]`
-    /// (`onto + dx`: a residual stream's gradient meeting its LayerNorm branch's), fused
-    /// where a backend can. The default, `layer_norm_backward` then `add`, makes the same
-    /// sums in the same order.
-    #[allow(clippy::too_many_arguments)]
-    fn layer_norm_backward_onto(
-        &self,
-        onto: &Self::Storage,
-        dout: &Self::Storage,
-        x: &Self::Storage,
-        gamma: &Self::Storage,
-        saved: &LayerNormOut<Self::Storage>,
-        rows: usize,
-        dim: usize,
-    ) -> LayerNormGrads<Self::Storage> {
-        let grads = self.layer_norm_backward(dout, x, gamma, saved, rows, dim);
-        LayerNormGrads { dx: self.add(onto, &grads.dx, rows * dim), ..grads }
-    }
 
     /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))`.
     fn gelu(&self, x: &Self::Storage, len: usize) -> Self::Storage;
     /// `dout * gelu'(x)`.
     fn gelu_backward(&self, x: &Self::Storage, dout: &Self::Storage, len: usize) -> Self::Storage;
 
-    /// See [`AttentionDims`].
+    /// See [`AttentionDims`]: the output, and what `keep` asks to be kept (see
+    /// [`AttentionKeep`]): the softmax probabilities, or whatever this backend's backward
+    /// needs (training asks for that, so a backend can avoid storing `[seq, seq]` scores).
     fn attention(
         &self,
         q: &Self::Storage,
         k: &Self::Storage,
         v: &Self::Storage,
         dims: AttentionDims,
+        keep: AttentionKeep,
     ) -> AttentionOut<Self::Storage>;
     /// See [`CachedAttentionDims`]: `[rows, channels]` out.
     fn cached_attention(
@@ -249,35 +206,10 @@ pub trait Backend: Clone + Debug + 'static {
         v_cache: &Self::Storage,
         dims: CachedAttentionDims,
     ) -> Self::Storage;
-    /// Attention's backward: `dq`, `dk`, `dv` from `dout` and the forward's saved probabilities.
+    /// Attention's backward: `dq`, `dk`, `dv` from `dout` and the `saved` of the forward
+    /// [`Backend::attention`] call with the same `dims` and `keep`.
+    #[allow(clippy::too_many_arguments)]
     fn attention_backward(
-        &self,
-        dout: &Self::Storage,
-        q: &Self::Storage,
-        k: &Self::Storage,
-        v: &Self::Storage,
-        probs: &Self::Storage,
-        dims: AttentionDims,
-    ) -> AttentionGrads<Self::Storage>;
-
-    /// Attention for training: the output of [`Backend::attention`] and what its backward
-    /// needs, in a form of the backend's choosing (see [`AttentionSaved`]); training code
-    /// calls this pair so a backend can avoid storing the `[seq, seq]` probabilities. The
-    /// default keeps the probabilities of [`Backend::attention`].
-    fn attention_for_training(
-        &self,
-        q: &Self::Storage,
-        k: &Self::Storage,
-        v: &Self::Storage,
-        dims: AttentionDims,
-    ) -> AttentionSaved<Self::Storage> {
-        let AttentionOut { out, probs } = self.attention(q, k, v, dims);
-        AttentionSaved { out, saved: probs }
-    }
-
-    /// Gradients of [`Backend::attention_for_training`], given the `saved` it returned
-    /// (same `dims`). The default is [`Backend::attention_backward`] on the probabilities.
-    fn attention_backward_saved(
         &self,
         dout: &Self::Storage,
         q: &Self::Storage,
@@ -285,48 +217,26 @@ pub trait Backend: Clone + Debug + 'static {
         v: &Self::Storage,
         saved: &Self::Storage,
         dims: AttentionDims,
-    ) -> AttentionGrads<Self::Storage> {
-        self.attention_backward(dout, q, k, v, saved, dims)
-    }
+        keep: AttentionKeep,
+    ) -> AttentionGrads<Self::Storage>;
 
     /// Mean over rows of `-log softmax(logits[r])[targets[r]]`; `logits` `[rows, vocab]`,
-    /// `targets` `[rows]` → `[1]`.
+    /// `targets` `[rows]` → `[1]`; with `save`, also what the backward needs, if this
+    /// backend keeps anything (see [`CrossEntropyOut`]): training asks, so a backend can
+    /// find each row's softmax normaliser once instead of in both directions.
     fn cross_entropy(
         &self,
         logits: &Self::Storage,
         targets: &Self::Indices,
         rows: usize,
         vocab: usize,
-    ) -> Self::Storage;
-    /// `dlogits = dloss * (softmax(logits) - onehot(targets)) / rows`; `dloss` is `[1]`.
-    fn cross_entropy_backward(
-        &self,
-        logits: &Self::Storage,
-        targets: &Self::Indices,
-        dloss: &Self::Storage,
-        rows: usize,
-        vocab: usize,
-    ) -> Self::Storage;
-
-    /// Cross-entropy for training: the loss of [`Backend::cross_entropy`] and what its
-    /// backward needs (see [`CrossEntropySaved`]); training code calls this pair so a backend
-    /// can find each row's softmax normaliser once instead of in both directions. The
-    /// default saves nothing.
-    fn cross_entropy_for_training(
-        &self,
-        logits: &Self::Storage,
-        targets: &Self::Indices,
-        rows: usize,
-        vocab: usize,
-    ) -> CrossEntropySaved<Self::Storage> {
-        CrossEntropySaved { loss: self.cross_entropy(logits, targets, rows, vocab), saved: None }
-    }
-
-    /// [`Backend::cross_entropy_backward`] given the `saved` of
-    /// [`Backend::cross_entropy_for_training`] (same logits, targets and sizes). The
-    /// default ignores `saved`.
+        save: bool,
+    ) -> CrossEntropyOut<Self::Storage>;
+    /// `dlogits = dloss * (softmax(logits) - onehot(targets)) / rows`; `dloss` is `[1]`;
+    /// `saved` is [`CrossEntropyOut::saved`] of the forward (same logits, targets and
+    /// sizes), or `None`.
     #[allow(clippy::too_many_arguments)]
-    fn cross_entropy_backward_saved(
+    fn cross_entropy_backward(
         &self,
         logits: &Self::Storage,
         targets: &Self::Indices,
@@ -334,10 +244,7 @@ pub trait Backend: Clone + Debug + 'static {
         dloss: &Self::Storage,
         rows: usize,
         vocab: usize,
-    ) -> Self::Storage {
-        let _ = saved;
-        self.cross_entropy_backward(logits, targets, dloss, rows, vocab)
-    }
+    ) -> Self::Storage;
 
     // ---- optimizer -------------------------------------------------------------------
 
@@ -357,18 +264,44 @@ pub trait Backend: Clone + Debug + 'static {
     );
 }
 
-/// [`Backend::matmul_onto`] unfused: `matmul` (with the bias), then `add` onto `onto`. The
-/// default, and what a backend that fuses only some cases does for the others.
-pub fn matmul_then_add<B: Backend>(
+/// [`Backend::matmul`] for a backend without a fused kernel for some of `fused`: the plain
+/// product (with the bias, which every backend computes itself), then `add` onto `onto`,
+/// then `sum_rows` of `a` (stored `[k, m]`) for the sums. The same sums in the same order
+/// as calling those ops one after another.
+pub fn matmul_unfused<B: Backend>(
     backend: &B,
-    onto: &B::Storage,
     a: &B::Storage,
     b: &B::Storage,
-    bias: Option<&B::Storage>,
     dims: MatmulDims,
-) -> B::Storage {
-    let product = backend.matmul(a, b, bias, dims);
-    backend.add(onto, &product, dims.m * dims.n)
+    fused: MatmulFused<'_, B::Storage>,
+) -> MatmulOut<B::Storage> {
+    let MatmulOut { out, .. } = backend.matmul(a, b, dims, MatmulFused::bias(fused.bias));
+    let out = match fused.onto {
+        Some(onto) => backend.add(onto, &out, dims.m * dims.n),
+        None => out,
+    };
+    let sums = fused.sum_rows.then(|| {
+        assert!(dims.trans_a, "matmul: sum_rows needs A stored transposed ([k, m])");
+        backend.sum_rows(a, dims.k, dims.m)
+    });
+    MatmulOut { out, sums }
+}
+
+/// [`Backend::layer_norm_backward`] with `onto` for a backend that does not fuse it: the
+/// backward without `onto`, then `add`.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_backward_unfused<B: Backend>(
+    backend: &B,
+    dout: &B::Storage,
+    x: &B::Storage,
+    gamma: &B::Storage,
+    saved: &LayerNormOut<B::Storage>,
+    rows: usize,
+    dim: usize,
+    onto: &B::Storage,
+) -> LayerNormGrads<B::Storage> {
+    let grads = backend.layer_norm_backward(dout, x, gamma, saved, rows, dim, None);
+    LayerNormGrads { dx: backend.add(onto, &grads.dx, rows * dim), ..grads }
 }
 
 /// The bounds rule of [`Backend::copy`], written once so every backend refuses the same

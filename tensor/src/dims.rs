@@ -67,6 +67,52 @@ impl std::str::FromStr for MatmulDims {
     }
 }
 
+/// The work fused into one [`crate::Backend::matmul`], beside `op(A) · op(B)`:
+/// `onto + (op(A) · op(B) + bias)`, and with `sum_rows` also `A`'s column sums (a linear's
+/// weight gradient `dYᵀ · X` and its bias gradient from one pass over `dY`). Where a
+/// backend fuses it, the extra work happens in the product's last pass.
+#[derive(Debug)]
+pub struct MatmulFused<'a, S> {
+    /// `[n]`, added to every row of the product.
+    pub bias: Option<&'a S>,
+    /// `[m, n]`, which the product (with its bias) is added onto: a gradient its input
+    /// already has, or the residual stream a linear's output joins.
+    pub onto: Option<&'a S>,
+    /// Also return the column sums `[m]` of `A`, which must be stored transposed
+    /// (`trans_a`: `a` is `[k, m]`): `sum_rows(a, k, m)`.
+    pub sum_rows: bool,
+}
+
+impl<'a, S> MatmulFused<'a, S> {
+    /// Nothing fused: the plain product.
+    pub fn none() -> Self {
+        MatmulFused { bias: None, onto: None, sum_rows: false }
+    }
+
+    /// The product plus `bias`, if given.
+    pub fn bias(bias: Option<&'a S>) -> Self {
+        MatmulFused { bias, ..Self::none() }
+    }
+}
+
+// (By hand: derived impls would ask `S: Clone`, and the operands are references.)
+impl<S> Clone for MatmulFused<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<S> Copy for MatmulFused<'_, S> {}
+
+/// What [`crate::Backend::matmul`] returns: the product `[m, n]`, and `A`'s column sums `[m]`
+/// when [`MatmulFused::sum_rows`] asked for them.
+#[derive(Clone, Debug)]
+pub struct MatmulOut<S> {
+    /// The product (with its bias, onto `onto`).
+    pub out: S,
+    /// `A`'s column sums, if asked for.
+    pub sums: Option<S>,
+}
+
 /// Attention of new positions against a key/value cache (incremental decoding): row `r`
 /// of `q` `[rows, heads * head_dim]` is position `past + r` and attends to rows
 /// `0..=past + r` of `k_cache` and `v_cache` `[capacity, heads * head_dim]` (rows past
@@ -100,8 +146,9 @@ impl CachedAttentionDims {
 ///
 /// With `dropout`, the probabilities are dropped out before they weight `v`:
 /// `out_t = Σ_u P[t,u] · mask.factor((b·heads + h)·seq² + t·seq + u) · v_u` (the index is
-/// the element's in `probs`); `probs` stays the softmax itself, and the backward redraws the
-/// mask from the same dims.
+/// the element's in the softmax `[batch, heads, seq, seq]`); kept probabilities
+/// ([`AttentionKeep::Probs`]) stay the softmax itself, and the backward redraws the mask
+/// from the same dims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionDims {
     /// Sequences in the batch.
@@ -123,39 +170,40 @@ impl AttentionDims {
     }
 }
 
-/// Forward result of attention: `out` is `[batch, seq, channels]`; `probs` is the softmax
-/// `[batch, heads, seq, seq]` (zero above the diagonal) that the backward pass reuses.
+/// What [`crate::Backend::attention`] keeps for the backward pass, and so what
+/// [`AttentionOut::saved`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionKeep {
+    /// The softmax `[batch, heads, seq, seq]`, zero above the diagonal: values a caller may
+    /// read (the conformance kit compares them with the reference).
+    Probs,
+    /// Whatever this backend's backward pass needs, in a form of its choosing: opaque to
+    /// callers, handed back unchanged to [`crate::Backend::attention_backward`] of the same
+    /// backend. The softmax by default; a flash-style backend keeps each score row's
+    /// log-sum-exp `[batch, heads, seq]` instead and recomputes the probabilities a row at
+    /// a time in the backward pass. Training asks for this.
+    Backward,
+}
+
+/// Forward result of attention: `out` `[batch, seq, channels]`, and `saved`, what the
+/// [`AttentionKeep`] of the call asked for.
 #[derive(Clone, Debug)]
 pub struct AttentionOut<S> {
     /// The attention output.
     pub out: S,
-    /// The softmax probabilities, saved for the backward.
-    pub probs: S,
-}
-
-/// Forward result of [`crate::Backend::attention_for_training`]: `out` `[batch, seq,
-/// channels]`, and `saved`, whatever this backend's backward pass needs. Callers treat
-/// `saved` as opaque and hand it back unchanged to
-/// [`crate::Backend::attention_backward_saved`] of the same backend. By default it is the
-/// softmax `[batch, heads, seq, seq]`; a flash-style backend keeps each score row's
-/// log-sum-exp `[batch, heads, seq]` instead and recomputes the probabilities a row at a
-/// time in the backward pass.
-#[derive(Clone, Debug)]
-pub struct AttentionSaved<S> {
-    /// The attention output.
-    pub out: S,
-    /// What the fused backward needs (e.g. the softmax's row statistics).
+    /// The softmax probabilities, or the backend's own saved state (see [`AttentionKeep`]).
     pub saved: S,
 }
 
-/// Forward result of [`crate::Backend::cross_entropy_for_training`]: the mean `loss` `[1]`,
-/// and `saved`, whatever this backend's backward pass needs, handed back unchanged to
-/// [`crate::Backend::cross_entropy_backward_saved`] of the same backend. By default it is
-/// `None` (the backward recomputes each row's softmax normaliser from the logits); a fused
-/// backend keeps each row's normaliser, so its backward is one `exp` per logit.
+/// Forward result of [`crate::Backend::cross_entropy`]: the mean `loss` `[1]`, and `saved`,
+/// whatever this backend's backward pass needs when the call asked to save, handed back
+/// unchanged to [`crate::Backend::cross_entropy_backward`] of the same backend. `None` when
+/// not asked, or when the backend keeps nothing (its backward recomputes each row's softmax
+/// normaliser from the logits); a fused backend keeps each row's normaliser, so its
+/// backward is one `exp` per logit.
 #[derive(Clone, Debug)]
-pub struct CrossEntropySaved<S> {
-    /// The mean loss `[1]`, as [`crate::Backend::cross_entropy`] returns it.
+pub struct CrossEntropyOut<S> {
+    /// The mean loss `[1]`.
     pub loss: S,
     /// What the fused backward needs (e.g. the softmax's row statistics).
     pub saved: Option<S>,

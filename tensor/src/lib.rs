@@ -15,21 +15,21 @@ mod dims;
 pub mod dropout;
 mod error;
 mod executor;
-mod forward;
+mod hooked;
 mod precision;
 mod rng;
 mod shape;
 mod tensor;
 
-pub use backend::{assert_copy_in_bounds, matmul_then_add, Backend};
+pub use backend::{assert_copy_in_bounds, layer_norm_backward_unfused, matmul_unfused, Backend};
 pub use dims::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionOut, AttentionSaved, CachedAttentionDims, CopyRange,
-    CrossEntropySaved, LayerNormGrads, LayerNormOut, MatmulDims,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CachedAttentionDims, CopyRange,
+    CrossEntropyOut, LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused, MatmulOut,
 };
 pub use dropout::DropoutMask;
 pub use error::{BadValue, TensorError};
 pub use executor::block_on;
-pub use forward::FORWARDED_BACKEND_METHODS;
+pub use hooked::{Effect, Flow, Hook, Hooked, Op, Operand, Rule};
 pub use precision::Precision;
 pub use rng::Rng;
 pub use shape::Shape;

@@ -1,7 +1,7 @@
 use crate::backend::Backend;
 use crate::dims::{
-    AttentionDims, AttentionGrads, AttentionSaved, CachedAttentionDims, CrossEntropySaved, LayerNormGrads,
-    LayerNormOut, MatmulDims,
+    AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CachedAttentionDims, CrossEntropyOut,
+    LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused,
 };
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
@@ -148,13 +148,14 @@ impl<B: Backend> Tensor<B> {
 
     /// Dropout with `mask` (see [`crate::dropout`]); also its own backward.
     pub fn dropout(&self, mask: &DropoutMask) -> Self {
-        self.wrap(self.backend.dropout(&self.storage, mask, self.numel()), self.shape.clone())
+        self.wrap(self.backend.dropout(&self.storage, mask, self.numel(), None), self.shape.clone())
     }
 
     /// `self + dropout(x)` in one pass (a residual add after a dropped-out block output).
     pub fn dropout_add(&self, x: &Self, mask: &DropoutMask) -> Self {
         check("dropout_add", self.shape == x.shape, || format!("{} + dropout({})", self.shape, x.shape));
-        self.wrap(self.backend.dropout_add(&self.storage, &x.storage, mask, self.numel()), self.shape.clone())
+        let out = self.backend.dropout(&x.storage, mask, self.numel(), Some(&self.storage));
+        self.wrap(out, self.shape.clone())
     }
 
     /// Every element times `alpha`.
@@ -178,27 +179,28 @@ impl<B: Backend> Tensor<B> {
     pub fn matmul(&self, rhs: &Self, bias: Option<&Self>, trans_a: bool, trans_b: bool) -> Self {
         let (dims, shape) = self.matmul_dims("matmul", rhs, trans_a, trans_b);
         check_bias("matmul", bias, dims.n);
-        let out = self.backend.matmul(&self.storage, &rhs.storage, bias.map(|b| &b.storage), dims);
+        let fused = MatmulFused::bias(bias.map(|b| &b.storage));
+        let out = self.backend.matmul(&self.storage, &rhs.storage, dims, fused).out;
         self.wrap(out, shape)
     }
 
-    /// `onto + (op(self) · op(rhs) + bias)` ([`Backend::matmul_onto`]), shaped as
+    /// `onto + (op(self) · op(rhs) + bias)` ([`MatmulFused::onto`]), shaped as
     /// [`Tensor::matmul`]'s result; `onto` holds its m·n values in any shape.
     pub fn matmul_onto(
         &self,
         rhs: &Self,
         bias: Option<&Self>,
-        onto: &Self,
         trans_a: bool,
         trans_b: bool,
+        onto: &Self,
     ) -> Self {
         let (dims, shape) = self.matmul_dims("matmul_onto", rhs, trans_a, trans_b);
         check_bias("matmul_onto", bias, dims.n);
         check("matmul_onto", onto.numel() == dims.m * dims.n, || {
             format!("onto {} for a [{}, {}] product", onto.shape, dims.m, dims.n)
         });
-        let bias = bias.map(|b| &b.storage);
-        let out = self.backend.matmul_onto(&onto.storage, &self.storage, &rhs.storage, bias, dims);
+        let fused = MatmulFused { onto: Some(&onto.storage), ..MatmulFused::bias(bias.map(|b| &b.storage)) };
+        let out = self.backend.matmul(&self.storage, &rhs.storage, dims, fused).out;
         self.wrap(out, shape)
     }
 
@@ -219,7 +221,7 @@ impl<B: Backend> Tensor<B> {
     }
 
     /// `selfᵀ · op(rhs)` for `self` `[k, m]`, and `self.sum_rows()` `[m]`, in one call
-    /// ([`Backend::matmul_sum_rows`]): a linear's weight and bias gradients from `dY`.
+    /// ([`MatmulFused::sum_rows`]): a linear's weight and bias gradients from `dY`.
     pub fn matmul_sum_rows(&self, rhs: &Self, trans_b: bool) -> (Self, Self) {
         check("matmul_sum_rows", self.shape.rank() == 2, || {
             format!("lhs must be rank 2, got {}", self.shape)
@@ -231,8 +233,10 @@ impl<B: Backend> Tensor<B> {
             format!("{} (trans) · {} (trans {trans_b})", self.shape, rhs.shape)
         });
         let dims = MatmulDims { m, k, n, trans_a: true, trans_b };
-        let (out, sums) = self.backend.matmul_sum_rows(&self.storage, &rhs.storage, dims);
-        (self.wrap(out, [m, n]), self.wrap(sums, [m]))
+        let fused = MatmulFused { sum_rows: true, ..MatmulFused::none() };
+        let out = self.backend.matmul(&self.storage, &rhs.storage, dims, fused);
+        let sums = out.sums.expect("matmul: sum_rows asked for, none returned");
+        (self.wrap(out.out, [m, n]), self.wrap(sums, [m]))
     }
 
     /// Rows of `self` (a `[rows, dim]` table) picked by `ids` → `[ids.len(), dim]`.
@@ -272,8 +276,8 @@ impl<B: Backend> Tensor<B> {
         self.layer_norm_backward_with(x, gamma, saved, None)
     }
 
-    /// [`Tensor::layer_norm_backward`] with `dx` added onto `onto` (shaped as `x`):
-    /// [`Backend::layer_norm_backward_onto`].
+    /// [`Tensor::layer_norm_backward`] with `dx` added onto `onto` (shaped as `x`), fused
+    /// where the backend can.
     pub fn layer_norm_backward_onto(
         &self,
         x: &Self,
@@ -298,13 +302,16 @@ impl<B: Backend> Tensor<B> {
         check("layer_norm_backward", self.shape == x.shape, || {
             format!("dout {} for x {}", self.shape, x.shape)
         });
-        let (be, dout) = (&self.backend, &self.storage);
-        let LayerNormGrads { dx, dgamma, dbeta } = match onto {
-            Some(o) => {
-                be.layer_norm_backward_onto(&o.storage, dout, &x.storage, &gamma.storage, saved, rows, dim)
-            }
-            None => be.layer_norm_backward(dout, &x.storage, &gamma.storage, saved, rows, dim),
-        };
+        let onto = onto.map(|o| &o.storage);
+        let LayerNormGrads { dx, dgamma, dbeta } = self.backend.layer_norm_backward(
+            &self.storage,
+            &x.storage,
+            &gamma.storage,
+            saved,
+            rows,
+            dim,
+            onto,
+        );
         (self.wrap(dx, x.shape.clone()), self.wrap(dgamma, [dim]), self.wrap(dbeta, [dim]))
     }
 
@@ -349,9 +356,9 @@ impl<B: Backend> Tensor<B> {
         check("attention", k.shape == self.shape && v.shape == self.shape, || {
             format!("q {}, k {}, v {}", self.shape, k.shape, v.shape)
         });
-        let out = self.backend.attention(&self.storage, &k.storage, &v.storage, dims);
+        let out = self.backend.attention(&self.storage, &k.storage, &v.storage, dims, AttentionKeep::Probs);
         let probs_shape = [dims.batch, dims.heads, dims.seq, dims.seq];
-        (self.wrap(out.out, self.shape.clone()), self.wrap(out.probs, probs_shape))
+        (self.wrap(out.out, self.shape.clone()), self.wrap(out.saved, probs_shape))
     }
 
     /// Attention of the new positions `self` (`q`, `[rows, channels]`, positions `past..past
@@ -414,6 +421,7 @@ impl<B: Backend> Tensor<B> {
             &v.storage,
             &probs.storage,
             dims,
+            AttentionKeep::Probs,
         );
         let s = self.shape.clone();
         (self.wrap(dq, s.clone()), self.wrap(dk, s.clone()), self.wrap(dv, s))
@@ -421,7 +429,7 @@ impl<B: Backend> Tensor<B> {
 
     /// [`Tensor::attention_with_dropout`] for training: the output and what the backend saves
     /// for [`Tensor::attention_backward_saved`] (opaque: the probabilities, or less; see
-    /// [`AttentionSaved`]).
+    /// [`AttentionKeep::Backward`]).
     pub fn attention_for_training(
         &self,
         k: &Self,
@@ -433,8 +441,8 @@ impl<B: Backend> Tensor<B> {
         check("attention", k.shape == self.shape && v.shape == self.shape, || {
             format!("q {}, k {}, v {}", self.shape, k.shape, v.shape)
         });
-        let AttentionSaved { out, saved } =
-            self.backend.attention_for_training(&self.storage, &k.storage, &v.storage, dims);
+        let AttentionOut { out, saved } =
+            self.backend.attention(&self.storage, &k.storage, &v.storage, dims, AttentionKeep::Backward);
         (self.wrap(out, self.shape.clone()), saved)
     }
 
@@ -453,13 +461,14 @@ impl<B: Backend> Tensor<B> {
         check("attention_backward", self.shape == q.shape, || {
             format!("dout {} for q {}", self.shape, q.shape)
         });
-        let AttentionGrads { dq, dk, dv } = self.backend.attention_backward_saved(
+        let AttentionGrads { dq, dk, dv } = self.backend.attention_backward(
             &self.storage,
             &q.storage,
             &k.storage,
             &v.storage,
             saved,
             dims,
+            AttentionKeep::Backward,
         );
         let s = self.shape.clone();
         (self.wrap(dq, s.clone()), self.wrap(dk, s.clone()), self.wrap(dv, s))
@@ -469,7 +478,7 @@ impl<B: Backend> Tensor<B> {
     pub fn cross_entropy(&self, targets: &Indices<B>) -> Self {
         let (rows, vocab) = (self.shape.rows(), self.shape.last());
         check("cross_entropy", rows == targets.len, || format!("{rows} rows, {} targets", targets.len));
-        self.wrap(self.backend.cross_entropy(&self.storage, &targets.storage, rows, vocab), [1])
+        self.wrap(self.backend.cross_entropy(&self.storage, &targets.storage, rows, vocab, false).loss, [1])
     }
 
     /// Gradient of [`Tensor::cross_entropy`] with respect to `self` (the logits), scaled by `dloss` `[1]`.
@@ -478,18 +487,18 @@ impl<B: Backend> Tensor<B> {
         check("cross_entropy_backward", rows == targets.len && dloss.numel() == 1, || {
             format!("{rows} rows, {} targets, dloss {}", targets.len, dloss.shape)
         });
-        let out =
-            self.backend.cross_entropy_backward(&self.storage, &targets.storage, &dloss.storage, rows, vocab);
+        let (logits, targets, dloss) = (&self.storage, &targets.storage, &dloss.storage);
+        let out = self.backend.cross_entropy_backward(logits, targets, None, dloss, rows, vocab);
         self.wrap(out, self.shape.clone())
     }
 
     /// [`Tensor::cross_entropy`] for training: the loss and what the backend saves for
-    /// [`Tensor::cross_entropy_backward_saved`] (opaque; see [`CrossEntropySaved`]).
+    /// [`Tensor::cross_entropy_backward_saved`] (opaque; see [`CrossEntropyOut`]).
     pub fn cross_entropy_for_training(&self, targets: &Indices<B>) -> (Self, Option<B::Storage>) {
         let (rows, vocab) = (self.shape.rows(), self.shape.last());
         check("cross_entropy", rows == targets.len, || format!("{rows} rows, {} targets", targets.len));
-        let CrossEntropySaved { loss, saved } =
-            self.backend.cross_entropy_for_training(&self.storage, &targets.storage, rows, vocab);
+        let CrossEntropyOut { loss, saved } =
+            self.backend.cross_entropy(&self.storage, &targets.storage, rows, vocab, true);
         (self.wrap(loss, [1]), saved)
     }
 
@@ -505,7 +514,7 @@ impl<B: Backend> Tensor<B> {
         check("cross_entropy_backward", rows == targets.len && dloss.numel() == 1, || {
             format!("{rows} rows, {} targets, dloss {}", targets.len, dloss.shape)
         });
-        let out = self.backend.cross_entropy_backward_saved(
+        let out = self.backend.cross_entropy_backward(
             &self.storage,
             &targets.storage,
             saved,

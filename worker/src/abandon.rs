@@ -32,12 +32,12 @@
 //! parameters, moments or anything else that outlives the unit. Without a counter ([`Abandon::never`]) nothing is ever skipped
 //! and the worker falls back to row parts.
 
-mod backend;
+mod hook;
 
 use std::cell::Cell;
 use std::fmt;
 
-pub use backend::Abandonable;
+pub use hook::{Abandonable, SkipWhenAbandoned};
 
 /// Whether a page message waits (reads the shared counter); `None`: the page shares none.
 type Probe = Box<dyn Fn() -> bool>;

@@ -15,7 +15,7 @@
 //! reductions), not a per-kernel parity test; a broken kernel is off by far more.
 
 use tinygpt_kernels_cpu::{CpuBackend, Kernels};
-use tinygpt_tensor::{Backend, MatmulDims, TensorError};
+use tinygpt_tensor::{Backend, MatmulDims, MatmulFused, TensorError};
 
 /// Largest allowed `|candidate - reference|` as a fraction of the reference's scale.
 pub const SELF_TEST_TOLERANCE: f32 = 1e-3;
@@ -79,12 +79,12 @@ async fn run_ops<B: Backend>(b: &B) -> Result<Vec<(&'static str, Vec<f32>)>, Sel
     let targets = b.upload_indices(&targets);
     let dims = MatmulDims { m: ROWS, k: DIM, n: OUT, trans_a: false, trans_b: true };
 
-    let matmul = b.matmul(&x, &w, Some(&bias), dims);
+    let matmul = b.matmul(&x, &w, dims, MatmulFused::bias(Some(&bias))).out;
     let normed = b.layer_norm(&x, &gamma, &beta, ROWS, DIM, 1e-5);
     let activated = b.gelu(&normed.out, ROWS * DIM);
-    let logits = b.matmul(&activated, &w, Some(&bias), dims);
-    let loss = b.cross_entropy(&logits, &targets, ROWS, OUT);
-    let dlogits = b.cross_entropy_backward(&logits, &targets, &b.upload(&[1.0]), ROWS, OUT);
+    let logits = b.matmul(&activated, &w, dims, MatmulFused::bias(Some(&bias))).out;
+    let loss = b.cross_entropy(&logits, &targets, ROWS, OUT, false).loss;
+    let dlogits = b.cross_entropy_backward(&logits, &targets, None, &b.upload(&[1.0]), ROWS, OUT);
     // `dlogits` is O(1/ROWS): scaled up so its comparison is not dominated by the floor of 1.
     let dlogits = b.scale(&dlogits, ROWS as f32, ROWS * OUT);
     b.flush().await?;

@@ -32,7 +32,7 @@ use tinygpt_model::{Dataset, Gpt, ModelConfig, SampleConfig};
 use tinygpt_optim::{Overrides, Recipe, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend, Precision};
 
-use crate::abandon::{Abandon, Abandonable};
+use crate::abandon::{Abandon, Abandonable, SkipWhenAbandoned};
 use crate::adapters::BaseModel;
 use crate::clock::Clock;
 use crate::error::WorkerError;
@@ -442,7 +442,8 @@ impl<B: Backend> Session<Abandonable<B>> {
     /// A session on `inner` whose units of work `abandon` can give up (see
     /// [`crate::abandon`]): whole steps when the page shares its message counter.
     pub fn abandonable(inner: B, kind: EngineKind, abandon: Rc<Abandon>) -> Self {
-        let mut session = Session::new(Abandonable::new(inner, Rc::clone(&abandon)), kind);
+        let mut session =
+            Session::new(Abandonable::with_hook(inner, SkipWhenAbandoned(Rc::clone(&abandon))), kind);
         session.abandon = Some(abandon);
         session
     }

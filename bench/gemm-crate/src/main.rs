@@ -29,7 +29,7 @@ use std::cell::RefCell;
 
 use gemm::Parallelism;
 use tinygpt_kernels_cpu::{CpuBackend, Kernels};
-use tinygpt_tensor::{block_on, Backend, MatmulDims};
+use tinygpt_tensor::{block_on, Backend, MatmulDims, MatmulFused};
 
 /// kernels-cpu's benchmark helpers (`--threads`, the fastest-call timer), shared as they are.
 #[path = "../../../kernels-cpu/examples/common/mod.rs"]
@@ -63,7 +63,8 @@ fn main() -> Result<(), String> {
             let theirs = RefCell::new(vec![0f32; m * n]);
             let mut best = [f64::INFINITY; 2];
             for _ in 0..2 {
-                best[0] = best[0].min(fastest_secs(&|| drop(ours.matmul(&a_dev, &b_dev, None, dims))));
+                best[0] = best[0]
+                    .min(fastest_secs(&|| drop(ours.matmul(&a_dev, &b_dev, dims, MatmulFused::none()).out)));
                 best[1] = best[1].min(fastest_secs(&|| {
                     let mut c = theirs.borrow_mut();
                     let c = &mut c[..];
@@ -71,8 +72,8 @@ fn main() -> Result<(), String> {
                 }));
             }
             let theirs = theirs.into_inner();
-            let want =
-                block_on(ours.read(&ours.matmul(&a_dev, &b_dev, None, dims))).map_err(|e| e.to_string())?;
+            let want = block_on(ours.read(&ours.matmul(&a_dev, &b_dev, dims, MatmulFused::none()).out))
+                .map_err(|e| e.to_string())?;
             let scale = want.iter().fold(1e-30f32, |s, x| s.max(x.abs()));
             let diff = want.iter().zip(&theirs).fold(0f32, |d, (x, y)| d.max((x - y).abs())) / scale;
             let gflops = best.map(|secs| 2.0 * (m * n * k) as f64 / secs / 1e9);

@@ -4,7 +4,7 @@
 //!
 //! matmul: A, B, bias [n] -> C [m, n], C = op(A) · op(B) (+ bias), as the reference
 //! (`kernels/matmul.rs`) defines it; or, given `onto` [m, n], C = onto + (op(A) · op(B)
-//! (+ bias)) (`Backend::matmul_onto`).
+//! (+ bias)) (`MatmulFused::onto`).
 //!
 //! Layout of the work:
 //! - op(B) is packed into `nr`-column panels (`[kc][nr]` each, zero past `n`), so the
@@ -25,7 +25,7 @@
 //!   multiply-add per `p`, in ascending `p`, whatever the piece or thread. The first k
 //!   slice's tiles start their registers from the bias, so C is written once per slice
 //!   and never zero-filled first. `onto` is added to each finished sum as the last slice
-//!   stores it, so `matmul_onto` gives the bits of a product and then an `add`, without the
+//!   stores it, so `matmul` with `onto` gives the bits of a product and then an `add`, without the
 //!   `add`'s pass over C. So results are
 //!   bit-identical at any thread count; they differ from the reference's (which rounds the
 //!   product and the sum separately) within the conformance kit's tolerance.

@@ -85,7 +85,7 @@ pub(crate) struct LayerNormBackwardRows<'a> {
     pub gamma: &'a [f32],
     pub mean: &'a [f32],
     pub rstd: &'a [f32],
-    /// Added onto `dx` as it is written (`layer_norm_backward_onto`).
+    /// Added onto `dx` as it is written (`layer_norm_backward`'s `onto`).
     pub onto: Option<&'a [f32]>,
 }
 

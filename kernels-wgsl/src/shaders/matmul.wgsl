@@ -23,7 +23,7 @@
 //   of k, one per grid z), CAUSAL (below), DOUBLE_BUFFER (below), VEC4 (below),
 //   ROW_SUMS (above) with `store_row_sum`, `store_row_sum_final` (binding 5 or nothing),
 //   `bias_at(j)` (reads binding 4, or returns 0), `onto_at(i, v)` (prior[i] + v with the
-//   prior [m, n] at binding 4 for `matmul_onto`, or v) and the operands' bindings a (1) and b
+//   prior [m, n] at binding 4 for `matmul` with `onto`, or v) and the operands' bindings a (1) and b
 //   (2) with their readers `a_at(i)`, `b_at(i)` (the value at i) and `a4_at(v)`,
 //   `b4_at(v)` (values 4v..4v+3): arrays of f32, or of vec4 with VEC4; and the precision's
 //   `narrow(v: vec4<f32>)`, `narrow1(v: f32)` (below).
@@ -61,7 +61,7 @@
 // Summation order: workgroup z sums k over its slice [z·k_chunk, (z+1)·k_chunk) ∩ [0, k)
 // in ascending order, in f32 (k_chunk is a multiple of BK; with SPLIT_K = 1 the slice is
 // all of k). matmul_split_sum then adds the SPLIT_K slice sums in slice order, and the
-// bias last; unsplit, matmul adds the bias last itself. With a prior (`matmul_onto`) the
+// bias last; unsplit, matmul adds the bias last itself. With a prior (`onto`) the
 // result is prior + that sum, the very sum an `add` after the product makes.
 
 struct Params {

@@ -9,7 +9,9 @@
 //! A failure names the op, its shape and the thread count, and the first element whose
 //! bits differ.
 
-use crate::{AdamWStep, AttentionDims, Backend, CachedAttentionDims, MatmulDims, Rng};
+use crate::{
+    AdamWStep, AttentionDims, AttentionKeep, Backend, CachedAttentionDims, MatmulDims, MatmulFused, Rng,
+};
 
 /// Runs [`op_results`] on the backend `make` builds for each of `threads` and panics, naming
 /// the op and the thread count, unless every result has the bits of the first count's.
@@ -49,22 +51,22 @@ pub async fn op_results<B: Backend>(backend: &B) -> Vec<(String, Vec<f32>)> {
         for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
             let dims = MatmulDims { m, k, n, trans_a, trans_b };
             let name = format!("matmul {m}x{k}x{n} {trans_a} {trans_b}");
-            results.push((name, backend.matmul(&a, &b, Some(&bias), dims)));
+            results.push((name, backend.matmul(&a, &b, dims, MatmulFused::bias(Some(&bias))).out));
         }
     }
 
     let dims = AttentionDims { batch: 2, seq: 33, heads: 3, head_dim: 16, dropout: None };
     let len = dims.batch * dims.seq * dims.channels();
     let (q, kk, v, dout) = (normal(len), normal(len), normal(len), normal(len));
-    let att = backend.attention(&q, &kk, &v, dims);
-    let g = backend.attention_backward(&dout, &q, &kk, &v, &att.probs, dims);
+    let att = backend.attention(&q, &kk, &v, dims, AttentionKeep::Probs);
+    let g = backend.attention_backward(&dout, &q, &kk, &v, &att.saved, dims, AttentionKeep::Probs);
     results.extend(
-        [("attention out", att.out), ("attention probs", att.probs)].map(|(s, b)| (s.to_string(), b)),
+        [("attention out", att.out), ("attention probs", att.saved)].map(|(s, b)| (s.to_string(), b)),
     );
     results.extend([("dq", g.dq), ("dk", g.dk), ("dv", g.dv)].map(|(s, b)| (s.to_string(), b)));
     // The training pair (flash-style in the fast variants: saved log-sum-exp, not probs).
-    let saved = backend.attention_for_training(&q, &kk, &v, dims);
-    let g = backend.attention_backward_saved(&dout, &q, &kk, &v, &saved.saved, dims);
+    let saved = backend.attention(&q, &kk, &v, dims, AttentionKeep::Backward);
+    let g = backend.attention_backward(&dout, &q, &kk, &v, &saved.saved, dims, AttentionKeep::Backward);
     results.extend(
         [("training out", saved.out), ("saved", saved.saved), ("saved dq", g.dq), ("saved dk", g.dk)]
             .map(|(s, b)| (s.to_string(), b)),
@@ -80,7 +82,7 @@ pub async fn op_results<B: Backend>(backend: &B) -> Vec<(String, Vec<f32>)> {
     let (rows, dim) = (300, 130);
     let (x, gamma, beta, dy) = (normal(rows * dim), normal(dim), normal(dim), normal(rows * dim));
     let ln = backend.layer_norm(&x, &gamma, &beta, rows, dim, 1e-5);
-    let lg = backend.layer_norm_backward(&dy, &x, &gamma, &ln, rows, dim);
+    let lg = backend.layer_norm_backward(&dy, &x, &gamma, &ln, rows, dim, None);
     results.extend(
         [("ln out", ln.out), ("ln dx", lg.dx), ("ln dgamma", lg.dgamma), ("ln dbeta", lg.dbeta)]
             .map(|(s, b)| (s.to_string(), b)),
@@ -93,14 +95,15 @@ pub async fn op_results<B: Backend>(backend: &B) -> Vec<(String, Vec<f32>)> {
     let logits = normal(rows * vocab);
     let targets: Vec<u32> = (0..rows as u32).map(|r| (r * 37) % vocab as u32).collect();
     let targets = backend.upload_indices(&targets);
-    results.push(("cross_entropy".into(), backend.cross_entropy(&logits, &targets, rows, vocab)));
-    let dlogits = backend.cross_entropy_backward(&logits, &targets, &backend.upload(&[1.0]), rows, vocab);
+    results.push(("cross_entropy".into(), backend.cross_entropy(&logits, &targets, rows, vocab, false).loss));
+    let dlogits =
+        backend.cross_entropy_backward(&logits, &targets, None, &backend.upload(&[1.0]), rows, vocab);
     results.push(("dlogits".into(), dlogits));
     // The training pair (fused in the fast variants: each row's normaliser saved).
-    let trained = backend.cross_entropy_for_training(&logits, &targets, rows, vocab);
+    let trained = backend.cross_entropy(&logits, &targets, rows, vocab, true);
     let dloss = backend.upload(&[0.5]);
     let dlogits =
-        backend.cross_entropy_backward_saved(&logits, &targets, trained.saved.as_ref(), &dloss, rows, vocab);
+        backend.cross_entropy_backward(&logits, &targets, trained.saved.as_ref(), &dloss, rows, vocab);
     results.extend([("training loss".to_string(), trained.loss), ("saved dlogits".to_string(), dlogits)]);
     results.extend(trained.saved.map(|s| ("cross_entropy saved".to_string(), s)));
 

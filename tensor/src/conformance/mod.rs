@@ -36,7 +36,6 @@
 pub mod checks;
 pub mod determinism;
 mod finite_diff;
-pub mod forwarding;
 mod harness;
 mod reference;
 mod tolerance;

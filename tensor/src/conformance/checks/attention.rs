@@ -7,7 +7,7 @@ use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
 use crate::conformance::reference::attention as reference;
 use crate::conformance::Tolerance;
-use crate::{AttentionDims, Backend, CachedAttentionDims, DropoutMask, Precision, Rng};
+use crate::{AttentionDims, AttentionKeep, Backend, CachedAttentionDims, DropoutMask, Precision, Rng};
 
 /// `(batch, seq, heads, head_dim)`: all ones, seq 1, odd head counts and widths.
 const CASES: [(usize, usize, usize, usize); 6] =
@@ -32,8 +32,8 @@ pub async fn attention<B: Backend>(backend: &B, precision: Precision) {
         let len = dims.batch * dims.seq * dims.channels();
         let (q, k, v) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
         let (uq, uk, uv) = (backend.upload(&q), backend.upload(&k), backend.upload(&v));
-        let res = backend.attention(&uq, &uk, &uv, dims);
-        let (out, probs) = (read(backend, &res.out, "out").await, read(backend, &res.probs, "probs").await);
+        let res = backend.attention(&uq, &uk, &uv, dims, AttentionKeep::Probs);
+        let (out, probs) = (read(backend, &res.out, "out").await, read(backend, &res.saved, "probs").await);
         let (rout, rprobs) = reference::attention(&q, &k, &v, dims);
         let what = format!("attention {dims:?}");
         assert_inputs_unchanged(backend, &what, &[(&uq, &q, "q"), (&uk, &k, "k"), (&uv, &v, "v")]).await;
@@ -84,11 +84,11 @@ impl AttentionPath {
     ) -> (B::Storage, B::Storage) {
         match self {
             AttentionPath::Probs => {
-                let res = backend.attention(q, k, v, dims);
-                (res.out, res.probs)
+                let res = backend.attention(q, k, v, dims, AttentionKeep::Probs);
+                (res.out, res.saved)
             }
             AttentionPath::Saved => {
-                let res = backend.attention_for_training(q, k, v, dims);
+                let res = backend.attention(q, k, v, dims, AttentionKeep::Backward);
                 (res.out, res.saved)
             }
         }
@@ -117,8 +117,10 @@ pub async fn attention_for_training<B: Backend>(backend: &B, precision: Precisio
         let len = dims.batch * dims.seq * dims.channels();
         let (q, k, v) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
         let (uq, uk, uv) = (backend.upload(&q), backend.upload(&k), backend.upload(&v));
-        let fused = read(backend, &backend.attention_for_training(&uq, &uk, &uv, dims).out, "out").await;
-        let unfused = read(backend, &backend.attention(&uq, &uk, &uv, dims).out, "out").await;
+        let fused =
+            read(backend, &backend.attention(&uq, &uk, &uv, dims, AttentionKeep::Backward).out, "out").await;
+        let unfused =
+            read(backend, &backend.attention(&uq, &uk, &uv, dims, AttentionKeep::Probs).out, "out").await;
         let what = format!("attention_for_training {dims:?}");
         assert_inputs_unchanged(backend, &what, &[(&uq, &q, "q"), (&uk, &k, "k"), (&uv, &v, "v")]).await;
         let tol = tolerance(precision, dims);
@@ -156,8 +158,12 @@ pub(super) async fn attention_backward_case<B: Backend>(
     let udout = backend.upload(&dout);
     let saved = path.forward(backend, &uq, &uk, &uv, dims).1;
     let g = match path {
-        AttentionPath::Probs => backend.attention_backward(&udout, &uq, &uk, &uv, &saved, dims),
-        AttentionPath::Saved => backend.attention_backward_saved(&udout, &uq, &uk, &uv, &saved, dims),
+        AttentionPath::Probs => {
+            backend.attention_backward(&udout, &uq, &uk, &uv, &saved, dims, AttentionKeep::Probs)
+        }
+        AttentionPath::Saved => {
+            backend.attention_backward(&udout, &uq, &uk, &uv, &saved, dims, AttentionKeep::Backward)
+        }
     };
     let (dq, dk, dv) = (
         read(backend, &g.dq, "dq").await,
@@ -174,8 +180,8 @@ pub(super) async fn attention_backward_case<B: Backend>(
     tol.assert_close(&format!("{what} dv"), &dv, &rdv);
     if path == AttentionPath::Saved {
         // The fused pair against the backend's own unfused composition.
-        let probs = backend.attention(&uq, &uk, &uv, dims).probs;
-        let u = backend.attention_backward(&udout, &uq, &uk, &uv, &probs, dims);
+        let probs = backend.attention(&uq, &uk, &uv, dims, AttentionKeep::Probs).saved;
+        let u = backend.attention_backward(&udout, &uq, &uk, &uv, &probs, dims, AttentionKeep::Probs);
         for (name, got, unfused) in [("dq", &dq, u.dq), ("dk", &dk, u.dk), ("dv", &dv, u.dv)] {
             let unfused = read(backend, &unfused, name).await;
             tol.assert_close(&format!("{what} {name} vs attention_backward"), got, &widen(&unfused));

@@ -31,7 +31,7 @@ pub async fn cross_entropy<B: Backend>(backend: &B, _precision: Precision) {
         for shifted in [false, true] {
             let (x, t) = (logits(&mut rng, rows, vocab, shifted), ids(&mut rng, rows, vocab));
             let ux = backend.upload(&x);
-            let loss = backend.cross_entropy(&ux, &backend.upload_indices(&t), rows, vocab);
+            let loss = backend.cross_entropy(&ux, &backend.upload_indices(&t), rows, vocab, false).loss;
             let got = read_scalar(backend, &loss, "cross_entropy").await;
             let what = format!("cross_entropy [{rows}, {vocab}] shifted {shifted}");
             Tolerance::ACCUMULATED.assert_close(&what, &[got], &[layers::cross_entropy(&x, &t, vocab)]);
@@ -51,9 +51,12 @@ pub async fn cross_entropy_backward<B: Backend>(backend: &B, _precision: Precisi
             let (x, t) = (logits(&mut rng, rows, vocab, shifted), ids(&mut rng, rows, vocab));
             let ut = backend.upload_indices(&t);
             let ux = backend.upload(&x);
-            let dx =
-                read(backend, &backend.cross_entropy_backward(&ux, &ut, &udloss, rows, vocab), "dlogits")
-                    .await;
+            let dx = read(
+                backend,
+                &backend.cross_entropy_backward(&ux, &ut, None, &udloss, rows, vocab),
+                "dlogits",
+            )
+            .await;
             let what = format!("cross_entropy_backward [{rows}, {vocab}] shifted {shifted}");
             assert_inputs_unchanged(backend, &what, &[(&ux, &x, "logits"), (&udloss, &[dloss], "dloss")])
                 .await;
@@ -65,7 +68,7 @@ pub async fn cross_entropy_backward<B: Backend>(backend: &B, _precision: Precisi
             if !shifted {
                 // (At ±1000 an f32 step of 1e-2 is below the logits' resolution.)
                 check_gradient(&what, &x, &dx, &mut rng, async |x| {
-                    let loss = backend.cross_entropy(&backend.upload(x), &ut, rows, vocab);
+                    let loss = backend.cross_entropy(&backend.upload(x), &ut, rows, vocab, false).loss;
                     dloss as f64 * read_scalar(backend, &loss, "cross_entropy").await as f64
                 })
                 .await;
@@ -87,11 +90,10 @@ pub async fn cross_entropy_for_training<B: Backend>(backend: &B, _precision: Pre
             let (x, t) = (logits(&mut rng, rows, vocab, shifted), ids(&mut rng, rows, vocab));
             let (ux, ut) = (backend.upload(&x), backend.upload_indices(&t));
             let what = format!("cross_entropy_for_training [{rows}, {vocab}] shifted {shifted}");
-            let trained = backend.cross_entropy_for_training(&ux, &ut, rows, vocab);
+            let trained = backend.cross_entropy(&ux, &ut, rows, vocab, true);
             let loss = read_scalar(backend, &trained.loss, "cross_entropy_for_training").await;
             Tolerance::ACCUMULATED.assert_close(&what, &[loss], &[layers::cross_entropy(&x, &t, vocab)]);
-            let dx =
-                backend.cross_entropy_backward_saved(&ux, &ut, trained.saved.as_ref(), &udloss, rows, vocab);
+            let dx = backend.cross_entropy_backward(&ux, &ut, trained.saved.as_ref(), &udloss, rows, vocab);
             let dx = read(backend, &dx, "dlogits").await;
             let want = layers::cross_entropy_backward(&x, &t, dloss, vocab);
             Tolerance::ACCUMULATED.assert_close(&format!("{what}: dlogits"), &dx, &want);

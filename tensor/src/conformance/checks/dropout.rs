@@ -6,7 +6,7 @@ use super::attention::{attention_backward_case, AttentionPath};
 use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
 use crate::conformance::reference::attention as reference;
-use crate::{AttentionDims, Backend, DropoutMask, Precision, Rng};
+use crate::{AttentionDims, AttentionKeep, Backend, DropoutMask, Precision, Rng};
 
 /// Lengths around SIMD widths and workgroup sizes, and a multi-chunk size.
 const LENS: [usize; 4] = [1, 7, 257, 40_001];
@@ -35,7 +35,7 @@ pub async fn dropout<B: Backend>(backend: &B, _precision: Precision) {
         let x = nonzero(&mut rng, len);
         let ux = backend.upload(&x);
         for mask in masks() {
-            let got = read(backend, &backend.dropout(&ux, &mask, len), "dropout").await;
+            let got = read(backend, &backend.dropout(&ux, &mask, len, None), "dropout").await;
             let what = format!("dropout [{len}] {mask:?}");
             for (i, (&g, &v)) in got.iter().zip(&x).enumerate() {
                 // The rule's mask and one f32 multiply: exact, on every backend.
@@ -67,7 +67,7 @@ pub async fn dropout_add<B: Backend>(backend: &B, _precision: Precision) {
         let (r, x) = (normal(&mut rng, len, 1.0), nonzero(&mut rng, len));
         let (ur, ux) = (backend.upload(&r), backend.upload(&x));
         for mask in masks() {
-            let got = read(backend, &backend.dropout_add(&ur, &ux, &mask, len), "dropout_add").await;
+            let got = read(backend, &backend.dropout(&ux, &mask, len, Some(&ur)), "dropout_add").await;
             let what = format!("dropout_add [{len}] {mask:?}");
             for (i, ((&g, &r), &v)) in got.iter().zip(&r).zip(&x).enumerate() {
                 // Within two f32 roundings of the operands' size (a GPU may fuse the multiply
@@ -99,18 +99,19 @@ pub async fn dropout_backward<B: Backend>(backend: &B, _precision: Precision) {
         let (x, r, dout) =
             (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
         for mask in masks() {
-            let dx = read(backend, &backend.dropout(&backend.upload(&dout), &mask, len), "dropout").await;
+            let dx =
+                read(backend, &backend.dropout(&backend.upload(&dout), &mask, len, None), "dropout").await;
             let what = format!("dropout_backward [{len}] {mask:?}");
             check_gradient(&what, &x, &dx, &mut rng, async |x| {
                 weighted_sum(
-                    &read(backend, &backend.dropout(&backend.upload(x), &mask, len), "dropout").await,
+                    &read(backend, &backend.dropout(&backend.upload(x), &mask, len, None), "dropout").await,
                     &dout,
                 )
             })
             .await;
             let ur = backend.upload(&r);
             check_gradient(&format!("{what} through dropout_add"), &x, &dx, &mut rng, async |x| {
-                let out = backend.dropout_add(&ur, &backend.upload(x), &mask, len);
+                let out = backend.dropout(&backend.upload(x), &mask, len, Some(&ur));
                 weighted_sum(&read(backend, &out, "dropout_add").await, &dout)
             })
             .await;
@@ -135,12 +136,18 @@ pub async fn attention_dropout<B: Backend>(backend: &B, precision: Precision) {
             let len = dims.batch * dims.seq * dims.channels();
             let (q, k, v) =
                 (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
-            let res = backend.attention(&backend.upload(&q), &backend.upload(&k), &backend.upload(&v), dims);
+            let res = backend.attention(
+                &backend.upload(&q),
+                &backend.upload(&k),
+                &backend.upload(&v),
+                dims,
+                AttentionKeep::Probs,
+            );
             let (rout, rprobs) = reference::attention(&q, &k, &v, dims);
             let what = format!("attention with dropout {dims:?}");
             let tol = super::attention::tolerance(precision, dims);
             tol.assert_close(&format!("{what} out"), &read(backend, &res.out, "out").await, &rout);
-            tol.assert_close(&format!("{what} probs"), &read(backend, &res.probs, "probs").await, &rprobs);
+            tol.assert_close(&format!("{what} probs"), &read(backend, &res.saved, "probs").await, &rprobs);
         }
     }
 }

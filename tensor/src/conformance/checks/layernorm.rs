@@ -61,7 +61,7 @@ pub async fn layer_norm_backward<B: Backend>(backend: &B, _precision: Precision)
         let (ux, ug, ub) = (backend.upload(&x), backend.upload(&gamma), backend.upload(&beta));
         let saved = backend.layer_norm(&ux, &ug, &ub, rows, dim, EPS);
         let udout = backend.upload(&dout);
-        let g = backend.layer_norm_backward(&udout, &ux, &ug, &saved, rows, dim);
+        let g = backend.layer_norm_backward(&udout, &ux, &ug, &saved, rows, dim, None);
         let (dx, dgamma, dbeta) = (
             read(backend, &g.dx, "dx").await,
             read(backend, &g.dgamma, "dgamma").await,
@@ -109,8 +109,8 @@ pub async fn layer_norm_backward_onto<B: Backend>(backend: &B, _precision: Preci
         let (udout, uonto) = (backend.upload(&dout), backend.upload(&onto));
         let saved = backend.layer_norm(&ux, &ug, &ub, rows, dim, EPS);
         let what = format!("layer_norm_backward_onto [{rows}, {dim}]");
-        let fused = backend.layer_norm_backward_onto(&uonto, &udout, &ux, &ug, &saved, rows, dim);
-        let plain = backend.layer_norm_backward(&udout, &ux, &ug, &saved, rows, dim);
+        let fused = backend.layer_norm_backward(&udout, &ux, &ug, &saved, rows, dim, Some(&uonto));
+        let plain = backend.layer_norm_backward(&udout, &ux, &ug, &saved, rows, dim, None);
         let dx = read(backend, &fused.dx, "dx").await;
         let unfused = read(backend, &backend.add(&uonto, &plain.dx, rows * dim), "dx then add").await;
         assert_same_bits(&format!("{what} dx"), &dx, &unfused);

@@ -7,7 +7,7 @@ use crate::conformance::harness::{
 };
 use crate::conformance::reference::dense;
 use crate::conformance::Tolerance;
-use crate::{Backend, MatmulDims, Precision, Rng};
+use crate::{Backend, MatmulDims, MatmulFused, Precision, Rng};
 
 /// `(m, k, n)`: ones, sizes off multiples of 4 and 8, an exact 4x8 tile, a long k; then the
 /// few-row shapes of decoding one token (or two) at a time, with odd k and n and a k past
@@ -45,9 +45,11 @@ pub async fn matmul<B: Backend>(backend: &B, precision: Precision) {
                 (normal(&mut rng, m * k, 1.0), normal(&mut rng, k * n, 1.0), normal(&mut rng, n, 1.0));
             let (ua, ub, ubias) = (backend.upload(&a), backend.upload(&b), backend.upload(&bias));
             let tol = Tolerance::products(precision, k);
-            let got = read(backend, &backend.matmul(&ua, &ub, None, dims), "matmul").await;
+            let got = read(backend, &backend.matmul(&ua, &ub, dims, MatmulFused::none()).out, "matmul").await;
             tol.assert_close(&format!("matmul {dims:?}"), &got, &dense::matmul(&a, &b, None, dims));
-            let got = read(backend, &backend.matmul(&ua, &ub, Some(&ubias), dims), "matmul").await;
+            let got =
+                read(backend, &backend.matmul(&ua, &ub, dims, MatmulFused::bias(Some(&ubias))).out, "matmul")
+                    .await;
             let want = dense::matmul(&a, &b, Some(&bias), dims);
             tol.assert_close(&format!("matmul {dims:?} with bias"), &got, &want);
             assert_unchanged(backend, &ua, &a, "matmul a").await;
@@ -66,7 +68,10 @@ pub async fn matmul_sum_rows<B: Backend>(backend: &B, precision: Precision) {
             let dims = MatmulDims { m, k, n, trans_a: true, trans_b };
             let (a, b) = (normal(&mut rng, m * k, 1.0), normal(&mut rng, k * n, 1.0));
             let (ua, ub) = (backend.upload(&a), backend.upload(&b));
-            let (out, sums) = backend.matmul_sum_rows(&ua, &ub, dims);
+            let (out, sums) = {
+                let o = backend.matmul(&ua, &ub, dims, MatmulFused { sum_rows: true, ..MatmulFused::none() });
+                (o.out, o.sums.unwrap())
+            };
             let what = format!("matmul_sum_rows {dims:?}");
             let got = read(backend, &out, "matmul_sum_rows out").await;
             Tolerance::products(precision, k).assert_close(&what, &got, &dense::matmul(&a, &b, None, dims));
@@ -98,12 +103,23 @@ pub async fn matmul_onto<B: Backend>(backend: &B, precision: Precision) {
                 let (ua, ub, uonto) = (backend.upload(&a), backend.upload(&b), backend.upload(&onto));
                 let ubias = bias.as_deref().map(|bias| backend.upload(bias));
                 let what = format!("matmul_onto {dims:?}, bias {with_bias}");
-                let fused = backend.matmul_onto(&uonto, &ua, &ub, ubias.as_ref(), dims);
+                let fused = backend
+                    .matmul(
+                        &ua,
+                        &ub,
+                        dims,
+                        MatmulFused { onto: Some(&uonto), ..MatmulFused::bias(ubias.as_ref()) },
+                    )
+                    .out;
                 let got = read(backend, &fused, &what).await;
                 let product = dense::matmul(&a, &b, bias.as_deref(), dims);
                 let want: Vec<f64> = onto.iter().zip(&product).map(|(&o, p)| o as f64 + p).collect();
                 Tolerance::products(precision, k).assert_close(&what, &got, &want);
-                let unfused = backend.add(&uonto, &backend.matmul(&ua, &ub, ubias.as_ref(), dims), m * n);
+                let unfused = backend.add(
+                    &uonto,
+                    &backend.matmul(&ua, &ub, dims, MatmulFused::bias(ubias.as_ref())).out,
+                    m * n,
+                );
                 assert_same_bits(&what, &got, &read(backend, &unfused, "matmul then add").await);
                 let inputs = [(&uonto, &onto[..], "onto"), (&ua, &a[..], "a"), (&ub, &b[..], "b")];
                 assert_inputs_unchanged(backend, &what, &inputs).await;
@@ -129,15 +145,43 @@ fn grads<B: Backend>(
     let MatmulDims { m, k, n, trans_a, trans_b } = d;
     // d op(A) = dC · op(B)ᵀ; stored transposed when trans_a.
     let da = if trans_a {
-        backend.matmul(b, w, None, MatmulDims { m: k, k: n, n: m, trans_a: trans_b, trans_b: true })
+        backend
+            .matmul(
+                b,
+                w,
+                MatmulDims { m: k, k: n, n: m, trans_a: trans_b, trans_b: true },
+                MatmulFused::none(),
+            )
+            .out
     } else {
-        backend.matmul(w, b, None, MatmulDims { m, k: n, n: k, trans_a: false, trans_b: !trans_b })
+        backend
+            .matmul(
+                w,
+                b,
+                MatmulDims { m, k: n, n: k, trans_a: false, trans_b: !trans_b },
+                MatmulFused::none(),
+            )
+            .out
     };
     // d op(B) = op(A)ᵀ · dC; stored transposed when trans_b.
     let db = if trans_b {
-        backend.matmul(w, a, None, MatmulDims { m: n, k: m, n: k, trans_a: true, trans_b: trans_a })
+        backend
+            .matmul(
+                w,
+                a,
+                MatmulDims { m: n, k: m, n: k, trans_a: true, trans_b: trans_a },
+                MatmulFused::none(),
+            )
+            .out
     } else {
-        backend.matmul(a, w, None, MatmulDims { m: k, k: m, n, trans_a: !trans_a, trans_b: false })
+        backend
+            .matmul(
+                a,
+                w,
+                MatmulDims { m: k, k: m, n, trans_a: !trans_a, trans_b: false },
+                MatmulFused::none(),
+            )
+            .out
     };
     MatmulGrads { da, db, dbias: backend.sum_rows(w, m, n) }
 }
@@ -178,7 +222,11 @@ pub async fn matmul_backward<B: Backend>(backend: &B, precision: Precision) {
             }
 
             let loss = async |a: &B::Storage, b: &B::Storage, bias: &B::Storage| {
-                weighted_sum(&read(backend, &backend.matmul(a, b, Some(bias), dims), "matmul").await, &w)
+                weighted_sum(
+                    &read(backend, &backend.matmul(a, b, dims, MatmulFused::bias(Some(bias))).out, "matmul")
+                        .await,
+                    &w,
+                )
             };
             check_gradient(&format!("{what} dA"), &a, &da, &mut rng, async |x| {
                 loss(&backend.upload(x), &ub, &ubias).await

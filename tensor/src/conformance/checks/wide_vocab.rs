@@ -9,7 +9,7 @@
 use crate::conformance::harness::{ids, normal, read, read_scalar};
 use crate::conformance::reference::{dense, layers};
 use crate::conformance::Tolerance;
-use crate::{Backend, MatmulDims, Precision, Rng};
+use crate::{Backend, MatmulDims, MatmulFused, Precision, Rng};
 
 /// GPT-2's vocabulary.
 pub const GPT2_VOCAB: usize = 50_257;
@@ -27,7 +27,9 @@ pub async fn wide_vocab_head<B: Backend>(backend: &B, precision: Precision) {
     Tolerance::POINTWISE.assert_close("embedding [50257, 64]", &h, &dense::embedding(&table, &idx, c));
 
     let dims = MatmulDims { m: rows, k: c, n: v, trans_a: false, trans_b: true };
-    let logits = read(backend, &backend.matmul(&backend.upload(&h), &utable, None, dims), "logits").await;
+    let logits =
+        read(backend, &backend.matmul(&backend.upload(&h), &utable, dims, MatmulFused::none()).out, "logits")
+            .await;
     let want = dense::matmul(&h, &table, None, dims);
     Tolerance::products(precision, c).assert_close(&format!("head matmul {dims:?}"), &logits, &want);
 
@@ -35,18 +37,19 @@ pub async fn wide_vocab_head<B: Backend>(backend: &B, precision: Precision) {
     let x: Vec<f32> = want.iter().map(|&w| w as f32).collect();
     let t = ids(&mut rng, rows, v);
     let (ux, ut) = (backend.upload(&x), backend.upload_indices(&t));
-    let loss = read_scalar(backend, &backend.cross_entropy(&ux, &ut, rows, v), "cross_entropy").await;
+    let loss =
+        read_scalar(backend, &backend.cross_entropy(&ux, &ut, rows, v, false).loss, "cross_entropy").await;
     Tolerance::ACCUMULATED.assert_close(
         "cross_entropy [3, 50257]",
         &[loss],
         &[layers::cross_entropy(&x, &t, v)],
     );
     let dloss = 0.7f32;
-    let dx = backend.cross_entropy_backward(&ux, &ut, &backend.upload(&[dloss]), rows, v);
+    let dx = backend.cross_entropy_backward(&ux, &ut, None, &backend.upload(&[dloss]), rows, v);
     let dx = read(backend, &dx, "dlogits").await;
     let want = layers::cross_entropy_backward(&x, &t, dloss, v);
     Tolerance::ACCUMULATED.assert_close("cross_entropy_backward [3, 50257]", &dx, &want);
-    let trained = backend.cross_entropy_for_training(&ux, &ut, rows, v);
+    let trained = backend.cross_entropy(&ux, &ut, rows, v, true);
     let loss = read_scalar(backend, &trained.loss, "cross_entropy_for_training").await;
     Tolerance::ACCUMULATED.assert_close(
         "cross_entropy_for_training [3, 50257]",

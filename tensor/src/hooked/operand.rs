@@ -1,16 +1,21 @@
 //! One buffer an op reads or writes, with the part of it that matters and its rule.
 
-use crate::rule::Rule;
+use crate::hooked::Rule;
 
 /// `buffer[offset .. offset + len]` as an op's input or output, named as the trait names
 /// the argument (`"a"`, `"probs"`, …). `len: None` means the whole buffer (an embedding
-/// table, whose row count the op is not told).
+/// table, whose row count the op is not told; a backend's opaque saved state).
 #[derive(Clone, Debug)]
 pub struct Operand<S> {
+    /// The argument's or output's name in the trait.
     pub name: &'static str,
+    /// A handle to the buffer (a clone: handles share their buffer).
     pub buffer: S,
+    /// First value that matters.
     pub offset: usize,
+    /// Values that matter from `offset`; `None`: all of the buffer.
     pub len: Option<usize>,
+    /// What those values must satisfy.
     pub rule: Rule,
 }
 
@@ -30,7 +35,7 @@ impl<S: Clone> Operand<S> {
         Operand { name, buffer: buffer.clone(), offset: 0, len: None, rule: Rule::Finite }
     }
 
-    /// `buffer[offset .. offset + len]`, any values (only its length is checked).
+    /// `buffer[offset .. offset + len]`, any values (only its length matters).
     pub fn range(name: &'static str, buffer: &S, offset: usize, len: usize) -> Self {
         Operand { name, buffer: buffer.clone(), offset, len: Some(len), rule: Rule::Any }
     }
