@@ -209,7 +209,7 @@ pub struct LoraLogitsArgs {
     /// Token ids instead of a text, comma-separated (`5,17,300`).
     #[arg(long, value_delimiter = ',')]
     pub ids: Option<Vec<u32>>,
-    /// The .safetensors file to write: `ids` (I64 [T]) and `logits` (F32 [T, vocab]).
+    /// The .safetensors file to write: `ids` (I64 `[T]`) and `logits` (F32 `[T, vocab]`).
     #[arg(long)]
     pub out: PathBuf,
     #[command(flatten)]
