@@ -11,11 +11,7 @@ use common::{ok, s, scratch, stderr, steps_of, tinygpt};
 
 #[test]
 fn lora_train_honours_early_stop_patience_and_checkpoint_interval() {
-    let dir = scratch("honours");
-    let base = dir.join("base");
-    ok(&["train", "--preset", "tiny", "--steps", "2", "--threads", "1", "--out", s(&base)]);
-    let data = dir.join("code.txt");
-    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
+    let (base, data) = tiny_base_and_code(&scratch("honours"));
     let adapter = base.join("adapters").join("code");
     let common = ["--base", s(&base), "--data", s(&data), "--threads", "1", "--out", s(&adapter)];
     // One step, saved: an adapter at step 1 whose config we then change as a page would
@@ -63,11 +59,7 @@ fn base_file(run: &std::path::Path, name: &str) -> std::path::PathBuf {
 
 #[test]
 fn lora_train_takes_early_stop_patience_and_checkpoint_interval_as_flags() {
-    let dir = scratch("flags");
-    let base = dir.join("base");
-    ok(&["train", "--preset", "tiny", "--steps", "2", "--threads", "1", "--out", s(&base)]);
-    let data = dir.join("code.txt");
-    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
+    let (base, data) = tiny_base_and_code(&scratch("flags"));
     let adapter = base.join("adapters").join("code");
     // A learning rate this small leaves the adapter as it is, so no evaluation improves on
     // the first (at step 2): patience 2 ends the run at the evaluation of step 6.
@@ -103,11 +95,7 @@ fn lora_train_takes_early_stop_patience_and_checkpoint_interval_as_flags() {
 
 #[test]
 fn lora_train_compare_full_fine_tunes_the_whole_base_on_the_same_steps() {
-    let dir = scratch("compare_full");
-    let base = dir.join("base");
-    ok(&["train", "--preset", "tiny", "--steps", "2", "--threads", "1", "--out", s(&base)]);
-    let data = dir.join("code.txt");
-    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
+    let (base, data) = tiny_base_and_code(&scratch("compare_full"));
     let adapter = base.join("adapters").join("code");
     let out = ok(&[
         "lora",
@@ -154,4 +142,13 @@ fn lora_train_compare_full_fine_tunes_the_whole_base_on_the_same_steps() {
     ]);
     let line: serde_json::Value = serde_json::from_slice(&without.stdout).unwrap();
     assert!(line["full_val_loss"].is_null());
+}
+
+/// A `tiny` base trained 2 steps in `dir`, and a Rust-like text to adapt it to.
+fn tiny_base_and_code(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let base = dir.join("base");
+    ok(&["train", "--preset", "tiny", "--steps", "2", "--threads", "1", "--out", s(&base)]);
+    let data = dir.join("code.txt");
+    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
+    (base, data)
 }

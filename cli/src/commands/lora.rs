@@ -134,7 +134,6 @@ impl WithBackend for TrainAdapter {
         let model =
             Gpt::new(model_config.clone(), Params::from_flat(&backend, &model_config, &base.ckpt.weights)?)?;
         let fresh = resume.is_none();
-        let dataset_copy = args.compare_full.then(|| dataset.clone());
         let trainer = match resume {
             Some(ckpt) => {
                 let (trained, state) = ResumeState::from_adapter_checkpoint(model, ckpt, &training)?;
@@ -205,7 +204,8 @@ impl WithBackend for TrainAdapter {
         let trainer = run.into_trainer();
         let full = if args.compare_full {
             let steps = trainer.progress().step;
-            Some(full_fine_tune(&backend, &base, trainer.config(), steps, args.full_lr, &dataset_copy)?)
+            let dataset = trainer.dataset().clone();
+            Some(full_fine_tune(&backend, &base, trainer.config(), steps, args.full_lr, dataset)?)
         } else {
             None
         };
@@ -259,9 +259,8 @@ fn full_fine_tune<B: Backend>(
     config: &TrainingConfig,
     steps: usize,
     lr: Option<f64>,
-    dataset: &Option<Dataset>,
+    dataset: Dataset,
 ) -> Result<FullFineTune, CliError> {
-    let dataset = dataset.clone().expect("kept for --compare-full");
     let learning_rate = lr.map_or(config.learning_rate, |lr| lr as f32);
     let min_lr = if lr.is_some() { tinygpt_optim::min_lr_for(learning_rate) } else { config.min_lr };
     let config = TrainingConfig { max_steps: steps, learning_rate, min_lr, ..config.clone() };
