@@ -6,6 +6,8 @@
 //! cargo run --release -p tinygpt-kernels-wgsl --example step_profile -- --config configs/nanogpt-shakespeare-char.json
 //! ```
 //!
+//! `--precision f32|mixed` picks the backend's precision (default f32).
+//!
 //! `--config FILE` profiles the model and batch of a `tinygpt train --config` file (dropout
 //! included) instead of presets; it is named by its `model_name`.
 //!
@@ -26,7 +28,7 @@ use std::time::Instant;
 use tinygpt_kernels_wgsl::{KernelTime, WgpuBackend};
 use tinygpt_model::{Dataset, ModelConfig, Preset};
 use tinygpt_optim::{Overrides, Recipe, TrainedSet, Trainer, TrainingConfig};
-use tinygpt_tensor::block_on;
+use tinygpt_tensor::{block_on, Precision};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
 const WARMUP_STEPS: usize = 2;
@@ -36,10 +38,17 @@ struct Options {
     config: Option<String>,
     steps: usize,
     top: usize,
+    precision: Precision,
 }
 
 fn options() -> Result<Options, String> {
-    let mut o = Options { presets: vec!["large".into()], config: None, steps: 10, top: 25 };
+    let mut o = Options {
+        presets: vec!["large".into()],
+        config: None,
+        steps: 10,
+        top: 25,
+        precision: Precision::F32,
+    };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
         let [name, value] = pair else { return Err(format!("{} needs a value", pair[0])) };
@@ -49,7 +58,12 @@ fn options() -> Result<Options, String> {
             "--steps" => o.steps = number()?.max(1),
             "--top" => o.top = number()?,
             "--config" => o.config = Some(value.clone()),
-            _ => return Err(format!("unknown option {name} (--presets, --config, --steps, --top)")),
+            "--precision" => o.precision = value.parse().map_err(|e| format!("{name}: {e}"))?,
+            _ => {
+                return Err(format!(
+                    "unknown option {name} (--presets, --config, --steps, --top, --precision)"
+                ))
+            }
         }
     }
     Ok(o)
@@ -57,7 +71,7 @@ fn options() -> Result<Options, String> {
 
 fn main() -> Result<(), String> {
     let o = options()?;
-    let backend = WgpuBackend::new_profiled().map_err(|e| e.to_string())?;
+    let backend = WgpuBackend::new_profiled(o.precision).map_err(|e| e.to_string())?;
     let runs = match &o.config {
         Some(path) => vec![config_file(path)?],
         None => o.presets.iter().map(|name| preset_run(name)).collect::<Result<_, _>>()?,

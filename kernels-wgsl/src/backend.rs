@@ -144,12 +144,12 @@ impl WgpuBackend {
         Self::open(false, precision).await
     }
 
-    /// [`WgpuBackend::new`] on a device that can time every dispatch (see
+    /// [`WgpuBackend::new_with_precision`] on a device that can time every dispatch (see
     /// [`WgpuBackend::set_profiling`]); an error when the adapter has no timestamp queries
     /// inside compute passes.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn new_profiled() -> Result<Self, WgpuBackendError> {
-        tinygpt_tensor::block_on(Self::open(true, Precision::F32))
+    pub fn new_profiled(precision: Precision) -> Result<Self, WgpuBackendError> {
+        tinygpt_tensor::block_on(Self::open(true, precision))
     }
 
     async fn open(profiled: bool, precision: Precision) -> Result<Self, WgpuBackendError> {
