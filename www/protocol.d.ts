@@ -102,6 +102,8 @@ export type InMessage = {
   id?: string,
   bytes?: Uint8Array,
   name?: string,
+  url?: string,
+  files?: HfFiles,
 } | {
   "type": "trainAdapter",
   name: string,
@@ -132,7 +134,18 @@ export type DatasetInput = {
 /**
  * Where `loadBase` takes the base from.
  */
-export type BaseSource = "builtin" | "checkpoint" | "upload";
+export type BaseSource = "builtin" | "checkpoint" | "upload" | "url" | "files";
+
+/**
+ * A Hugging Face GPT-2 folder's four files (`loadBase {source: "files"}`): the tokenizer
+ * comes with the weights, so a base of another vocabulary reads and writes its own tokens.
+ */
+export type HfFiles = {
+  configJson: Uint8Array,
+  modelSafetensors: Uint8Array,
+  vocabJson: Uint8Array,
+  mergesTxt: Uint8Array,
+};
 
 /**
  * Which backend the page asks for. `auto`: WebGPU when an adapter exists and the
@@ -173,6 +186,7 @@ export type DeletedMessage = Extract<OutMessage, { "type": "deleted" }>;
 export type ExportedMessage = Extract<OutMessage, { "type": "exported" }>;
 export type DoneMessage = Extract<OutMessage, { "type": "done" }>;
 export type BaseLoadedMessage = Extract<OutMessage, { "type": "baseLoaded" }>;
+export type BaseDownloadMessage = Extract<OutMessage, { "type": "baseDownload" }>;
 export type AdapterSavedMessage = Extract<OutMessage, { "type": "adapterSaved" }>;
 export type AdaptersMessage = Extract<OutMessage, { "type": "adapters" }>;
 export type AdapterLoadedMessage = Extract<OutMessage, { "type": "adapterLoaded" }>;
@@ -226,6 +240,12 @@ export type OutMessage = {
 } | {
   "type": "baseLoaded",
   base: BaseInfo,
+} | {
+  "type": "baseDownload",
+  file: string,
+  bytesDone: number,
+  bytesTotal?: number,
+  cached: boolean,
 } | {
   "type": "adapterSaved",
   name: string,
@@ -556,6 +576,7 @@ export type ErrorCode =
   | "noBase"
   | "baseMismatch"
   | "adapterNotFound"
+  | "downloadFailed"
   | "internal";
 
 // ---- the checkpoint files (snake_case, as in the files) ---------------------

@@ -7,6 +7,7 @@ use tinygpt_ckpt::{
     base_weights_sha256, import_safetensors, AdapterCheckpoint, AdapterShelf, BaseRef, BlobStore, Checkpoint,
     CkptError, LoadOptions, BUILTIN_BASE_NAME,
 };
+use tinygpt_model::Tokenizer;
 
 use crate::checkpoints::ckpt_error;
 use crate::error::WorkerError;
@@ -17,22 +18,48 @@ use crate::protocol::{AdapterInfo, BaseInfo, BaseSource, ErrorCode, StoreKind};
 /// build-web`); worker.js fetches it for `loadBase {source: "builtin"}`.
 pub const BUILTIN_BASE_FILE: &str = "assets/base-medium-shakespeare.safetensors";
 
-/// A base on the host: its checkpoint (moments dropped) and what adapters call it.
+/// A base on the host: its checkpoint (moments dropped), what adapters call it, and the
+/// tokenizer its vocabulary is (adapter text is encoded, and samples decoded, with it).
 #[derive(Clone, Debug)]
 pub struct BaseModel {
     pub name: String,
     pub source: BaseSource,
     pub weights_sha256: String,
     pub ckpt: Checkpoint,
+    pub tokenizer: Tokenizer,
 }
 
 impl BaseModel {
     /// A base from a checkpoint (a saved run or an import), refused when the worker's wasm32
-    /// memory could not train adapters on it.
+    /// memory could not train adapters on it. Its tokenizer is bytes: one of another
+    /// tokenizer needs [`BaseModel::with_tokenizer`] (a GPT-2 folder brings its files).
     pub fn new(name: String, source: BaseSource, ckpt: Checkpoint) -> Result<Self, WorkerError> {
         check_fits_wasm32(&ckpt.model_config, ckpt.training_config.batch_size)?;
         let ckpt = Checkpoint { adam_m: Vec::new(), adam_v: Vec::new(), ..ckpt };
-        Ok(BaseModel { name, source, weights_sha256: base_weights_sha256(&ckpt.weights), ckpt })
+        let weights_sha256 = base_weights_sha256(&ckpt.weights);
+        Ok(BaseModel { name, source, weights_sha256, ckpt, tokenizer: Tokenizer::Byte })
+    }
+
+    /// The same base read with `tokenizer`.
+    pub fn with_tokenizer(self, tokenizer: Tokenizer) -> Self {
+        BaseModel { tokenizer, ..self }
+    }
+
+    /// Refuses a base whose tokenizer is not the one its model was made with (a checkpoint
+    /// of a BPE model without its tokenizer files), before text is read with the wrong one.
+    pub fn check_tokenizer(&self) -> Result<(), WorkerError> {
+        let (model, ours) = (&self.ckpt.model_config.tokenizer, self.tokenizer.name());
+        if model == ours && self.tokenizer.vocab_size() <= self.ckpt.model_config.vocab_size {
+            return Ok(());
+        }
+        Err(WorkerError::new(
+            ErrorCode::BadCheckpoint,
+            format!(
+                "Base {} reads text with the tokenizer {model}, whose files the page does not have here. Load \
+                 its Hugging Face folder (a URL or the four files) instead.",
+                self.name
+            ),
+        ))
     }
 
     /// A base from a `.safetensors` file (`tinygpt export`, weights only or not).

@@ -14,11 +14,14 @@
 
 pub mod abandon;
 pub mod adapters;
+pub mod base_cache;
 pub mod checkpoints;
 pub mod clock;
 pub mod engine;
 pub mod error;
+pub mod fetch;
 pub mod fits;
+pub mod hf_base;
 pub mod incoming;
 pub mod interrupt;
 pub mod locks;

@@ -101,7 +101,10 @@ pub enum InMessage {
     /// LoRA: makes a frozen base the one adapters train on and sample with: `baseLoaded`,
     /// then `adapters`. `builtin`: the bundled pretrained base (worker.js fetches its file
     /// into `bytes`); `checkpoint`: saved run `id` of the checkpoint store; `upload`: a
-    /// `.safetensors` checkpoint in `bytes` (weights only or full), called `name`.
+    /// `.safetensors` checkpoint in `bytes` (weights only or full), called `name`; `url`: a
+    /// Hugging Face GPT-2 folder at `url` (its four files fetched with `baseDownload`
+    /// progress, kept in browser storage so the next load reads them there); `files`: the
+    /// same four files as the user picked them.
     LoadBase {
         source: BaseSource,
         #[serde(default)]
@@ -111,6 +114,10 @@ pub enum InMessage {
         bytes: Option<Vec<u8>>,
         #[serde(default)]
         name: Option<String>,
+        #[serde(default)]
+        url: Option<String>,
+        #[serde(default)]
+        files: Option<HfFiles>,
     },
     /// LoRA: trains a fresh adapter called `name` on the loaded base (frozen) over
     /// `dataset`, replacing the current run: `preset` (`qv-r4`, `qvo-r8`), or `rank`,
@@ -152,6 +159,30 @@ pub enum BaseSource {
     Builtin,
     Checkpoint,
     Upload,
+    /// A Hugging Face GPT-2 folder fetched from a URL (and cached).
+    Url,
+    /// A Hugging Face GPT-2 folder's files, picked by the user.
+    Files,
+}
+
+/// A Hugging Face GPT-2 folder's four files (`loadBase {source: "files"}`): the tokenizer
+/// comes with the weights, so a base of another vocabulary reads and writes its own tokens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct HfFiles {
+    #[serde(with = "serde_bytes")]
+    #[cfg_attr(test, ts(type = "Uint8Array"))]
+    pub config_json: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    #[cfg_attr(test, ts(type = "Uint8Array"))]
+    pub model_safetensors: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    #[cfg_attr(test, ts(type = "Uint8Array"))]
+    pub vocab_json: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    #[cfg_attr(test, ts(type = "Uint8Array"))]
+    pub merges_txt: Vec<u8>,
 }
 
 /// A text to train on: a display name and its raw bytes (the byte-v1 tokens).
@@ -299,6 +330,17 @@ pub enum OutMessage {
     /// LoRA: the base adapters now train on and sample with.
     BaseLoaded {
         base: BaseInfo,
+    },
+    /// LoRA: how far `loadBase {source: "url"}` is with one of the folder's files: sent as
+    /// each file starts, about every MiB, and when it is complete. `cached`: read from
+    /// browser storage, not downloaded. `bytesTotal` is absent when the server did not say.
+    BaseDownload {
+        file: String,
+        bytes_done: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(test, ts(optional))]
+        bytes_total: Option<u64>,
+        cached: bool,
     },
     /// LoRA: an adapter run was saved (periodically, at `stop`, at the end, or by `save`).
     AdapterSaved {
@@ -611,5 +653,8 @@ pub enum ErrorCode {
     BaseMismatch,
     /// LoRA: no adapter of that name is stored, or `sample {adapter: true}` without one.
     AdapterNotFound,
+    /// LoRA: a base's file could not be fetched (an HTTP error such as 404, a network
+    /// error, or a download cut short).
+    DownloadFailed,
     Internal,
 }

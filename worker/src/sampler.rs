@@ -1,9 +1,11 @@
 //! Text generation for the worker: a [`Generation`] (the token-at-a-time sampler that
 //! `Gpt::generate` runs too, so both give the same tokens) plus what only the worker needs:
 //! the text streamed in whole UTF-8 characters, and when sampling began, for tokens per second.
+//! Tokens are the model's (bytes, or a BPE base's ids, whose bytes are streamed in turn), so
+//! a character split across tokens still arrives whole.
 
 use tinygpt_model::tokenizer::Utf8Stream;
-use tinygpt_model::{Generation, Gpt, SampleConfig};
+use tinygpt_model::{Generation, Gpt, SampleConfig, Tokenizer};
 use tinygpt_tensor::{Backend, TensorError};
 
 use crate::protocol::OutMessage;
@@ -18,9 +20,9 @@ pub struct Sampler<B: Backend> {
 }
 
 impl<B: Backend> Sampler<B> {
-    pub fn new(prompt: &[u8], config: SampleConfig, started_ms: f64) -> Self {
+    pub fn new(prompt: &[u8], tokenizer: &Tokenizer, config: SampleConfig, started_ms: f64) -> Self {
         Sampler {
-            generation: Generation::new(prompt, config),
+            generation: Generation::with_tokenizer(prompt, tokenizer, config),
             stream: Utf8Stream::new(),
             text: String::new(),
             started_ms,
@@ -33,7 +35,7 @@ impl<B: Backend> Sampler<B> {
 
     /// Tokens sampled so far.
     pub fn produced(&self) -> usize {
-        self.generation.generated().len()
+        self.generation.generated_ids().len()
     }
 
     /// All text generated so far (prompt excluded).
@@ -55,8 +57,12 @@ impl<B: Backend> Sampler<B> {
     /// Samples one token; returns the text it completes (empty inside a multi-byte character,
     /// and the pending rest once the last token is in). Awaits the logits' readback.
     pub async fn advance(&mut self, model: &Gpt<B>) -> Result<String, TensorError> {
-        let token = self.generation.next_token(model).await?;
-        let mut piece = self.stream.push(token);
+        let before = self.generation.generated().len();
+        self.generation.next_token_id(model).await?;
+        let mut piece = String::new();
+        for &byte in &self.generation.generated()[before..] {
+            piece.push_str(&self.stream.push(byte));
+        }
         if self.is_done() {
             piece.push_str(&self.stream.finish());
         }

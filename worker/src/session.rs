@@ -28,7 +28,7 @@ use std::rc::Rc;
 
 use serde_json::{Map, Value};
 use tinygpt_ckpt::{AdapterCheckpoint, BaseRef};
-use tinygpt_model::{Dataset, Gpt, ModelConfig, SampleConfig};
+use tinygpt_model::{Dataset, Gpt, ModelConfig, SampleConfig, Tokenizer};
 use tinygpt_optim::{Overrides, Recipe, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend, Precision};
 
@@ -94,10 +94,12 @@ pub struct TickOutcome {
 }
 
 /// What an adapter run saves under, and on which base.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct AdapterRunInfo {
     pub name: String,
     pub base: BaseRef,
+    /// The base's tokenizer, which the run's samples decode with.
+    pub tokenizer: Tokenizer,
 }
 
 /// The model a sample runs on (chosen as it starts; see [`Session::sample`]).
@@ -362,9 +364,10 @@ impl<B: Backend> Session<B> {
             ));
         }
         let model = self.sample_model_for(request.adapter)?;
+        let tokenizer = self.tokenizer_of(&model);
         let cancelled = self.cancel_sample(now_ms);
         self.sample_model = model;
-        self.sampler = Some(Sampler::new(request.prompt.as_bytes(), config, now_ms));
+        self.sampler = Some(Sampler::new(request.prompt.as_bytes(), &tokenizer, config, now_ms));
         Ok(cancelled.into_iter().collect())
     }
 

@@ -52,6 +52,16 @@ fn in_samples() -> Vec<InMessage> {
             id: Some("gen-000001".into()),
             bytes: Some(vec![1, 2]),
             name: Some("my base".into()),
+            url: None,
+            files: None,
+        },
+        InMessage::LoadBase {
+            source: BaseSource::Url,
+            id: None,
+            bytes: None,
+            name: None,
+            url: Some("https://example.org/gpt2/".into()),
+            files: None,
         },
         InMessage::TrainAdapter {
             name: "code".into(),
@@ -200,6 +210,12 @@ fn out_samples() -> Vec<OutMessage> {
                 weights_sha256: "ab".into(),
             },
         },
+        OutMessage::BaseDownload {
+            file: "model.safetensors".into(),
+            bytes_done: 1024,
+            bytes_total: Some(4096),
+            cached: false,
+        },
         OutMessage::AdapterSaved { name: "code".into(), id: "gen-000001".into(), step: 2, bytes: 32768 },
         OutMessage::Adapters {
             items: vec![AdapterInfo {
@@ -229,6 +245,7 @@ fn out_samples() -> Vec<OutMessage> {
             | OutMessage::Exported { .. }
             | OutMessage::Done { .. }
             | OutMessage::BaseLoaded { .. }
+            | OutMessage::BaseDownload { .. }
             | OutMessage::AdapterSaved { .. }
             | OutMessage::Adapters { .. }
             | OutMessage::AdapterLoaded { .. }

@@ -108,6 +108,7 @@ impl Tab {
             storage: stores.clone(),
             locks: browser.clone(),
             abandon: Rc::new(Abandon::never()),
+            fetch: Box::new(tinygpt_worker::fetch::NoFetch),
         };
         let env = Environment { cpu: EngineKind::Wasm, threads: None, browser: BrowserFacts::default() };
         Tab { router: Router::new(platform, env), posted }

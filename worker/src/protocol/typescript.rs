@@ -154,6 +154,7 @@ fn sections(cfg: &Config) -> Vec<(&'static str, Vec<Decl>)> {
             vec![
                 decl::<DatasetInput>(cfg),
                 decl::<BaseSource>(cfg),
+                decl::<HfFiles>(cfg),
                 decl::<BackendChoice>(cfg),
                 decl::<StoreChoice>(cfg),
             ],

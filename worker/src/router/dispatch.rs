@@ -8,7 +8,7 @@ use super::{Router, Storage};
 use crate::adapters::BaseModel;
 use crate::error::WorkerError;
 use crate::locks::{adapter_lock_name, run_lock_name, LockManager};
-use crate::protocol::{BaseSource, ErrorCode, InMessage, OutMessage};
+use crate::protocol::{BaseSource, ErrorCode, HfFiles, InMessage, OutMessage};
 use crate::session::{resolve_configs, AdapterRequest, SampleRequest, TrainRequest};
 
 impl<S: Storage, L: LockManager> Router<S, L> {
@@ -77,8 +77,9 @@ impl<S: Storage, L: LockManager> Router<S, L> {
                 self.post(&OutMessage::CheckpointSaved { id, step, bytes });
                 self.post_list().await
             }
-            InMessage::LoadBase { source, id, bytes, name } => {
-                let base = self.base_model(source, id, bytes, name).await?;
+            InMessage::LoadBase { source, id, bytes, name, url, files } => {
+                let base = self.base_model(BaseRequest { source, id, bytes, name, url, files }).await?;
+                base.check_tokenizer()?;
                 let out = self.session()?.load_base(Rc::new(base));
                 out.iter().for_each(|m| self.post(m));
                 self.post_adapters().await
@@ -107,20 +108,26 @@ impl<S: Storage, L: LockManager> Router<S, L> {
         }
     }
 
-    /// The base a `loadBase` names: the bundled one or an upload (from its bytes), or a
-    /// saved run of the checkpoint store.
-    async fn base_model(
-        &self,
-        source: BaseSource,
-        id: Option<String>,
-        bytes: Option<Vec<u8>>,
-        name: Option<String>,
-    ) -> Result<BaseModel, WorkerError> {
+    /// The base a `loadBase` names: the bundled one or an upload (from its bytes), a saved
+    /// run of the checkpoint store, or a GPT-2 folder (by URL, or its files).
+    async fn base_model(&self, request: BaseRequest) -> Result<BaseModel, WorkerError> {
+        let BaseRequest { source, id, bytes, name, url, files } = request;
         match source {
             BaseSource::Builtin => BaseModel::builtin(&require_bytes(bytes, "the bundled base's file")?),
             BaseSource::Upload => {
                 let name = name.unwrap_or_else(|| "uploaded base".into());
                 BaseModel::from_safetensors(name, source, &require_bytes(bytes, "the uploaded file")?)
+            }
+            BaseSource::Url => self.hf_base_from_url(url.as_deref().unwrap_or(""), name).await,
+            BaseSource::Files => {
+                let files = files.ok_or_else(|| {
+                    WorkerError::new(
+                        ErrorCode::BadMessage,
+                        "A \"loadBase\" of picked files needs its \"files\": the bytes of config.json, \
+                         model.safetensors, vocab.json and merges.txt.",
+                    )
+                })?;
+                BaseModel::from_hf(name.unwrap_or_else(|| "picked GPT-2 files".into()), source, &files)
             }
             BaseSource::Checkpoint => {
                 let id = id.ok_or_else(|| {
@@ -139,6 +146,16 @@ impl<S: Storage, L: LockManager> Router<S, L> {
             }
         }
     }
+}
+
+/// A `loadBase`'s fields.
+struct BaseRequest {
+    source: BaseSource,
+    id: Option<String>,
+    bytes: Option<Vec<u8>>,
+    name: Option<String>,
+    url: Option<String>,
+    files: Option<HfFiles>,
 }
 
 /// The bytes a `loadBase` carries, or a plain refusal naming what is missing.

@@ -5,17 +5,18 @@
 //! ([`crate::locks`]); every answer goes out through the [`Outbox`].
 //!
 //! The platform gives: an [`Outbox`], a [`Clock`], a [`Storage`] (opens OPFS, IndexedDB or
-//! memory stores, each a `tinygpt_ckpt::BlobStore`) and a [`LockManager`]. In the browser
+//! memory stores, each a `tinygpt_ckpt::BlobStore`), a [`LockManager`] and a [`Fetch`]. In the browser
 //! these are `web`'s (wasm32 only), a thin shim that also turns JS values into protocol
 //! types; `www/worker.js` calls it one call at a time (a promise queue).
 //!
 //! Layout: `dispatch.rs` (what each message does), `init.rs` (engine, storage, `ready`),
 //! `saving.rs` (explicit and automatic saves, to the checkpoint or the adapter store),
-//! [`slot`] (the session held across awaits), [`storage`] (which store), [`engine_choice`]
+//! `hf_download.rs` (a GPT-2 base by URL), [`slot`] (the session held across awaits), [`storage`] (which store), [`engine_choice`]
 //! (which engine), [`outbox`] (where answers go).
 
 mod dispatch;
 pub mod engine_choice;
+mod hf_download;
 mod init;
 pub mod outbox;
 mod saving;
@@ -34,6 +35,7 @@ use crate::abandon::Abandon;
 use crate::clock::Clock;
 use crate::engine::Engine;
 use crate::error::WorkerError;
+use crate::fetch::Fetch;
 use crate::interrupt::Interrupt;
 use crate::locks::{LockManager, Locks, STORE_LOCK};
 use crate::protocol::{ErrorCode, OutMessage};
@@ -49,6 +51,8 @@ pub struct Platform<S, L> {
     /// Gives up the CPU unit in progress when a page message waits ([`crate::abandon`]);
     /// [`Abandon::never`] without the page's counter.
     pub abandon: Rc<Abandon>,
+    /// Downloads (a GPT-2 base by URL); [`crate::fetch::NoFetch`] where there is no network.
+    pub fetch: Box<dyn Fetch>,
 }
 
 /// The worker: one session, its stores and its locks, driven by page messages and ticks.
@@ -70,6 +74,7 @@ pub struct Router<S: Storage, L: LockManager> {
     /// Raised by [`Router::interrupt`] as a page message arrives (see [`Interrupt`]).
     interrupt: Interrupt,
     abandon: Rc<Abandon>,
+    fetch: Box<dyn Fetch>,
     env: Environment,
 }
 
@@ -77,7 +82,7 @@ impl<S: Storage, L: LockManager> Router<S, L> {
     /// A router on this build's CPU kernels until `init` chooses the engine, without storage
     /// until `init` opens it.
     pub fn new(platform: Platform<S, L>, env: Environment) -> Self {
-        let Platform { outbox, clock, storage, locks, abandon } = platform;
+        let Platform { outbox, clock, storage, locks, abandon, fetch } = platform;
         Router {
             slot: Slot::new(Engine::cpu(env.cpu, Rc::clone(&abandon))),
             stores: RefCell::new(Stores::none()),
@@ -90,6 +95,7 @@ impl<S: Storage, L: LockManager> Router<S, L> {
             locks: Locks::new(locks),
             interrupt: Interrupt::default(),
             abandon,
+            fetch,
             env,
         }
     }

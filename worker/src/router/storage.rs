@@ -8,6 +8,7 @@ use std::rc::Rc;
 use tinygpt_ckpt::{BlobStore, CkptError};
 
 use crate::adapters::Adapters;
+use crate::base_cache::BaseCache;
 use crate::checkpoints::Checkpoints;
 use crate::error::WorkerError;
 use crate::protocol::{ErrorCode, StoreChoice, StoreKind};
@@ -18,6 +19,10 @@ pub const STORE_NAME: &str = "tinygpt-checkpoints";
 /// The OPFS directory and the IndexedDB database LoRA adapters live in (all of them,
 /// whatever their base: see `tinygpt_ckpt::AdapterShelf`).
 pub const ADAPTER_STORE_NAME: &str = "tinygpt-adapters";
+
+/// The OPFS directory and the IndexedDB database GPT-2 folders fetched by URL are kept in
+/// (`crate::base_cache`).
+pub const BASE_STORE_NAME: &str = "tinygpt-bases";
 
 /// Where stores come from: the browser's OPFS, IndexedDB and memory, or a test's.
 ///
@@ -63,10 +68,12 @@ pub async fn open<S: Storage>(
     }
 }
 
-/// The stores `init` opened: checkpoints, and adapters beside them (the same kind of store).
+/// The stores `init` opened: checkpoints, and adapters and downloaded bases beside them (the
+/// same kind of store).
 pub struct Stores<B> {
     checkpoints: Option<Rc<Checkpoints<B>>>,
     adapters: Option<Rc<Adapters<B>>>,
+    bases: Option<Rc<BaseCache<B>>>,
     /// Why the chosen storage could not be opened, or why the preferred one was passed over.
     note: Option<String>,
 }
@@ -74,7 +81,7 @@ pub struct Stores<B> {
 impl<B: BlobStore> Stores<B> {
     /// Before `init`: no storage yet.
     pub fn none() -> Self {
-        Stores { checkpoints: None, adapters: None, note: None }
+        Stores { checkpoints: None, adapters: None, bases: None, note: None }
     }
 
     /// Opens the checkpoint store `choice` asks for, and the adapter store of the kind it got.
@@ -88,9 +95,11 @@ impl<B: BlobStore> Stores<B> {
             StoreKind::None => choice,
         };
         let (adapters, _) = open(storage, adapter_choice, ADAPTER_STORE_NAME).await;
+        let (bases, _) = open(storage, adapter_choice, BASE_STORE_NAME).await;
         Stores {
             checkpoints: checkpoints.map(|(s, kind)| Rc::new(Checkpoints::new(s, kind))),
             adapters: adapters.map(|(s, kind)| Rc::new(Adapters::new(s, kind))),
+            bases: bases.map(|(s, _)| Rc::new(BaseCache::new(s))),
             note,
         }
     }
@@ -110,6 +119,11 @@ impl<B: BlobStore> Stores<B> {
 
     pub fn adapters(&self) -> Option<Rc<Adapters<B>>> {
         self.adapters.clone()
+    }
+
+    /// Where GPT-2 folders fetched by URL are kept (none: they download every time).
+    pub fn bases(&self) -> Option<Rc<BaseCache<B>>> {
+        self.bases.clone()
     }
 
     /// The checkpoint store, or `storageUnavailable` saying why there is none.

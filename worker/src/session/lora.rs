@@ -14,7 +14,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 use tinygpt_ckpt::AdapterCheckpoint;
-use tinygpt_model::{ConfigError, Dataset, Gpt, LoraConfig, Params};
+use tinygpt_model::{ConfigError, Dataset, Gpt, LoraConfig, Params, Tokenizer};
 use tinygpt_optim::{adapter_training_config, ResumeState, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::Backend;
 
@@ -131,9 +131,10 @@ impl<B: Backend> Session<B> {
         let training = adapter_training_config(&base.ckpt.training_config, fields)?;
         let model_config = &base.ckpt.model_config;
         check_fits_wasm32(model_config, training.batch_size)?;
-        let data = Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, training.seed)?;
+        let data = base_dataset(base, &dataset, training.seed)?;
         let model = base_model_on(self.backend_for(training.precision)?, base, &base.ckpt.weights)?;
-        let info = AdapterRunInfo { name: request.name, base: base.reference() };
+        let info =
+            AdapterRunInfo { name: request.name, base: base.reference(), tokenizer: base.tokenizer.clone() };
         let trained = TrainedSet::fresh_adapter(model, lora, &training)?;
         let trainer = Trainer::new(trained, training, data, None)?;
         Ok(self.install_adapter(trainer, info, None, RunState::Training, now_ms))
@@ -157,8 +158,7 @@ impl<B: Backend> Session<B> {
         };
         let model_config = &base.ckpt.model_config;
         check_fits_wasm32(model_config, ckpt.training_config.batch_size)?;
-        let data =
-            Dataset::new(&dataset.name, &dataset.bytes, model_config.context_length, ckpt.dataset.seed)?;
+        let data = base_dataset(base, dataset, ckpt.dataset.seed)?;
         if data.manifest().dataset_id != ckpt.dataset.dataset_id {
             return Err(WorkerError::new(
                 ErrorCode::DatasetMismatch,
@@ -172,7 +172,8 @@ impl<B: Backend> Session<B> {
         let precision = self.continuing_precision(ckpt.training_config.precision);
         let backend = self.backend_for(precision)?;
         let model = base_model_on(backend, base, &base.ckpt.weights)?;
-        let info = AdapterRunInfo { name: name.clone(), base: base.reference() };
+        let info =
+            AdapterRunInfo { name: name.clone(), base: base.reference(), tokenizer: base.tokenizer.clone() };
         let config = TrainingConfig { precision, ..ckpt.training_config.clone() };
         let (trained, state) = ResumeState::from_adapter_checkpoint(model, ckpt, &config)?;
         let trainer = Trainer::new(trained, config, data, Some(state))?;
@@ -231,6 +232,21 @@ impl<B: Backend> Session<B> {
         }
     }
 
+    /// The tokenizer a sample on `model` reads its prompt with and decodes with: a model
+    /// built for the sample is the loaded base's (alone or merged); the run's is its base's
+    /// for an adapter run, else bytes (the worker trains byte-v1 models only).
+    pub(super) fn tokenizer_of(&self, model: &SampleModel<B>) -> Tokenizer {
+        match model {
+            SampleModel::Own(_) => self.base.as_ref().map(|b| b.tokenizer.clone()).unwrap_or_default(),
+            SampleModel::Run | SampleModel::RunMerged => self
+                .run
+                .as_ref()
+                .and_then(|r| r.adapter.as_ref())
+                .map(|a| a.tokenizer.clone())
+                .unwrap_or_default(),
+        }
+    }
+
     /// The loaded base with the selected adapter merged in, if an adapter is selected.
     fn selected_model(&self) -> Result<Option<SampleModel<B>>, WorkerError> {
         let Some(((_, ckpt), base)) = self.selected.as_ref().zip(self.base.as_ref()) else { return Ok(None) };
@@ -240,7 +256,12 @@ impl<B: Backend> Session<B> {
     }
 }
 
-/// The adapter run's model with its adapter merged in, as it is now (both read back).
+/// `dataset` in `base`'s tokens (a GPT-2 base's BPE, else bytes), in windows of its context.
+fn base_dataset(base: &BaseModel, dataset: &DatasetInput, seed: u64) -> Result<Dataset, WorkerError> {
+    let context = base.ckpt.model_config.context_length;
+    Ok(Dataset::with_tokenizer(&dataset.name, &dataset.bytes, &base.tokenizer, context, seed)?)
+}
+
 /// The base as a model on `backend` (an adapter run's: f32 or mixed, see
 /// `Session::backend_for`).
 fn base_model_on<B: Backend>(backend: &B, base: &BaseModel, weights: &[f32]) -> Result<Gpt<B>, WorkerError> {
@@ -248,6 +269,7 @@ fn base_model_on<B: Backend>(backend: &B, base: &BaseModel, weights: &[f32]) -> 
     Ok(Gpt::new(config.clone(), Params::from_flat(backend, &config, weights)?)?)
 }
 
+/// The adapter run's model with its adapter merged in, as it is now (both read back).
 pub(super) async fn merged_model<B: Backend>(trainer: &Trainer<B>) -> Result<Gpt<B>, WorkerError> {
     let model = trainer.model();
     let Some(adapter) = trainer.adapter() else {

@@ -4,8 +4,10 @@
 //! event loop and calls these one at a time (a promise queue).
 //!
 //! Here: JS values ↔ protocol types, and the browser's side of the router's traits
-//! (`postMessage`, `Date.now()`, [`storage`]: OPFS/IndexedDB/memory, [`locks`]: Web Locks).
+//! (`postMessage`, `Date.now()`, [`storage`]: OPFS/IndexedDB/memory, [`locks`]: Web Locks,
+//! [`fetch`]: downloads).
 
+mod fetch;
 mod locks;
 mod storage;
 
@@ -63,6 +65,7 @@ impl WorkerApp {
             storage: BrowserStorage,
             locks: WebLocks { request: request_lock.dyn_into::<Function>().ok() },
             abandon: Rc::new(abandon(pending)),
+            fetch: Box::new(fetch::WebFetch),
         };
         let env = Environment { cpu: WASM_BACKEND, threads: threads(), browser };
         WorkerApp { router: Rc::new(Router::new(platform, env)) }

@@ -1,0 +1,96 @@
+//! Where a GPT-2 folder fetched by URL is kept, so the next `loadBase` of that URL (after a
+//! reload, say) reads it from browser storage instead of downloading it again: one group
+//! per URL in the bases store, its four files, then `source.json` naming the URL and the
+//! files' sizes, written atomically last. A group without that pointer, or whose files do
+//! not have the sizes it records, is a download cut short and is not read, as a checkpoint
+//! generation without its pointer is not.
+
+use serde::{Deserialize, Serialize};
+use tinygpt_ckpt::BlobStore;
+use tinygpt_model::data::dataset_id;
+
+use crate::checkpoints::ckpt_error;
+use crate::error::WorkerError;
+use crate::hf_base::HF_FILES;
+use crate::protocol::HfFiles;
+
+/// The pointer that makes a group complete.
+const SOURCE: &str = "source.json";
+
+#[derive(Serialize, Deserialize)]
+struct Source {
+    url: String,
+    /// Each file's size, in [`HF_FILES`] order.
+    bytes: Vec<u64>,
+}
+
+/// The bases store.
+pub struct BaseCache<S> {
+    store: S,
+}
+
+impl<S: BlobStore> BaseCache<S> {
+    pub fn new(store: S) -> Self {
+        BaseCache { store }
+    }
+
+    /// The folder at `url`, if a complete copy is kept; `on_file(name, bytes)` as each file
+    /// is read.
+    pub async fn read(
+        &self,
+        url: &str,
+        mut on_file: impl FnMut(&str, u64),
+    ) -> Result<Option<HfFiles>, WorkerError> {
+        let group = group_of(url);
+        let Some(source) = self.store.get(&format!("{group}/{SOURCE}")).await.map_err(ckpt_error)? else {
+            return Ok(None);
+        };
+        let Ok(source) = serde_json::from_slice::<Source>(&source) else { return Ok(None) };
+        if source.url != url || source.bytes.len() != HF_FILES.len() {
+            return Ok(None);
+        }
+        let mut files = Vec::with_capacity(HF_FILES.len());
+        for (name, &size) in HF_FILES.iter().zip(&source.bytes) {
+            match self.store.get(&format!("{group}/{name}")).await.map_err(ckpt_error)? {
+                Some(bytes) if bytes.len() as u64 == size => {
+                    on_file(name, size);
+                    files.push(bytes);
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(in_order(files)))
+    }
+
+    /// Keeps `files` as the folder at `url`, replacing any earlier copy; until the pointer
+    /// is written last, a reader finds no copy.
+    pub async fn write(&self, url: &str, files: &HfFiles) -> Result<(), WorkerError> {
+        let group = group_of(url);
+        self.store.delete(&format!("{group}/")).await.map_err(ckpt_error)?;
+        let contents = [&files.config_json, &files.vocab_json, &files.merges_txt, &files.model_safetensors];
+        for (name, bytes) in HF_FILES.iter().zip(contents) {
+            self.store.put(&format!("{group}/{name}"), bytes).await.map_err(ckpt_error)?;
+        }
+        let source =
+            Source { url: url.to_string(), bytes: contents.iter().map(|b| b.len() as u64).collect() };
+        let pointer = serde_json::to_vec(&source).expect("plain data serializes");
+        self.store.put_atomic(&format!("{group}/{SOURCE}"), &pointer).await.map_err(ckpt_error)
+    }
+
+    /// Drops what is kept for `url` (a copy that no longer imports).
+    pub async fn forget(&self, url: &str) -> Result<(), WorkerError> {
+        self.store.delete(&format!("{}/", group_of(url))).await.map_err(ckpt_error)
+    }
+}
+
+/// The group of `url`: store keys allow few characters, so the URL's hash names it.
+fn group_of(url: &str) -> String {
+    format!("url-{}", &dataset_id(url.as_bytes())[..32])
+}
+
+/// Files in [`HF_FILES`] order as the protocol's struct.
+pub fn in_order(files: Vec<Vec<u8>>) -> HfFiles {
+    let [config_json, vocab_json, merges_txt, model_safetensors]: [Vec<u8>; 4] =
+        files.try_into().expect("four files");
+    HfFiles { config_json, model_safetensors, vocab_json, merges_txt }
+}

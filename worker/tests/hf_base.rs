@@ -1,0 +1,357 @@
+//! A Hugging Face GPT-2 folder as the LoRA base, through the router as the page drives it:
+//! by URL (from a fake server that counts requests) with progress, kept in the bases store
+//! so a second tab (a reloaded page) reads it there without downloading; an adapter trained
+//! on it in its BPE tokens, saved, reloaded and sampled; and the refusals, each naming the
+//! problem (404, a folder that is not GPT-2, a download cut short, a full storage), after
+//! which the worker still loads a good base.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+use tinygpt_ckpt::{BlobInfo, BlobStore, CkptError, MemoryStore};
+use tinygpt_tensor::block_on;
+use tinygpt_worker::abandon::Abandon;
+use tinygpt_worker::clock::SystemClock;
+use tinygpt_worker::fetch::{Body, Fetch, LocalFuture};
+use tinygpt_worker::locks::LockManager;
+use tinygpt_worker::protocol::{EngineKind, InMessage, OutMessage, StoreKind};
+use tinygpt_worker::router::{BrowserFacts, Environment, Platform, Router, Storage};
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ckpt/tests/fixtures/hf_gpt2/");
+const URL: &str = "http://test/hf_gpt2";
+const FILES: [&str; 4] = ["config.json", "vocab.json", "merges.txt", "model.safetensors"];
+
+/// A server: files by URL, each request counted; `announce_more` makes it announce more
+/// bytes than it sends for URLs ending so (a connection cut short).
+#[derive(Clone, Default)]
+struct Server {
+    files: Rc<RefCell<BTreeMap<String, Vec<u8>>>>,
+    requests: Rc<RefCell<Vec<String>>>,
+    cut_short: Rc<RefCell<Option<String>>>,
+}
+
+impl Server {
+    fn with_fixture() -> Self {
+        let server = Server::default();
+        server.put_folder(URL, |_| {});
+        server
+    }
+
+    /// The fixture at `folder`, after `edit` changed its files.
+    fn put_folder(&self, folder: &str, edit: impl FnOnce(&mut BTreeMap<&str, Vec<u8>>)) {
+        let mut files: BTreeMap<&str, Vec<u8>> =
+            FILES.iter().map(|f| (*f, std::fs::read(format!("{FIXTURE}{f}")).unwrap())).collect();
+        edit(&mut files);
+        for (name, bytes) in files {
+            self.files.borrow_mut().insert(format!("{folder}/{name}"), bytes);
+        }
+    }
+
+    fn requests_for(&self, file: &str) -> usize {
+        self.requests.borrow().iter().filter(|u| u.ends_with(file)).count()
+    }
+}
+
+struct Response {
+    status: u16,
+    length: Option<u64>,
+    chunks: Vec<Vec<u8>>,
+}
+
+impl Body for Response {
+    fn status(&self) -> u16 {
+        self.status
+    }
+    fn length(&self) -> Option<u64> {
+        self.length
+    }
+    fn chunk(&mut self) -> LocalFuture<'_, Result<Option<Vec<u8>>, String>> {
+        let next = if self.chunks.is_empty() { None } else { Some(self.chunks.remove(0)) };
+        Box::pin(async move { Ok(next) })
+    }
+}
+
+impl Fetch for Server {
+    fn get<'a>(&'a self, url: &'a str) -> LocalFuture<'a, Result<Box<dyn Body>, String>> {
+        self.requests.borrow_mut().push(url.to_string());
+        let response = match self.files.borrow().get(url) {
+            None => Response { status: 404, length: Some(10), chunks: vec![b"not found\n".to_vec()] },
+            Some(bytes) => {
+                let cut = self.cut_short.borrow().as_ref().is_some_and(|c| url.ends_with(c.as_str()));
+                let sent = if cut { &bytes[..bytes.len() / 2] } else { &bytes[..] };
+                let chunks = sent.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
+                Response { status: 200, length: Some(bytes.len() as u64), chunks }
+            }
+        };
+        Box::pin(async move { Ok(Box::new(response) as Box<dyn Body>) })
+    }
+}
+
+/// A memory store that refuses to hold more than `quota` bytes in all.
+#[derive(Clone)]
+struct Limited {
+    inner: MemoryStore,
+    quota: Option<u64>,
+}
+
+impl BlobStore for Limited {
+    fn location(&self, key: &str) -> String {
+        self.inner.location(key)
+    }
+    async fn put(&self, key: &str, bytes: &[u8]) -> Result<(), CkptError> {
+        let used: u64 = self.inner.snapshot().values().map(|b| b.len() as u64).sum();
+        if self.quota.is_some_and(|q| used + bytes.len() as u64 > q) {
+            return Err(CkptError::QuotaExceeded { needed_bytes: bytes.len() as u64 });
+        }
+        self.inner.put(key, bytes).await
+    }
+    async fn put_atomic(&self, key: &str, bytes: &[u8]) -> Result<(), CkptError> {
+        self.inner.put_atomic(key, bytes).await
+    }
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, CkptError> {
+        self.inner.get(key).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<BlobInfo>, CkptError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), CkptError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// The browser's storage: stores by name, kept across tabs; `quota` limits each.
+#[derive(Clone, Default)]
+struct Stores {
+    opened: Rc<RefCell<BTreeMap<String, MemoryStore>>>,
+    quota: Option<u64>,
+}
+
+impl Storage for Stores {
+    type Store = Limited;
+
+    async fn open(&self, _kind: StoreKind, name: &str) -> Result<Limited, CkptError> {
+        let inner = self.opened.borrow_mut().entry(name.to_string()).or_default().clone();
+        Ok(Limited { inner, quota: self.quota })
+    }
+
+    async fn estimate(&self) -> Option<(f64, f64)> {
+        None
+    }
+}
+
+/// Every lock granted at once (one tab at a time here).
+struct NoContention;
+
+impl LockManager for NoContention {
+    type Lock = ();
+    async fn request(&self, _name: &str, _wait: bool) -> Option<()> {
+        Some(())
+    }
+}
+
+struct Tab {
+    router: Router<Stores, NoContention>,
+    posted: Rc<RefCell<Vec<Value>>>,
+}
+
+impl Tab {
+    /// A tab (a page load) on `stores` and `server`, after `init`.
+    fn open(stores: &Stores, server: &Server) -> Self {
+        let posted = Rc::new(RefCell::new(Vec::new()));
+        let sink = Rc::clone(&posted);
+        let platform = Platform {
+            outbox: Box::new(move |m: &OutMessage| sink.borrow_mut().push(serde_json::to_value(m).unwrap())),
+            clock: Box::new(SystemClock::default()),
+            storage: stores.clone(),
+            locks: NoContention,
+            abandon: Rc::new(Abandon::never()),
+            fetch: Box::new(server.clone()),
+        };
+        let env = Environment { cpu: EngineKind::Wasm, threads: None, browser: BrowserFacts::default() };
+        let tab = Tab { router: Router::new(platform, env), posted };
+        tab.send(json!({"type": "init", "backend": "wasm", "storage": "opfs"}));
+        tab
+    }
+
+    fn send(&self, message: Value) -> Vec<Value> {
+        let message: InMessage = serde_json::from_value(message).unwrap();
+        block_on(self.router.handle(message));
+        std::mem::take(&mut *self.posted.borrow_mut())
+    }
+
+    /// Ticks until the worker is idle; everything it posted.
+    fn run(&self) -> Vec<Value> {
+        for _ in 0..100_000 {
+            if !block_on(self.router.tick(50.0)) {
+                return std::mem::take(&mut *self.posted.borrow_mut());
+            }
+        }
+        panic!("the worker did not become idle");
+    }
+
+    fn load_url(&self, url: &str) -> Vec<Value> {
+        self.send(json!({"type": "loadBase", "source": "url", "url": url}))
+    }
+}
+
+fn of_type<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    messages.iter().filter(|m| m["type"] == kind).collect()
+}
+
+fn error_of(messages: &[Value]) -> (String, String) {
+    let e = of_type(messages, "error");
+    assert_eq!(e.len(), 1, "one error: {messages:?}");
+    (e[0]["code"].as_str().unwrap().into(), e[0]["message"].as_str().unwrap().into())
+}
+
+/// Text that is not TinyShakespeare: the LoRA fixture's Rust source.
+fn rust_text() -> Value {
+    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests-web/fixtures/lora-text.rs.txt"))
+        .unwrap();
+    json!({"name": "lora-text.rs.txt", "bytes": bytes})
+}
+
+#[test]
+fn url_base_downloads_with_progress_then_comes_from_the_cache() {
+    let (stores, server) = (Stores::default(), Server::with_fixture());
+    let tab = Tab::open(&stores, &server);
+    let out = tab.load_url(URL);
+    let progress = of_type(&out, "baseDownload");
+    for file in FILES {
+        let mine: Vec<_> = progress.iter().filter(|m| m["file"] == file).collect();
+        let size = std::fs::metadata(format!("{FIXTURE}{file}")).unwrap().len();
+        assert_eq!(mine.first().unwrap()["bytesDone"], 0, "{file} starts at 0");
+        assert_eq!(mine.last().unwrap()["bytesDone"], size, "{file} ends complete");
+        assert!(mine.iter().all(|m| m["bytesTotal"] == size && m["cached"] == false), "{mine:?}");
+    }
+    let model = progress.iter().filter(|m| m["file"] == "model.safetensors").count();
+    assert!(model >= 3, "the weights report progress on the way ({model} messages)");
+    let loaded = of_type(&out, "baseLoaded");
+    let base = &loaded[0]["base"];
+    assert_eq!(base["source"], "url");
+    assert_eq!(base["name"], format!("{URL}/"));
+    assert!(base["modelConfig"]["tokenizer"].as_str().unwrap().starts_with("bpe-"), "{base}");
+    assert_eq!(base["modelConfig"]["vocab_size"], 1000);
+    assert_eq!(of_type(&out, "adapters").len(), 1, "then the adapter list");
+    assert_eq!(server.requests.borrow().len(), 4);
+
+    // A reload: the same URL (with its slash, as the page may give it) is read from storage.
+    let tab = Tab::open(&stores, &server);
+    let again = tab.load_url(&format!("{URL}/"));
+    let cached = of_type(&again, "baseDownload");
+    assert_eq!(cached.len(), 4, "one message per file: {cached:?}");
+    assert!(cached.iter().all(|m| m["cached"] == true && m["bytesDone"] == m["bytesTotal"]), "{cached:?}");
+    assert_eq!(server.requests.borrow().len(), 4, "nothing downloaded again");
+    assert_eq!(of_type(&again, "baseLoaded")[0]["base"]["weightsSha256"], base["weightsSha256"]);
+}
+
+#[test]
+fn an_adapter_on_a_gpt2_base_trains_in_its_tokens_reloads_and_samples() {
+    let (stores, server) = (Stores::default(), Server::with_fixture());
+    let tab = Tab::open(&stores, &server);
+    tab.load_url(URL);
+    let training = json!({"max_steps": 3, "batch_size": 2, "learning_rate": 1e-2, "eval_interval": 3,
+                          "eval_batches": 1, "checkpoint_interval": 3});
+    let started = tab.send(json!({"type": "trainAdapter", "name": "code", "preset": "qv-r4",
+                                  "trainingConfig": training, "dataset": rust_text()}));
+    let run = &of_type(&started, "runStarted")[0]["run"];
+    let tokens = run["dataset"]["token_count"].as_u64().unwrap();
+    assert!(run["dataset"]["tokenizer"].as_str().unwrap().starts_with("bpe-"), "{run}");
+    assert!(tokens < 15_140, "the text is read in the base's BPE tokens, not bytes ({tokens})");
+    let trained = tab.run();
+    assert_eq!(of_type(&trained, "adapterSaved").last().unwrap()["step"], 3, "{trained:?}");
+
+    // A reload: the base from the cache, the adapter from the store, a sample in BPE tokens.
+    let tab = Tab::open(&stores, &server);
+    let out = tab.load_url(URL);
+    let listed = &of_type(&out, "adapters")[0]["items"];
+    assert_eq!(listed[0]["name"], "code");
+    assert_eq!(listed[0]["fitsBase"], true, "{listed}");
+    let loaded = tab.send(json!({"type": "loadAdapter", "name": "code"}));
+    assert_eq!(of_type(&loaded, "adapterLoaded").len(), 1, "{loaded:?}");
+    let sample = |adapter: bool| {
+        tab.send(json!({"type": "sample", "prompt": "fn main", "maxTokens": 12, "temperature": 0.0,
+                        "topK": 0, "seed": 1, "adapter": adapter}));
+        let out = tab.run();
+        let done = of_type(&out, "sampleDone");
+        done[0]["text"].as_str().unwrap().to_string()
+    };
+    let (base, adapted) = (sample(false), sample(true));
+    // 12 BPE tokens are more than 12 bytes of text (most of the fixture's tokens are words).
+    assert!(adapted.len() > 12 && base.len() > 12, "{base:?} / {adapted:?}");
+    assert_eq!(server.requests.borrow().len(), 4, "the reload downloaded nothing");
+}
+
+#[test]
+fn a_missing_folder_is_named_and_the_worker_stays_usable() {
+    let (stores, server) = (Stores::default(), Server::with_fixture());
+    let tab = Tab::open(&stores, &server);
+    let (code, message) = error_of(&tab.load_url("http://test/nothing-here"));
+    assert_eq!(code, "downloadFailed");
+    assert!(message.contains("config.json") && message.contains("HTTP 404"), "{message}");
+    assert!(message.contains("http://test/nothing-here/config.json"), "{message}");
+    assert_eq!(server.requests.borrow().len(), 1, "nothing after the first refusal");
+    assert_eq!(of_type(&tab.load_url(URL), "baseLoaded").len(), 1);
+}
+
+#[test]
+fn a_folder_that_is_not_gpt2_is_refused_before_its_weights_download() {
+    let (stores, server) = (Stores::default(), Server::with_fixture());
+    server.put_folder("http://test/llama", |files| {
+        let mut config: Value = serde_json::from_slice(&files["config.json"]).unwrap();
+        config["model_type"] = json!("llama");
+        files.insert("config.json", serde_json::to_vec(&config).unwrap());
+    });
+    let tab = Tab::open(&stores, &server);
+    let (code, message) = error_of(&tab.load_url("http://test/llama"));
+    assert_eq!(code, "badCheckpoint");
+    assert!(message.contains("model_type") && message.contains("llama"), "{message}");
+    assert_eq!(server.requests_for("model.safetensors"), 0, "the weights were not fetched");
+    assert_eq!(of_type(&tab.load_url(URL), "baseLoaded").len(), 1);
+}
+
+#[test]
+fn a_download_cut_short_is_named_and_not_kept() {
+    let (stores, server) = (Stores::default(), Server::with_fixture());
+    *server.cut_short.borrow_mut() = Some("model.safetensors".into());
+    let tab = Tab::open(&stores, &server);
+    let (code, message) = error_of(&tab.load_url(URL));
+    assert_eq!(code, "downloadFailed");
+    assert!(message.contains("model.safetensors") && message.contains("cut short"), "{message}");
+    *server.cut_short.borrow_mut() = None;
+    let out = tab.load_url(URL);
+    assert!(of_type(&out, "baseDownload").iter().all(|m| m["cached"] == false), "nothing was kept");
+    assert_eq!(of_type(&out, "baseLoaded").len(), 1);
+}
+
+#[test]
+fn a_full_storage_is_named() {
+    let stores = Stores { quota: Some(100_000), ..Stores::default() };
+    let server = Server::with_fixture();
+    let tab = Tab::open(&stores, &server);
+    let (code, message) = error_of(&tab.load_url(URL));
+    assert_eq!(code, "quotaExceeded");
+    assert!(
+        message.contains("does not fit in this browser's storage") && message.contains("four files"),
+        "{message}"
+    );
+}
+
+#[test]
+fn picked_files_make_the_same_base() {
+    let (stores, server) = (Stores::default(), Server::with_fixture());
+    let tab = Tab::open(&stores, &server);
+    let from_url = of_type(&tab.load_url(URL), "baseLoaded")[0]["base"].clone();
+    let read = |f: &str| std::fs::read(format!("{FIXTURE}{f}")).unwrap();
+    let files = json!({"configJson": read("config.json"), "modelSafetensors": read("model.safetensors"),
+                       "vocabJson": read("vocab.json"), "mergesTxt": read("merges.txt")});
+    let out = tab.send(json!({"type": "loadBase", "source": "files", "files": files, "name": "tiny"}));
+    let picked = &of_type(&out, "baseLoaded")[0]["base"];
+    assert_eq!((picked["source"].as_str(), picked["name"].as_str()), (Some("files"), Some("tiny")));
+    assert_eq!(picked["weightsSha256"], from_url["weightsSha256"], "adapters fit either");
+    let (code, message) = error_of(&tab.send(json!({"type": "loadBase", "source": "files"})));
+    assert_eq!(code, "badMessage");
+    assert!(message.contains("config.json"), "{message}");
+}
