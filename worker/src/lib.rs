@@ -4,7 +4,9 @@
 //! time-budgeted ticks; it trains and evaluates in [`row_parts`] of a batch),
 //! [`sampler`] (a `tinygpt_model::Generation` streamed as text, a token at a time),
 //! [`presets`] (what the picker shows), [`fits`] (what a tab or a GPU buffer can hold), [`adapters`] (LoRA: the frozen base and the adapter
-//! store; the adapter runs themselves are sessions' runs, `session/lora.rs`), [`engine`] (the session on the CPU or WebGPU backend
+//! store; the adapter runs themselves are sessions' runs, `session/lora.rs`; [`hf_base`] a
+//! Hugging Face GPT-2 folder as the base, [`base_cache`] where one fetched by URL is kept,
+//! [`fetch`] the downloads' platform trait), [`engine`] (the session on the CPU or WebGPU backend
 //! `init` chose; on the CPU through [`abandon`], which lets a page message give a whole step
 //! up), [`self_test`] (the numerics check a GPU must pass first) and [`router`] (each page message to
 //! the session, the stores and the Web [`locks`], over small platform traits). Everything above

@@ -252,7 +252,7 @@ fn an_adapter_on_a_gpt2_base_trains_in_its_tokens_reloads_and_samples() {
     let (stores, server) = (Stores::default(), Server::with_fixture());
     let tab = Tab::open(&stores, &server);
     tab.load_url(URL);
-    let training = json!({"max_steps": 3, "batch_size": 2, "learning_rate": 1e-2, "eval_interval": 3,
+    let training = json!({"max_steps": 3, "batch_size": 2, "learning_rate": 5e-2, "eval_interval": 3,
                           "eval_batches": 1, "checkpoint_interval": 3});
     let started = tab.send(json!({"type": "trainAdapter", "name": "code", "preset": "qv-r4",
                                   "trainingConfig": training, "dataset": rust_text()}));
@@ -279,8 +279,10 @@ fn an_adapter_on_a_gpt2_base_trains_in_its_tokens_reloads_and_samples() {
         done[0]["text"].as_str().unwrap().to_string()
     };
     let (base, adapted) = (sample(false), sample(true));
-    // 12 BPE tokens are more than 12 bytes of text (most of the fixture's tokens are words).
-    assert!(adapted.len() > 12 && base.len() > 12, "{base:?} / {adapted:?}");
+    // The random base writes 12 two-byte BPE tokens; three steps on Rust source change that.
+    assert!(base.len() > 12, "BPE tokens decoded to their bytes: {base:?}");
+    assert_ne!(adapted, base, "the adapter changes what the model writes");
+    assert!(!adapted.is_empty());
     assert_eq!(server.requests.borrow().len(), 4, "the reload downloaded nothing");
 }
 
