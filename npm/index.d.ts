@@ -5,6 +5,7 @@ import type {
   AdapterInfo,
   AdapterLoadedMessage,
   BackendChoice,
+  BaseDownloadMessage,
   BaseInfo,
   Capabilities,
   CheckpointInfo,
@@ -13,6 +14,7 @@ import type {
   DeletedMessage,
   DoneMessage,
   ExportedMessage,
+  HfFiles,
   InMessage,
   ModelConfig,
   OutMessage,
@@ -93,7 +95,15 @@ export interface TrainAdapterOptions {
   trainingConfig?: Partial<TrainingConfig>;
 }
 
-export type BaseChoice = 'builtin' | { checkpoint: string } | { bytes: Uint8Array; name?: string };
+export type BaseChoice =
+  | 'builtin'
+  | { checkpoint: string }
+  | { bytes: Uint8Array; name?: string }
+  /** A Hugging Face GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt) by
+   * address, downloaded by the worker and kept in browser storage; `onProgress` sees each file's progress. */
+  | { url: string; name?: string; onProgress?: (progress: BaseDownloadMessage) => void }
+  /** The same folder's four files, as the user picked them. */
+  | { files: HfFiles; name?: string };
 
 /** A model in a Web Worker, with promises. Errors reject as `TinyGPTError`. */
 export class TinyGPT {
@@ -128,7 +138,7 @@ export class TinyGPT {
   /** One `.safetensors` file of the checkpoint (the latest without an id). */
   export(id?: string): Promise<ExportedMessage>;
 
-  /** LoRA: the frozen base adapters train on (the bundled one by default). */
+  /** LoRA: the frozen base adapters train on (the bundled one by default, or a GPT-2 folder by URL or files). */
   loadBase(base?: BaseChoice): Promise<BaseInfo>;
   /** LoRA: trains an adapter on the loaded base (a new run). */
   trainAdapter(options: TrainAdapterOptions): Promise<RunInfo>;

@@ -203,19 +203,35 @@ export class TinyGPT {
 
   /**
    * LoRA: loads the frozen base adapters train on: `'builtin'` (the bundled Shakespeare
-   * model), `{checkpoint: id}` or `{bytes, name?}` (a `.safetensors` file).
-   * @param {'builtin' | {checkpoint: string} | {bytes: Uint8Array, name?: string}} [base]
+   * model), `{checkpoint: id}`, `{bytes, name?}` (a `.safetensors` file), `{url, name?,
+   * onProgress?}` (a Hugging Face GPT-2 folder the worker downloads, reporting each
+   * `baseDownload` to `onProgress`, and keeps in browser storage for the next time), or
+   * `{files, name?}` (that folder's four files as bytes: `configJson`, `modelSafetensors`,
+   * `vocabJson`, `mergesTxt`).
+   * @param {import('./index.js').BaseChoice} [base]
    * @returns {Promise<import('./protocol.js').BaseInfo>}
    */
   loadBase(base = 'builtin') {
-    const message =
-      base === 'builtin'
-        ? { type: 'loadBase', source: 'builtin' }
-        : 'checkpoint' in base
-          ? { type: 'loadBase', source: 'checkpoint', id: base.checkpoint }
-          : { type: 'loadBase', source: 'upload', bytes: base.bytes, name: base.name };
+    let message;
+    let offProgress = () => {};
+    if (base === 'builtin') {
+      message = { type: 'loadBase', source: 'builtin' };
+    } else if ('checkpoint' in base) {
+      message = { type: 'loadBase', source: 'checkpoint', id: base.checkpoint };
+    } else if ('url' in base) {
+      // The worker resolves a relative address against its own script, not this page.
+      const url = typeof location === 'undefined' ? base.url : new URL(base.url, location.href).href;
+      message = { type: 'loadBase', source: 'url', url, ...(base.name ? { name: base.name } : {}) };
+      if (base.onProgress) offProgress = this.client.on('baseDownload', base.onProgress);
+    } else if ('files' in base) {
+      message = { type: 'loadBase', source: 'files', files: base.files, ...(base.name ? { name: base.name } : {}) };
+    } else {
+      message = { type: 'loadBase', source: 'upload', bytes: base.bytes, name: base.name };
+    }
     const loadBase = /** @type {import('./protocol.js').LoadBaseMessage} */ (message);
-    return request(this.client, loadBase, (m) => (m.type === 'baseLoaded' ? m.base : undefined));
+    const loaded = request(this.client, loadBase, (m) => (m.type === 'baseLoaded' ? m.base : undefined));
+    loaded.then(offProgress, offProgress);
+    return loaded;
   }
 
   /**

@@ -7,6 +7,17 @@ import { forWorker } from './dataset.js';
 
 const $ = (id) => document.getElementById(id);
 
+/** Where the last GPT-2 folder URL is remembered. */
+const URL_KEY = 'tinygpt.gpt2BaseUrl';
+
+/** A GPT-2 folder's files and the `loadBase.files` field each goes in. */
+const HF_FILES = [
+  ['config.json', 'configJson'],
+  ['model.safetensors', 'modelSafetensors'],
+  ['vocab.json', 'vocabJson'],
+  ['merges.txt', 'mergesTxt'],
+];
+
 export class LoraPanel {
   /**
    * @param {{client: () => any, state: object, notices: any, sampleSettings: () => object}} options
@@ -17,7 +28,15 @@ export class LoraPanel {
     this.notices = notices;
     this.sampleSettings = sampleSettings;
     /** What the test and the buttons read: the base, the adapters, the side-by-side samples. */
-    this.state = { base: null, adapters: [], selected: null, comparing: null, samples: { base: null, adapter: null } };
+    this.state = {
+      base: null,
+      adapters: [],
+      selected: null,
+      comparing: null,
+      samples: { base: null, adapter: null },
+      /** The `baseDownload` messages of the last `loadBase`. */
+      downloads: [],
+    };
     this.setupControls();
   }
 
@@ -30,9 +49,11 @@ export class LoraPanel {
       const c = m.base.modelConfig;
       $('lora-base').textContent =
         `${m.base.name}: ${m.base.params.toLocaleString('en-US')} parameters (${c.n_layers} layers, d ${c.d_model}, ` +
-        `context ${c.context_length}), weights sha256 ${m.base.weightsSha256.slice(0, 12)}…`;
+        `context ${c.context_length}, ${c.vocab_size === 256 ? 'byte tokens' : `${c.vocab_size} BPE tokens`}), ` +
+        `weights sha256 ${m.base.weightsSha256.slice(0, 12)}…`;
       this.update();
     });
+    client.on('baseDownload', (m) => this.onDownload(m));
     client.on('adapters', (m) => {
       this.state.adapters = m.items;
       this.render();
@@ -71,9 +92,14 @@ export class LoraPanel {
   }
 
   setupControls() {
-    $('lora-base-source').onchange = (e) => {
-      $('lora-upload-field').hidden = e.target.value !== 'upload';
-    };
+    $('lora-base-source').onchange = () => this.showSourceFields();
+    // A GPT-2 URL is remembered, so after a reload "Load base" reads it from the browser's copy.
+    const remembered = localStorage.getItem(URL_KEY);
+    if (remembered) {
+      $('lora-base-url').value = remembered;
+      $('lora-base-source').value = 'url';
+    }
+    this.showSourceFields();
     $('lora-preset').onchange = (e) => {
       document.querySelectorAll('.lora-custom').forEach((el) => (el.hidden = e.target.value !== 'custom'));
     };
@@ -82,9 +108,51 @@ export class LoraPanel {
     $('lora-compare').onclick = () => this.compare();
   }
 
+  showSourceFields() {
+    const source = $('lora-base-source').value;
+    $('lora-upload-field').hidden = source !== 'upload';
+    $('lora-url-field').hidden = source !== 'url';
+    $('lora-files-field').hidden = source !== 'files';
+  }
+
+  /** A `baseDownload`: the file, its bytes so far, and whether it came from the browser's copy. */
+  onDownload(m) {
+    this.state.downloads.push(m);
+    $('lora-download').hidden = false;
+    const total = m.bytesTotal ?? 0;
+    $('lora-download-bar').value = total > 0 ? m.bytesDone / total : 0;
+    const size = (n) => `${(n / 1e6).toFixed(n < 1e6 ? 2 : 1)} MB`;
+    $('lora-download-line').textContent = m.cached
+      ? `${m.file}: read from this browser's copy (${size(m.bytesDone)})`
+      : `Downloading ${m.file}: ${size(m.bytesDone)}${total ? ` of ${size(total)}` : ''}`;
+  }
+
   async loadBase() {
     const source = $('lora-base-source').value;
-    if (source === 'builtin') {
+    this.state.downloads = [];
+    if (source === 'url') {
+      const url = $('lora-base-url').value.trim();
+      if (!url) {
+        this.notices.error('badMessage', 'Give the address of a GPT-2 model folder (config.json, model.safetensors, vocab.json, merges.txt).');
+        return;
+      }
+      // The worker resolves a relative address against its script: resolve it against the page.
+      const absolute = new URL(url, location.href).href;
+      localStorage.setItem(URL_KEY, url);
+      this.client().send({ type: 'loadBase', source, url: absolute });
+    } else if (source === 'files') {
+      const picked = [...$('lora-base-files').files];
+      const byName = Object.fromEntries(picked.map((f) => [f.name, f]));
+      const missing = HF_FILES.filter(([name]) => !byName[name]).map(([name]) => name);
+      if (missing.length) {
+        this.notices.error('badMessage', `Pick the model's four files together; missing: ${missing.join(', ')}.`);
+        return;
+      }
+      const files = {};
+      for (const [name, field] of HF_FILES) files[field] = new Uint8Array(await byName[name].arrayBuffer());
+      const transfer = Object.values(files).map((b) => b.buffer);
+      this.client().send({ type: 'loadBase', source, files, name: byName['config.json'].webkitRelativePath || 'picked GPT-2 files' }, transfer);
+    } else if (source === 'builtin') {
       this.client().send({ type: 'loadBase', source });
     } else if (source === 'checkpoint') {
       const newest = this.page.checkpoints[0];
