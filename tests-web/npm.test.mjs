@@ -104,3 +104,50 @@ test('npm package: LoRA through the packed client: the bundled base, an adapter 
     await browser.close();
   }
 });
+
+test('npm package: a GPT-2 base through the packed client, by URL with progress and by files; an adapter on it samples', { timeout: 300_000 }, async (t) => {
+  if (!EXAMPLE_URL) {
+    t.skip('TINYGPT_EXAMPLE_URL is unset: run through `cargo xtask test-web`');
+    return;
+  }
+  const browser = await openBrowser();
+  try {
+    const page = await openExample(browser, '?backend=wasm-simd');
+    const result = await page.evaluate(async () => {
+      const { model } = window.example;
+      const progress = [];
+      // Served by the example's server (xtask/src/web_test.rs); relative to the page.
+      const byUrl = await model.loadBase({ url: 'fixtures/hf_gpt2/', onProgress: (p) => progress.push(p) });
+      const bytes = async (f) => new Uint8Array(await (await fetch(`fixtures/hf_gpt2/${f}`)).arrayBuffer());
+      const files = {
+        configJson: await bytes('config.json'),
+        modelSafetensors: await bytes('model.safetensors'),
+        vocabJson: await bytes('vocab.json'),
+        mergesTxt: await bytes('merges.txt'),
+      };
+      const byFiles = await model.loadBase({ files, name: 'tiny gpt2' });
+      const text = 'fn main() {\n    let x = 1;\n    println!("{x}");\n}\n'.repeat(60);
+      const run = await model.trainAdapter({
+        name: 'rusty',
+        preset: 'qv-r4',
+        dataset: { name: 'main.rs', text },
+        trainingConfig: { max_steps: 2, batch_size: 2 },
+      });
+      await model.finished();
+      const sample = await model.sample({ prompt: 'fn', maxTokens: 8, temperature: 0, seed: 1, adapter: true }).done;
+      const missing = await model.loadBase({ url: 'fixtures/nothing/' }).catch((e) => `${e.name} ${e.code}`);
+      return { byUrl, byFiles, progress, run, sample, missing };
+    });
+    assert.equal(result.byUrl.source, 'url');
+    assert.equal(result.byFiles.source, 'files');
+    assert.equal(result.byFiles.weightsSha256, result.byUrl.weightsSha256);
+    const files = new Set(result.progress.map((p) => p.file));
+    assert.deepEqual([...files].sort(), ['config.json', 'merges.txt', 'model.safetensors', 'vocab.json']);
+    assert.match(result.run.dataset.tokenizer, /^bpe-/);
+    assert.ok(result.sample.text.length > 0, 'a sample in BPE tokens');
+    assert.equal(result.missing, 'TinyGPTError downloadFailed');
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await browser.close();
+  }
+});

@@ -13,10 +13,11 @@
 //! - One thread per connection, `Connection: close`: the page loads a dozen files, so this
 //!   stays simple rather than fast.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -37,23 +38,69 @@ pub struct Server {
 
 /// Binds `host:port` (port 0 picks a free one) and serves `root` on background threads.
 pub fn start(root: &Path, host: &str, port: u16) -> Result<Server, String> {
-    let root = root.canonicalize().map_err(|e| format!("cannot serve {}: {e}", root.display()))?;
+    start_with_mounts(root, host, port, &[])
+}
+
+/// [`start`], also serving each `(prefix, folder)` of `mounts` under `/prefix/` (the page
+/// tests' fixtures, which the page fetches as a user's server would serve them) and
+/// counting the requests for them, which `GET /__requests` returns as JSON (`{path: n}`):
+/// how a test sees that a reload downloaded nothing.
+pub fn start_with_mounts(
+    root: &Path,
+    host: &str,
+    port: u16,
+    mounts: &[(&str, PathBuf)],
+) -> Result<Server, String> {
+    let canonical =
+        |dir: &Path| dir.canonicalize().map_err(|e| format!("cannot serve {}: {e}", dir.display()));
+    let mut site = Site { root: canonical(root)?, mounts: Vec::new(), counts: Mutex::new(BTreeMap::new()) };
+    for (prefix, dir) in mounts {
+        site.mounts.push((format!("/{}/", prefix.trim_matches('/')), canonical(dir)?));
+    }
     let listener =
         TcpListener::bind((host, port)).map_err(|e| format!("cannot listen on {host}:{port}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let root = Arc::new(root);
+    let site = Arc::new(site);
     thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let root = Arc::clone(&root);
+            let site = Arc::clone(&site);
             thread::spawn(move || {
-                let _ = handle(stream, &root);
+                let _ = handle(stream, &site);
             });
         }
     });
     Ok(Server { addr })
 }
 
-fn handle(mut stream: TcpStream, root: &Path) -> std::io::Result<()> {
+/// What a server serves: its root, the mounted folders, and the requests for those.
+struct Site {
+    root: PathBuf,
+    mounts: Vec<(String, PathBuf)>,
+    counts: Mutex<BTreeMap<String, usize>>,
+}
+
+impl Site {
+    /// The folder and the target within it that `target` names, counting a mount's requests.
+    fn locate<'a>(&'a self, target: &'a str) -> (&'a Path, String) {
+        let path = target.split(['?', '#']).next().unwrap_or("");
+        for (prefix, dir) in &self.mounts {
+            if let Some(rest) = path.strip_prefix(prefix.as_str()) {
+                *self.counts.lock().unwrap().entry(path.to_string()).or_default() += 1;
+                return (dir, format!("/{rest}"));
+            }
+        }
+        (&self.root, target.to_string())
+    }
+
+    /// The request counts as JSON, by path.
+    fn counts_json(&self) -> String {
+        let counts = self.counts.lock().unwrap();
+        let fields: Vec<String> = counts.iter().map(|(path, n)| format!("{path:?}: {n}")).collect();
+        format!("{{{}}}", fields.join(", "))
+    }
+}
+
+fn handle(mut stream: TcpStream, site: &Site) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
@@ -71,7 +118,11 @@ fn handle(mut stream: TcpStream, root: &Path) -> std::io::Result<()> {
         return respond(&mut stream, 405, "text/plain; charset=utf-8", b"method not allowed\n", true);
     }
     let head_only = method == "HEAD";
-    match resolve(root, target) {
+    if !site.mounts.is_empty() && target == "/__requests" {
+        return respond(&mut stream, 200, "application/json", site.counts_json().as_bytes(), !head_only);
+    }
+    let (root, target) = site.locate(target);
+    match resolve(root, &target) {
         Ok(path) => match std::fs::read(&path) {
             Ok(body) => respond(&mut stream, 200, mime_type(&path), &body, !head_only),
             Err(_) => respond(&mut stream, 404, "text/plain; charset=utf-8", b"not found\n", !head_only),
@@ -272,5 +323,19 @@ mod tests {
         let (status, head, _) = get(server.addr, "/").unwrap();
         assert_eq!(status, 200);
         assert!(head.contains("Content-Type: text/html"), "{head}");
+    }
+
+    #[test]
+    fn mounted_folders_are_served_counted_and_kept_inside() {
+        let (base, dist) = fixture("mounts");
+        let server = start_with_mounts(&dist, "127.0.0.1", 0, &[("fixtures/pkg", dist.join("pkg"))]).unwrap();
+        assert_eq!(get(server.addr, "/fixtures/pkg/a.wasm").unwrap().2, b"\0asm");
+        assert_eq!(get(server.addr, "/fixtures/pkg/a.wasm?x").unwrap().0, 200);
+        assert_eq!(get(server.addr, "/fixtures/pkg/missing").unwrap().0, 404);
+        assert_eq!(get(server.addr, "/fixtures/pkg/..%2f..%2foutside.txt").unwrap().0, 403);
+        let counts = String::from_utf8(get(server.addr, "/__requests").unwrap().2).unwrap();
+        assert!(counts.contains("\"/fixtures/pkg/a.wasm\": 2"), "{counts}");
+        assert!(counts.contains("\"/fixtures/pkg/missing\": 1"), "{counts}");
+        drop(base);
     }
 }

@@ -6,11 +6,17 @@
 //! `test-web` also packs the npm package (`npm_pack`; with `--no-build`, only when `dist/`
 //! is newer than the tarball), installs the example page from it and serves that folder on
 //! a second port of the same server (`TINYGPT_EXAMPLE_URL`, for tests-web/npm.test.mjs).
+//! The page's server also serves ckpt's small GPT-2 folder at `/fixtures/hf_gpt2/`, for the
+//! page to load by URL, and counts those requests (`/__requests`).
 
 use std::process::Command;
 
 use crate::util::{parse_options, run, workspace_root};
 use crate::{http, npm_pack, web_build};
+
+/// Where the test server serves the small GPT-2 folder (`/fixtures/hf_gpt2/`; its request
+/// counts at `/__requests`).
+pub const HF_GPT2_MOUNT: &str = "fixtures/hf_gpt2";
 
 /// Where screenshots and other test artifacts land.
 pub const ARTIFACTS: &str = "target/web-artifacts";
@@ -55,7 +61,7 @@ fn with_server(opts: &[(&str, &str)], mut node: Command, example: bool) -> Resul
     if example {
         let tarball = if build { npm_pack::pack()? } else { npm_pack::pack_if_stale()? };
         let site = npm_pack::install_example(&tarball)?;
-        let server = http::start(&site, "127.0.0.1", 0)?;
+        let server = http::start_with_mounts(&site, "127.0.0.1", 0, &hf_gpt2_mount())?;
         eprintln!("xtask: serving the example page at http://{}/", server.addr);
         node.env("TINYGPT_EXAMPLE_URL", format!("http://{}/", server.addr));
     }
@@ -63,7 +69,7 @@ fn with_server(opts: &[(&str, &str)], mut node: Command, example: bool) -> Resul
     if !root.join("node_modules/playwright-core").is_dir() {
         return Err("node_modules/playwright-core is missing: run `npm ci` (or `cargo xtask setup`)".into());
     }
-    let server = http::start(&web_build::dist_dir(), "127.0.0.1", 0)?;
+    let server = http::start_with_mounts(&web_build::dist_dir(), "127.0.0.1", 0, &hf_gpt2_mount())?;
     let artifacts = root.join(ARTIFACTS);
     std::fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
     eprintln!("xtask: serving dist/ at http://{}/", server.addr);
@@ -75,4 +81,10 @@ fn with_server(opts: &[(&str, &str)], mut node: Command, example: bool) -> Resul
             "TINYGPT_CHROMIUM",
             std::env::var("TINYGPT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
         ))
+}
+
+/// The GPT-2 fixture folder, which tests-web/gpt2.test.mjs (the page) and npm.test.mjs (the
+/// example page) load by URL, each from its own origin.
+fn hf_gpt2_mount() -> [(&'static str, std::path::PathBuf); 1] {
+    [(HF_GPT2_MOUNT, workspace_root().join("ckpt/tests/fixtures/hf_gpt2"))]
 }
