@@ -476,7 +476,19 @@ pub fn resolve_configs(request: TrainRequest) -> Result<(ModelConfig, TrainingCo
         training,
         overrides: Overrides::default(),
     };
-    Ok(recipe.build()?)
+    let (model, training) = recipe.build()?;
+    // `train` reads its text as bytes; a BPE model's ids would be the wrong tokens.
+    if model.tokenizer != tinygpt_model::tokenizer::BYTE_V1 {
+        return Err(WorkerError::new(
+            ErrorCode::InvalidConfig,
+            format!(
+                "The page trains byte-level models only, and this model config names the tokenizer {}. Load a \
+                 GPT-2 model as a LoRA base instead, or leave the tokenizer out.",
+                model.tokenizer
+            ),
+        ));
+    }
+    Ok((model, training))
 }
 
 /// Why `precision: mixed` cannot train on `kind` (a CPU build), in the CLI's words.

@@ -357,3 +357,16 @@ fn picked_files_make_the_same_base() {
     assert_eq!(code, "badMessage");
     assert!(message.contains("config.json"), "{message}");
 }
+
+/// The worker trains whole models on bytes only: a model config naming a BPE tokenizer (as
+/// a GPT-2 base's does) is refused by `train`, not trained on the wrong tokens.
+#[test]
+fn train_refuses_a_bpe_model_config() {
+    let (stores, server) = (Stores::default(), Server::with_fixture());
+    let tab = Tab::open(&stores, &server);
+    let base = of_type(&tab.load_url(URL), "baseLoaded")[0]["base"].clone();
+    let out = tab.send(json!({"type": "train", "modelConfig": base["modelConfig"], "dataset": rust_text()}));
+    let (code, message) = error_of(&out);
+    assert_eq!(code, "invalidConfig");
+    assert!(message.contains("byte-level models only") && message.contains("bpe-"), "{message}");
+}
