@@ -19,6 +19,11 @@ use crate::protocol::{BaseSource, ErrorCode, HfFiles};
 /// that is not GPT-2 (or too large for a tab) is refused before the weights download.
 pub const HF_FILES: [&str; 4] = ["config.json", "vocab.json", "merges.txt", "model.safetensors"];
 
+/// The batch an adapter on a GPT-2 base trains with unless `trainingConfig` says (and the
+/// batch a base must fit with to load): GPT-2's windows are long (1,024 tokens) and its
+/// vocabulary wide, so the checkpoints' default of 16 rows would refuse most such models.
+pub const HF_BATCH_SIZE: usize = 4;
+
 /// The checked small files of a folder: its tokenizer and the model `config.json` makes.
 pub struct HfHead {
     pub tokenizer: Tokenizer,
@@ -35,7 +40,7 @@ impl HfHead {
             ))
         })?;
         let config = config_from_hf_json(config_json, &hf_tokenizer(&tokenizer)).map_err(import_error)?;
-        check_fits_wasm32(&config, TrainingConfig::default().batch_size)?;
+        check_fits_wasm32(&config, HF_BATCH_SIZE)?;
         Ok(HfHead { tokenizer, config })
     }
 }
@@ -44,7 +49,7 @@ impl BaseModel {
     /// A base from a GPT-2 folder's four files, called `name`.
     pub fn from_hf(name: String, source: BaseSource, files: &HfFiles) -> Result<Self, WorkerError> {
         let head = HfHead::read(&files.config_json, &files.vocab_json, &files.merges_txt)?;
-        let training = TrainingConfig::default();
+        let training = TrainingConfig { batch_size: HF_BATCH_SIZE, ..TrainingConfig::default() };
         let defaults = ImportDefaults { dataset: placeholder_dataset(&head.tokenizer, &training)?, training };
         let ckpt = import_hf_gpt2(
             &files.config_json,

@@ -353,6 +353,11 @@ fn picked_files_make_the_same_base() {
     let picked = &of_type(&out, "baseLoaded")[0]["base"];
     assert_eq!((picked["source"].as_str(), picked["name"].as_str()), (Some("files"), Some("tiny")));
     assert_eq!(picked["weightsSha256"], from_url["weightsSha256"], "adapters fit either");
+    let started = tab.send(json!({"type": "trainAdapter", "name": "a", "trainingConfig": {"max_steps": 1},
+                                  "dataset": rust_text()}));
+    let run = &of_type(&started, "runStarted")[0]["run"];
+    assert_eq!(run["trainingConfig"]["batch_size"], 4, "a GPT-2 base's adapters take 4 rows by default");
+    tab.run();
     let (code, message) = error_of(&tab.send(json!({"type": "loadBase", "source": "files"})));
     assert_eq!(code, "badMessage");
     assert!(message.contains("config.json"), "{message}");
