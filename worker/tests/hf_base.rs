@@ -30,6 +30,8 @@ struct Server {
     files: Rc<RefCell<BTreeMap<String, Vec<u8>>>>,
     requests: Rc<RefCell<Vec<String>>>,
     cut_short: Rc<RefCell<Option<String>>>,
+    /// A length announced for URLs ending so, instead of the file's.
+    announce: Rc<RefCell<Option<(String, u64)>>>,
 }
 
 impl Server {
@@ -82,7 +84,12 @@ impl Fetch for Server {
                 let cut = self.cut_short.borrow().as_ref().is_some_and(|c| url.ends_with(c.as_str()));
                 let sent = if cut { &bytes[..bytes.len() / 2] } else { &bytes[..] };
                 let chunks = sent.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
-                Response { status: 200, length: Some(bytes.len() as u64), chunks }
+                let announced = self.announce.borrow().clone().filter(|(end, _)| url.ends_with(end.as_str()));
+                Response {
+                    status: 200,
+                    length: Some(announced.map_or(bytes.len() as u64, |(_, n)| n)),
+                    chunks,
+                }
             }
         };
         Box::pin(async move { Ok(Box::new(response) as Box<dyn Body>) })
@@ -374,4 +381,16 @@ fn train_refuses_a_bpe_model_config() {
     let (code, message) = error_of(&out);
     assert_eq!(code, "invalidConfig");
     assert!(message.contains("byte-level models only") && message.contains("bpe-"), "{message}");
+}
+
+/// A weights file larger than any GPT-2 of its config's shape can be is refused from its
+/// announced length, before it is read.
+#[test]
+fn a_weights_file_too_large_for_its_config_is_refused_unread() {
+    let (stores, server) = (Stores::default(), Server::with_fixture());
+    *server.announce.borrow_mut() = Some(("model.safetensors".into(), 8 << 30));
+    let tab = Tab::open(&stores, &server);
+    let (code, message) = error_of(&tab.load_url(URL));
+    assert_eq!(code, "downloadFailed");
+    assert!(message.contains("model.safetensors") && message.contains("8589934592 bytes"), "{message}");
 }

@@ -4,6 +4,8 @@
 //! the file and the URL: an HTTP status (404: no such file there), a network error, a body
 //! shorter than the server announced, a folder that is not GPT-2, a full storage.
 
+use tinygpt_model::ModelConfig;
+
 use crate::adapters::BaseModel;
 use crate::error::WorkerError;
 use crate::hf_base::{HfHead, HF_FILES};
@@ -49,7 +51,7 @@ impl<S: Storage, L: LockManager> Router<S, L> {
             if let [config, vocab, merges] = &files[..] {
                 // Refused here, a folder that is not GPT-2 costs no download of its weights.
                 let head = HfHead::read(config, vocab, merges)?;
-                limit = 4 * head.config.param_count() as u64 + HEADER_ROOM;
+                limit = largest_weights_file(&head.config);
             }
         }
         let files = crate::base_cache::in_order(files);
@@ -119,6 +121,15 @@ impl<S: Storage, L: LockManager> Router<S, L> {
     fn post_progress(&self, file: &str, bytes_done: u64, bytes_total: Option<u64>, cached: bool) {
         self.post(&OutMessage::BaseDownload { file: file.to_string(), bytes_done, bytes_total, cached });
     }
+}
+
+/// The most bytes a GPT-2 `model.safetensors` of `config`'s shape can hold in f32: the
+/// parameters, an untied copy of the head (`lm_head.weight`, which import checks is tied),
+/// and the causal-mask buffers older files keep (`h.N.attn.bias`, 1 × 1 × T × T each).
+fn largest_weights_file(config: &ModelConfig) -> u64 {
+    let (v, c, t, l) = (config.vocab_size, config.d_model, config.context_length, config.n_layers);
+    let values = config.param_count() + v * c + l * (t * t + 1);
+    4 * values as u64 + HEADER_ROOM
 }
 
 /// `url` as a folder address ending in `/`, refusing an empty one.
