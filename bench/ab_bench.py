@@ -11,16 +11,11 @@ Prints each run's JSON line, then {"after_over_before_median": â€¦, "ratios": [â
 
 import argparse
 import json
-import statistics
-import subprocess
+import os
 import sys
 
-
-def tok_per_s(binary, flags):
-    out = subprocess.run([binary, "bench", *flags], check=True, capture_output=True, text=True).stdout
-    line = json.loads(out.strip().splitlines()[-1])
-    print(json.dumps({"binary": binary, **line}), flush=True)
-    return line["tok_per_s"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from alternate import alternate  # noqa: E402
 
 
 def main():
@@ -32,18 +27,16 @@ def main():
     cut = argv.index("--") if "--" in argv else len(argv)
     args = ap.parse_args(argv[:cut])
     flags = argv[cut + 1 :]
-    ratios = []
-    for _ in range(args.rounds):
-        a = tok_per_s(args.before, flags)
-        b = tok_per_s(args.after, flags)
-        ratios.append(b / a)
+    before, after = [args.before, "bench", *flags], [args.after, "bench", *flags]
+    tags = ({"binary": args.before}, {"binary": args.after})
+    pairs = alternate(before, after, args.rounds, tags=tags)
     print(
         json.dumps(
             {
                 "flags": flags,
                 "rounds": args.rounds,
-                "ratios": [round(r, 3) for r in ratios],
-                "after_over_before_median": round(statistics.median(ratios), 3),
+                "ratios": pairs["ratios"],
+                "after_over_before_median": pairs["median"],
             }
         )
     )

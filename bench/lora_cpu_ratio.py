@@ -16,17 +16,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def line_of(cmd):
-    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    line = json.loads(out.strip().splitlines()[-1])
-    print(json.dumps(line), flush=True)
-    return line
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from alternate import alternate  # noqa: E402
 
 
 def main():
@@ -43,13 +37,10 @@ def main():
     twin = os.path.join(ROOT, "bench/pytorch_lora_twin.py")
     theirs_cmd = [sys.executable, twin, "--config", args.config, "--lora", args.lora]
     theirs_cmd += ["--steps", str(args.steps), "--threads", str(args.threads)]
-    ratios, ours, theirs = [], [], []
-    for _ in range(args.rounds):
-        a = line_of(ours_cmd)["tok_per_s"]
-        b = line_of(theirs_cmd)["tok_per_s"]
-        ours.append(a)
-        theirs.append(b)
-        ratios.append(a / b)
+    # The pairs' ratios are theirs/ours; the figure is ours/theirs, so each is inverted.
+    pairs = alternate(ours_cmd, theirs_cmd, args.rounds, cwd=ROOT)
+    ours, theirs = pairs["first"], pairs["second"]
+    ratios = [a / b for a, b in zip(ours, theirs)]
     print(
         json.dumps(
             {
