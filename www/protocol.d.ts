@@ -112,6 +112,7 @@ export type InMessage = {
   alpha?: number,
   targets?: Array<string>,
   trainingConfig?: Partial<TrainingConfig>,
+  context?: number,
   dataset: DatasetInput,
 } | {
   "type": "listAdapters"

@@ -29,7 +29,10 @@ pub use error::ModelError;
 pub use gpt::{Forward, Gpt, LinearDelta, LN_EPS};
 pub use kv_cache::KvCache;
 pub use lora::{Lora, DEFAULT_LORA_LEARNING_RATE};
-pub use memory::{check_training_memory, largest_tensor, training_memory_bytes};
+pub use memory::{
+    adapter_training_memory_bytes, check_adapter_training_memory, check_training_memory, largest_tensor,
+    training_memory_bytes,
+};
 pub use params::Params;
 pub use sample::{pick_token, pick_token_id, Generation, SampleConfig};
 /// The architecture, dataset manifest and adapter config as plain data (they live in

@@ -11,7 +11,7 @@ use tinygpt_model::Tokenizer;
 
 use crate::checkpoints::ckpt_error;
 use crate::error::WorkerError;
-use crate::fits::check_fits_wasm32;
+use crate::fits::check_base_fits_wasm32;
 use crate::protocol::{AdapterInfo, BaseInfo, BaseSource, ErrorCode, StoreKind};
 
 /// The bundled base's file in `dist/` (copied there from cli/assets by `cargo xtask
@@ -34,7 +34,7 @@ impl BaseModel {
     /// memory could not train adapters on it. Its tokenizer is bytes: one of another
     /// tokenizer needs [`BaseModel::with_tokenizer`] (a GPT-2 folder brings its files).
     pub fn new(name: String, source: BaseSource, ckpt: Checkpoint) -> Result<Self, WorkerError> {
-        check_fits_wasm32(&ckpt.model_config, ckpt.training_config.batch_size)?;
+        check_base_fits_wasm32(&ckpt.model_config, ckpt.training_config.batch_size)?;
         let ckpt = Checkpoint { adam_m: Vec::new(), adam_v: Vec::new(), ..ckpt };
         let weights_sha256 = base_weights_sha256(&ckpt.weights);
         Ok(BaseModel { name, source, weights_sha256, ckpt, tokenizer: Tokenizer::Byte })

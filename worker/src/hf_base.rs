@@ -12,7 +12,7 @@ use tinygpt_optim::TrainingConfig;
 
 use crate::adapters::BaseModel;
 use crate::error::WorkerError;
-use crate::fits::check_fits_wasm32;
+use crate::fits::check_base_fits_wasm32;
 use crate::protocol::{BaseSource, ErrorCode, HfFiles};
 
 /// The folder's files in the order they are fetched: the small ones first, so a folder
@@ -40,7 +40,7 @@ impl HfHead {
             ))
         })?;
         let config = config_from_hf_json(config_json, &hf_tokenizer(&tokenizer)).map_err(import_error)?;
-        check_fits_wasm32(&config, HF_BATCH_SIZE)?;
+        check_base_fits_wasm32(&config, HF_BATCH_SIZE)?;
         Ok(HfHead { tokenizer, config })
     }
 }

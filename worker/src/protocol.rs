@@ -121,8 +121,10 @@ pub enum InMessage {
     },
     /// LoRA: trains a fresh adapter called `name` on the loaded base (frozen) over
     /// `dataset`, replacing the current run: `preset` (`qv-r4`, `qvo-r8`), or `rank`,
-    /// `alpha` and `targets`; `trainingConfig` fields over the adapter defaults. Saves go to
-    /// the adapter store under `name` (`adapterSaved`).
+    /// `alpha` and `targets`; `trainingConfig` fields over the adapter defaults; `context`,
+    /// the window it trains on in tokens (1 to the base's context; 256 or the base's context
+    /// when shorter if left out, so a 1,024-token GPT-2 base fits a tab). Saves go to the
+    /// adapter store under `name` (`adapterSaved`).
     TrainAdapter {
         name: String,
         #[serde(default)]
@@ -136,6 +138,8 @@ pub enum InMessage {
         #[serde(default)]
         #[cfg_attr(test, ts(type = "Partial<TrainingConfig>", optional))]
         training_config: Option<serde_json::Value>,
+        #[serde(default)]
+        context: Option<usize>,
         dataset: DatasetInput,
     },
     /// LoRA: the adapters stored in this browser: `adapters`.

@@ -70,6 +70,7 @@ fn in_samples() -> Vec<InMessage> {
             alpha: Some(8.0),
             targets: Some(vec!["q_proj".into(), "v_proj".into()]),
             training_config: Some(serde_json::to_value(TrainingConfig::default()).unwrap()),
+            context: Some(128),
             dataset: dataset_input(),
         },
         InMessage::ListAdapters,

@@ -84,10 +84,19 @@ impl<S: Storage, L: LockManager> Router<S, L> {
                 out.iter().for_each(|m| self.post(m));
                 self.post_adapters().await
             }
-            InMessage::TrainAdapter { name, preset, rank, alpha, targets, training_config, dataset } => {
+            InMessage::TrainAdapter {
+                name,
+                preset,
+                rank,
+                alpha,
+                targets,
+                training_config,
+                context,
+                dataset,
+            } => {
                 let lock = adapter_lock_name(&name);
                 self.hold_run(&lock, &format!("adapter {name}"), &dataset.name).await?;
-                let request = AdapterRequest { name, preset, rank, alpha, targets, training_config };
+                let request = AdapterRequest { name, preset, rank, alpha, targets, training_config, context };
                 let out = self.session()?.start_adapter(request, dataset, self.now())?;
                 self.warned_no_storage.set(false);
                 out.iter().for_each(|m| self.post(m));

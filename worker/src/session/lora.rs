@@ -14,14 +14,14 @@ use std::rc::Rc;
 
 use serde_json::Value;
 use tinygpt_ckpt::AdapterCheckpoint;
-use tinygpt_model::{ConfigError, Dataset, Gpt, LoraConfig, Params, Tokenizer};
+use tinygpt_model::{ConfigError, Dataset, Gpt, LoraConfig, ModelConfig, Params, Tokenizer};
 use tinygpt_optim::{adapter_training_config, ResumeState, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::Backend;
 
 use super::{training_fields, ActiveRun, AdapterRunInfo, SampleModel, Session};
 use crate::adapters::BaseModel;
 use crate::error::WorkerError;
-use crate::fits::check_fits_wasm32;
+use crate::fits::{adapter_window, check_adapter_fits_wasm32};
 use crate::protocol::{DatasetInput, ErrorCode, OutMessage, RunState};
 
 /// What `trainAdapter` asks for, before validation.
@@ -33,6 +33,8 @@ pub struct AdapterRequest {
     pub alpha: Option<f32>,
     pub targets: Option<Vec<String>>,
     pub training_config: Option<Value>,
+    /// The window it trains on, in tokens ([`adapter_window`]).
+    pub context: Option<usize>,
 }
 
 impl AdapterRequest {
@@ -130,9 +132,10 @@ impl<B: Backend> Session<B> {
         let fields = training_fields(request.training_config)?;
         let training = adapter_training_config(&base.ckpt.training_config, fields)?;
         let model_config = &base.ckpt.model_config;
-        check_fits_wasm32(model_config, training.batch_size)?;
-        let data = base_dataset(base, &dataset, training.seed)?;
-        let model = base_model_on(self.backend_for(training.precision)?, base, &base.ckpt.weights)?;
+        let window = adapter_window(model_config, request.context)?;
+        check_adapter_fits_wasm32(model_config, &lora, training.batch_size, window)?;
+        let data = base_dataset(base, &dataset, window, training.seed)?;
+        let model = windowed_base_on(self.backend_for(training.precision)?, base, window)?;
         let info =
             AdapterRunInfo { name: request.name, base: base.reference(), tokenizer: base.tokenizer.clone() };
         let trained = TrainedSet::fresh_adapter(model, lora, &training)?;
@@ -157,8 +160,11 @@ impl<B: Backend> Session<B> {
             return Ok(vec![OutMessage::AdapterLoaded { name, step, resumable: false }]);
         };
         let model_config = &base.ckpt.model_config;
-        check_fits_wasm32(model_config, ckpt.training_config.batch_size)?;
-        let data = base_dataset(base, dataset, ckpt.dataset.seed)?;
+        // The default window: a run started with another `context` continues at this one
+        // (the adapter files do not record it; its weights do not depend on it).
+        let window = adapter_window(model_config, None)?;
+        check_adapter_fits_wasm32(model_config, &ckpt.lora, ckpt.training_config.batch_size, window)?;
+        let data = base_dataset(base, dataset, window, ckpt.dataset.seed)?;
         if data.manifest().dataset_id != ckpt.dataset.dataset_id {
             return Err(WorkerError::new(
                 ErrorCode::DatasetMismatch,
@@ -171,7 +177,7 @@ impl<B: Backend> Session<B> {
         }
         let precision = self.continuing_precision(ckpt.training_config.precision);
         let backend = self.backend_for(precision)?;
-        let model = base_model_on(backend, base, &base.ckpt.weights)?;
+        let model = windowed_base_on(backend, base, window)?;
         let info =
             AdapterRunInfo { name: name.clone(), base: base.reference(), tokenizer: base.tokenizer.clone() };
         let config = TrainingConfig { precision, ..ckpt.training_config.clone() };
@@ -256,10 +262,42 @@ impl<B: Backend> Session<B> {
     }
 }
 
-/// `dataset` in `base`'s tokens (a GPT-2 base's BPE, else bytes), in windows of its context.
-fn base_dataset(base: &BaseModel, dataset: &DatasetInput, seed: u64) -> Result<Dataset, WorkerError> {
-    let context = base.ckpt.model_config.context_length;
-    Ok(Dataset::with_tokenizer(&dataset.name, &dataset.bytes, &base.tokenizer, context, seed)?)
+/// `dataset` in `base`'s tokens (a GPT-2 base's BPE, else bytes), in windows of `window`.
+fn base_dataset(
+    base: &BaseModel,
+    dataset: &DatasetInput,
+    window: usize,
+    seed: u64,
+) -> Result<Dataset, WorkerError> {
+    Ok(Dataset::with_tokenizer(&dataset.name, &dataset.bytes, &base.tokenizer, window, seed)?)
+}
+
+/// The frozen base an adapter run trains on at windows of `window` tokens: the base itself
+/// with a context of `window` and the first `window` rows of its position table. A run
+/// trains at its model's context (as the native benchmark's `configs/gpt2-124m-lora.json`
+/// does with a model of context 256), and with learned positions and causal attention the
+/// logits of a window of `window` tokens are the same in either model, so the adapter is one
+/// of the full base.
+fn windowed_base_on<B: Backend>(backend: &B, base: &BaseModel, window: usize) -> Result<Gpt<B>, WorkerError> {
+    let full = &base.ckpt.model_config;
+    if window == full.context_length {
+        return base_model_on(backend, base, &base.ckpt.weights);
+    }
+    let (config, weights) = windowed_weights(full, &base.ckpt.weights, window);
+    Ok(Gpt::new(config.clone(), Params::from_flat(backend, &config, &weights)?)?)
+}
+
+/// `full`'s config at a context of `window` (at most its own), and `weights` cut to it: every
+/// tensor as it is but the position table, `[context, d_model]` row-major, whose first
+/// `window` rows are its first `window · d_model` values.
+pub fn windowed_weights(full: &ModelConfig, weights: &[f32], window: usize) -> (ModelConfig, Vec<f32>) {
+    let config = ModelConfig { context_length: window.min(full.context_length), ..full.clone() };
+    let mut out = Vec::with_capacity(config.param_count());
+    for (from, to) in full.tensor_specs().iter().zip(config.tensor_specs()) {
+        debug_assert_eq!(from.name, to.name);
+        out.extend_from_slice(&weights[from.offset..from.offset + to.numel()]);
+    }
+    (config, out)
 }
 
 /// The base as a model on `backend` (an adapter run's: f32 or mixed, see
@@ -300,6 +338,33 @@ pub async fn adapter_snapshot<B: Backend>(
 mod tests {
     use super::*;
     use crate::incoming::is_a_sentence_for_people;
+    use tinygpt_autograd::Tape;
+    use tinygpt_kernels_cpu::CpuBackend;
+    use tinygpt_tensor::{block_on, Indices, Rng};
+
+    /// A model cut to a window gives the full model's logits on that many tokens (learned
+    /// positions, causal attention), so an adapter trained on windows adapts the full base.
+    #[test]
+    fn a_windowed_base_gives_the_full_bases_logits_on_a_window() {
+        let full = ModelConfig { context_length: 64, ..ModelConfig::reference() };
+        let mut rng = Rng::new(5);
+        let weights: Vec<f32> = (0..full.param_count()).map(|_| (rng.normal() * 0.3) as f32).collect();
+        let (config, cut) = windowed_weights(&full, &weights, 16);
+        assert_eq!(config.context_length, 16);
+        assert_eq!(cut.len(), config.param_count());
+        assert_eq!(full.param_count() - cut.len(), 48 * full.d_model);
+        let backend = CpuBackend::new(1);
+        let logits = |config: &ModelConfig, weights: &[f32]| {
+            let model =
+                Gpt::new(config.clone(), Params::from_flat(&backend, config, weights).unwrap()).unwrap();
+            let ids: Vec<u32> = b"a window of 16 b".iter().map(|&b| b as u32).collect();
+            let tape = Tape::no_grad();
+            block_on(model.forward(&tape, &Indices::new(&backend, &ids), 1, 16).logits.value().read())
+                .unwrap()
+        };
+        assert_eq!(logits(&full, &weights), logits(&config, &cut));
+        assert_eq!(windowed_weights(&full, &weights, 64).1, weights);
+    }
 
     /// `trainAdapter`'s shape refusals are sentences for people that say what to change.
     #[test]
