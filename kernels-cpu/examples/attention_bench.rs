@@ -25,7 +25,9 @@ fn parse(shape: &str) -> Result<AttentionDims, String> {
         .map(|p| p.parse().map_err(|_| format!("bad shape {shape:?}: want BxTxHxHD")))
         .collect::<Result<_, _>>()?;
     match parts[..] {
-        [batch, seq, heads, head_dim] => Ok(AttentionDims { batch, seq, heads, head_dim, dropout: None }),
+        [batch, seq, heads, head_dim] => {
+            Ok(AttentionDims { batch, seq, heads, head_dim, dropout: None, cache: None })
+        }
         _ => Err(format!("bad shape {shape:?}: want BxTxHxHD")),
     }
 }
@@ -64,7 +66,7 @@ fn main() -> Result<(), String> {
                         &q,
                         &k,
                         &v,
-                        &saved.saved,
+                        saved.kept(),
                         dims,
                         AttentionKeep::Backward,
                     ))

@@ -343,37 +343,18 @@ impl Backend for CpuBackend {
         dims: AttentionDims,
         keep: AttentionKeep,
     ) -> AttentionOut<Self::Storage> {
-        if let (AttentionKeep::Backward, Some(fast)) = (keep, self.fast) {
-            return self.flash_attention(fast, q, k, v, dims);
+        if let Some(cached) = dims.cached(keep) {
+            return AttentionOut { out: self.cached_attention(q, k, v, cached), saved: None };
         }
-        let len = dims.batch * dims.seq * dims.channels();
-        for (what, buf) in [("q", q), ("k", k), ("v", v)] {
-            expect_len("attention", what, buf, len);
-        }
-        let mut out = self.zeroed(len);
-        let mut probs = self.zeroed(dims.batch * dims.heads * dims.seq * dims.seq);
-        attention::attention_forward(&self.par, &mut out, &mut probs, &q.read(), &k.read(), &v.read(), dims);
-        AttentionOut { out: self.wrap(out), saved: self.wrap(probs) }
-    }
-
-    fn cached_attention(
-        &self,
-        q: &Self::Storage,
-        k_cache: &Self::Storage,
-        v_cache: &Self::Storage,
-        dims: CachedAttentionDims,
-    ) -> Self::Storage {
-        let c = dims.channels();
-        assert!(dims.past + dims.rows <= dims.capacity, "cached_attention: {dims:?} reaches past the cache");
-        expect_len("cached_attention", "q", q, dims.rows * c);
-        expect_len("cached_attention", "k_cache", k_cache, dims.capacity * c);
-        expect_len("cached_attention", "v_cache", v_cache, dims.capacity * c);
-        // Every output is written (each head's columns start from zero in the kernels).
-        let (q, k, v) = (&q.read(), &k_cache.read(), &v_cache.read());
-        self.produce_all(dims.rows * c, |out| match self.fast {
-            Some(fast) => fast::cached_attention(fast, &self.par, out, q, k, v, dims),
-            None => cached_attention::cached_attention(out, q, k, v, dims),
-        })
+        // Keeping nothing runs the training forward (the fast variants' flash attention
+        // writes no probabilities) and drops what it kept.
+        let (out, saved) = match (keep, self.fast) {
+            (AttentionKeep::Backward | AttentionKeep::Nothing, Some(fast)) => {
+                self.flash_attention(fast, q, k, v, dims)
+            }
+            _ => self.attention_probs(q, k, v, dims),
+        };
+        AttentionOut { out, saved: (keep != AttentionKeep::Nothing).then_some(saved) }
     }
 
     fn attention_backward(
@@ -489,6 +470,45 @@ impl Backend for CpuBackend {
 }
 
 impl CpuBackend {
+    /// The reference attention: the output and the probabilities (what its backward reads).
+    fn attention_probs(
+        &self,
+        q: &CpuBuffer<f32>,
+        k: &CpuBuffer<f32>,
+        v: &CpuBuffer<f32>,
+        dims: AttentionDims,
+    ) -> (CpuBuffer<f32>, CpuBuffer<f32>) {
+        let len = dims.batch * dims.seq * dims.channels();
+        for (what, buf) in [("q", q), ("k", k), ("v", v)] {
+            expect_len("attention", what, buf, len);
+        }
+        let mut out = self.zeroed(len);
+        let mut probs = self.zeroed(dims.batch * dims.heads * dims.seq * dims.seq);
+        attention::attention_forward(&self.par, &mut out, &mut probs, &q.read(), &k.read(), &v.read(), dims);
+        (self.wrap(out), self.wrap(probs))
+    }
+
+    /// Attention of new positions against a key/value cache (`q` `[rows, C]`, the caches
+    /// `[capacity, C]`).
+    fn cached_attention(
+        &self,
+        q: &CpuBuffer<f32>,
+        k_cache: &CpuBuffer<f32>,
+        v_cache: &CpuBuffer<f32>,
+        dims: CachedAttentionDims,
+    ) -> CpuBuffer<f32> {
+        let c = dims.channels();
+        expect_len("attention", "q", q, dims.rows * c);
+        expect_len("attention", "k (the key cache)", k_cache, dims.capacity * c);
+        expect_len("attention", "v (the value cache)", v_cache, dims.capacity * c);
+        // Every output is written (each head's columns start from zero in the kernels).
+        let (q, k, v) = (&q.read(), &k_cache.read(), &v_cache.read());
+        self.produce_all(dims.rows * c, |out| match self.fast {
+            Some(fast) => fast::cached_attention(fast, &self.par, out, q, k, v, dims),
+            None => cached_attention::cached_attention(out, q, k, v, dims),
+        })
+    }
+
     /// The fast variants' attention for training: flash-style, saving the log-sum-exp of
     /// each score row (`[B, H, T]`) instead of the probabilities.
     fn flash_attention(
@@ -498,7 +518,7 @@ impl CpuBackend {
         k: &CpuBuffer<f32>,
         v: &CpuBuffer<f32>,
         dims: AttentionDims,
-    ) -> AttentionOut<CpuBuffer<f32>> {
+    ) -> (CpuBuffer<f32>, CpuBuffer<f32>) {
         let len = dims.batch * dims.seq * dims.channels();
         for (what, buf) in [("q", q), ("k", k), ("v", v)] {
             expect_len("attention", what, buf, len);
@@ -506,7 +526,7 @@ impl CpuBackend {
         let (mut out, mut lse) = (self.uninit(len), self.uninit(dims.batch * dims.heads * dims.seq));
         let (q, k, v) = (&q.read(), &k.read(), &v.read());
         fast::attention_forward(fast, &self.par, &mut out, &mut lse, q, k, v, dims);
-        AttentionOut { out: self.wrap(out), saved: self.wrap(lse) }
+        (self.wrap(out), self.wrap(lse))
     }
 
     /// The backward of [`CpuBackend::flash_attention`], from its saved log-sum-exps.

@@ -45,7 +45,7 @@ fn options() -> Result<(AttentionDims, usize), String> {
         }
     }
     let dropout = (dropout > 0.0).then(|| DropoutMask::new(dropout, 1337, 1, 0, 0));
-    Ok((AttentionDims { batch, seq, heads, head_dim, dropout }, iters))
+    Ok((AttentionDims { batch, seq, heads, head_dim, dropout, cache: None }, iters))
 }
 
 fn main() -> Result<(), String> {
@@ -79,8 +79,8 @@ fn time(
     });
     let pair = || {
         let saved = backend.attention(&q, &k, &v, dims, AttentionKeep::Backward);
-        drop(backend.attention_backward(&dout, &q, &k, &v, &saved.saved, dims, AttentionKeep::Backward));
-        saved.saved.len()
+        drop(backend.attention_backward(&dout, &q, &k, &v, saved.kept(), dims, AttentionKeep::Backward));
+        saved.kept().len()
     };
     let mut saved_len = 0;
     for _ in 0..WARMUP {
@@ -101,7 +101,7 @@ fn time(
     let both = t0.elapsed().as_secs_f64();
     let ms = |s: f64| (s * 1e3 / iters as f64 * 1e3).round() / 1e3;
     let path = if saved_len == dims.batch * dims.heads * dims.seq * dims.seq { "unfused" } else { "flash" };
-    let AttentionDims { batch, seq, heads, head_dim, dropout } = dims;
+    let AttentionDims { batch, seq, heads, head_dim, dropout, .. } = dims;
     println!(
         "{{\"precision\":\"{precision}\",\"path\":\"{path}\",\"matmul\":\"{}\",\"shape\":\"B={batch} T={seq} H={heads} hd={head_dim} dropout={}\",\"forward_ms\":{},\"backward_ms\":{},\"pair_ms\":{}}}",
         backend.matmul_precision().kernels,

@@ -58,11 +58,11 @@ fn main() {
     time("matmul 1024x96x256 (logits)", &|| {
         drop(b.matmul(&xs, &w2, mm(1024, 96, 256, false, true), MatmulFused::none()).out)
     });
-    let dims = AttentionDims { batch: 16, seq: 64, heads: 3, head_dim: 32, dropout: None };
+    let dims = AttentionDims { batch: 16, seq: 64, heads: 3, head_dim: 32, dropout: None, cache: None };
     let att = b.attention(&xs, &xs, &xs, dims, AttentionKeep::Probs);
     time("attention", &|| drop(b.attention(&xs, &xs, &xs, dims, AttentionKeep::Probs)));
     time("attention_backward", &|| {
-        drop(b.attention_backward(&xs, &xs, &xs, &xs, &att.saved, dims, AttentionKeep::Probs))
+        drop(b.attention_backward(&xs, &xs, &xs, &xs, att.kept(), dims, AttentionKeep::Probs))
     });
     let g = b.upload(&vec![1.0f32; 96]);
     let ln = b.layer_norm(&xs, &g, &g, 1024, 96, 1e-5);

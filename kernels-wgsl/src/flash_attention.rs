@@ -196,7 +196,7 @@ impl WgpuBackend {
         let bufs = [q.bind(), k.bind(), v.bind(), out.bind(), saved.bind()];
         let defines = self.flash_shape(dims).defines();
         self.run(&K_FORWARD, &defines, &params(dims), &bufs, Self::flash_grid(dims));
-        AttentionOut { out, saved }
+        AttentionOut { out, saved: Some(saved) }
     }
 
     /// The backward from [`WgpuBackend::flash_attention_forward`]'s `saved`.

@@ -465,40 +465,22 @@ impl Backend for WgpuBackend {
         dims: AttentionDims,
         keep: AttentionKeep,
     ) -> AttentionOut<Self::Storage> {
-        match keep {
+        if let Some(cached) = dims.cached(keep) {
+            return AttentionOut { out: self.cached_attention(q, k, v, cached), saved: None };
+        }
+        // Keeping nothing runs the training forward and drops what it kept.
+        let res = match keep {
             AttentionKeep::Probs => self.attention_probs(q, k, v, dims, true),
-            AttentionKeep::Backward if self.flash_attention_fits(dims) => {
+            _ if self.flash_attention_fits(dims) => {
                 let len = dims.batch * dims.seq * dims.channels();
                 for (what, buf) in [("q", q), ("k", k), ("v", v)] {
                     expect_len("attention", what, buf, len);
                 }
                 self.flash_attention_forward(q, k, v, dims)
             }
-            AttentionKeep::Backward => self.attention_probs(q, k, v, dims, false),
-        }
-    }
-
-    fn cached_attention(
-        &self,
-        q: &Self::Storage,
-        k_cache: &Self::Storage,
-        v_cache: &Self::Storage,
-        dims: CachedAttentionDims,
-    ) -> Self::Storage {
-        let c = dims.channels();
-        assert!(dims.past + dims.rows <= dims.capacity, "cached_attention: {dims:?} reaches past the cache");
-        expect_len("cached_attention", "q", q, dims.rows * c);
-        expect_len("cached_attention", "k_cache", k_cache, dims.capacity * c);
-        expect_len("cached_attention", "v_cache", v_cache, dims.capacity * c);
-        let out = self.alloc(dims.rows * c);
-        let groups = dims.rows * dims.heads;
-        let scores = self.alloc::<f32>(groups * dims.capacity);
-        let scale = 1.0 / (dims.head_dim as f32).sqrt();
-        let params =
-            [u(dims.rows), u(dims.past), u(dims.heads), u(dims.head_dim), u(dims.capacity), f(scale)];
-        let bufs = [q.bind(), k_cache.bind(), v_cache.bind(), out.bind(), scores.bind()];
-        self.run_1d(&K_ATTENTION_CACHED, &params, &bufs, groups);
-        out
+            _ => self.attention_probs(q, k, v, dims, false),
+        };
+        AttentionOut { saved: res.saved.filter(|_| keep != AttentionKeep::Nothing), ..res }
     }
 
     fn attention_backward(
@@ -655,7 +637,31 @@ impl WgpuBackend {
             probs.clone()
         };
         self.gemm(&weights, v, None, &out, &per_head.weighted(false));
-        AttentionOut { out, saved: probs }
+        AttentionOut { out, saved: Some(probs) }
+    }
+
+    /// Attention of new positions against a key/value cache (`q` `[rows, C]`, the caches
+    /// `[capacity, C]`).
+    fn cached_attention(
+        &self,
+        q: &GpuBuffer<f32>,
+        k_cache: &GpuBuffer<f32>,
+        v_cache: &GpuBuffer<f32>,
+        dims: CachedAttentionDims,
+    ) -> GpuBuffer<f32> {
+        let c = dims.channels();
+        expect_len("attention", "q", q, dims.rows * c);
+        expect_len("attention", "k (the key cache)", k_cache, dims.capacity * c);
+        expect_len("attention", "v (the value cache)", v_cache, dims.capacity * c);
+        let out = self.alloc(dims.rows * c);
+        let groups = dims.rows * dims.heads;
+        let scores = self.alloc::<f32>(groups * dims.capacity);
+        let scale = 1.0 / (dims.head_dim as f32).sqrt();
+        let params =
+            [u(dims.rows), u(dims.past), u(dims.heads), u(dims.head_dim), u(dims.capacity), f(scale)];
+        let bufs = [q.bind(), k_cache.bind(), v_cache.bind(), out.bind(), scores.bind()];
+        self.run_1d(&K_ATTENTION_CACHED, &params, &bufs, groups);
+        out
     }
 }
 

@@ -132,7 +132,7 @@ fn the_kernel_with_emulated_cooperative_matrices_computes_the_mixed_products() {
         if setting != "emulate" {
             continue;
         }
-        let dims = AttentionDims { batch: 2, seq: 17, heads: 2, head_dim: 8, dropout: None };
+        let dims = AttentionDims { batch: 2, seq: 17, heads: 2, head_dim: 8, dropout: None, cache: None };
         let len = dims.batch * dims.seq * dims.channels();
         let (q, k, v) = (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
         let f32 = WgpuBackend::new().unwrap();

@@ -73,7 +73,7 @@ fn matmul_hash(backend: &WgpuBackend) -> u64 {
         }
     }
     for (batch, seq, heads, head_dim) in [(2, 17, 2, 8), (1, 70, 2, 16)] {
-        let dims = AttentionDims { batch, seq, heads, head_dim, dropout: None };
+        let dims = AttentionDims { batch, seq, heads, head_dim, dropout: None, cache: None };
         let len = batch * seq * dims.channels();
         let (q, k, v, dout) =
             (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));
@@ -85,11 +85,11 @@ fn matmul_hash(backend: &WgpuBackend) -> u64 {
                 &uq,
                 &uk,
                 &uv,
-                &res.saved,
+                res.kept(),
                 dims,
                 AttentionKeep::Probs,
             );
-            for out in [res.out, res.saved, g.dq, g.dk, g.dv] {
+            for out in [res.out.clone(), res.kept().clone(), g.dq, g.dk, g.dv] {
                 fnv(&mut hash, &block_on(be.read(&out)).unwrap());
             }
         }

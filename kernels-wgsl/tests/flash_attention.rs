@@ -48,12 +48,12 @@ fn both(gpu: &WgpuBackend, dims: AttentionDims, seed: u64) -> ([Vec<f32>; 4], [V
     let (gq, gk, gv, gd) = (gpu.upload(&q), gpu.upload(&k), gpu.upload(&v), gpu.upload(&d));
     let saved = gpu.attention(&gq, &gk, &gv, dims, AttentionKeep::Backward);
     let flash_len = dims.batch * dims.heads * dims.seq + len;
-    assert_eq!(saved.saved.len(), flash_len, "{dims:?}: the training pair did not run flash attention");
-    let g = gpu.attention_backward(&gd, &gq, &gk, &gv, &saved.saved, dims, AttentionKeep::Backward);
+    assert_eq!(saved.kept().len(), flash_len, "{dims:?}: the training pair did not run flash attention");
+    let g = gpu.attention_backward(&gd, &gq, &gk, &gv, saved.kept(), dims, AttentionKeep::Backward);
     let got = [&saved.out, &g.dq, &g.dk, &g.dv].map(|s| read(gpu, s));
     let (cq, ck, cv) = (cpu.upload(&q), cpu.upload(&k), cpu.upload(&v));
     let ca = cpu.attention(&cq, &ck, &cv, dims, AttentionKeep::Probs);
-    let cg = cpu.attention_backward(&cpu.upload(&d), &cq, &ck, &cv, &ca.saved, dims, AttentionKeep::Probs);
+    let cg = cpu.attention_backward(&cpu.upload(&d), &cq, &ck, &cv, ca.kept(), dims, AttentionKeep::Probs);
     let want = [&ca.out, &cg.dq, &cg.dk, &cg.dv].map(|s| block_on(cpu.read(s)).expect("cpu readback"));
     (got, want)
 }
@@ -63,11 +63,11 @@ fn flash_attention_matches_the_cpu_reference() {
     let Some(gpu) = mixed() else { return };
     let mask = Some(DropoutMask::new(0.2, 1337, 5, 3, 0));
     let cases = [
-        AttentionDims { batch: 2, seq: 256, heads: 3, head_dim: 64, dropout: mask },
-        AttentionDims { batch: 1, seq: 300, heads: 2, head_dim: 16, dropout: mask },
-        AttentionDims { batch: 2, seq: 100, heads: 4, head_dim: 32, dropout: None },
-        AttentionDims { batch: 3, seq: 70, heads: 3, head_dim: 7, dropout: None },
-        AttentionDims { batch: 1, seq: 129, heads: 1, head_dim: 128, dropout: mask },
+        AttentionDims { batch: 2, seq: 256, heads: 3, head_dim: 64, dropout: mask, cache: None },
+        AttentionDims { batch: 1, seq: 300, heads: 2, head_dim: 16, dropout: mask, cache: None },
+        AttentionDims { batch: 2, seq: 100, heads: 4, head_dim: 32, dropout: None, cache: None },
+        AttentionDims { batch: 3, seq: 70, heads: 3, head_dim: 7, dropout: None, cache: None },
+        AttentionDims { batch: 1, seq: 129, heads: 1, head_dim: 128, dropout: mask, cache: None },
     ];
     for (i, dims) in cases.into_iter().enumerate() {
         let (got, want) = both(&gpu, dims, 40 + i as u64);
@@ -92,6 +92,7 @@ fn flash_attention_is_deterministic() {
         heads: 2,
         head_dim: 24,
         dropout: Some(DropoutMask::new(0.2, 9, 1, 2, 0)),
+        cache: None,
     };
     assert!(both(&gpu, dims, 7).0 == both(&gpu, dims, 7).0, "a second run gave other bits");
 }
@@ -103,7 +104,7 @@ fn flash_attention_is_deterministic() {
 #[test]
 fn flash_attention_allocates_no_square_buffer() {
     let Some(gpu) = mixed() else { return };
-    let dims = AttentionDims { batch: 1, seq: 512, heads: 4, head_dim: 16, dropout: None };
+    let dims = AttentionDims { batch: 1, seq: 512, heads: 4, head_dim: 16, dropout: None, cache: None };
     let limit = 1 << 19;
     let probs_bytes = (dims.batch * dims.heads * dims.seq * dims.seq * 4) as u64;
     assert!(probs_bytes >= 8 * limit, "the probabilities ({probs_bytes} bytes) must exceed the limit");
@@ -120,8 +121,8 @@ fn flash_attention_allocates_no_square_buffer() {
 #[test]
 fn f32_keeps_the_probabilities() {
     let Some(gpu) = shared_backend_with(Precision::F32) else { return };
-    let dims = AttentionDims { batch: 1, seq: 9, heads: 2, head_dim: 8, dropout: None };
+    let dims = AttentionDims { batch: 1, seq: 9, heads: 2, head_dim: 8, dropout: None, cache: None };
     let x = gpu.upload(&vec![0.5; dims.seq * dims.channels()]);
     let saved = gpu.attention(&x, &x, &x, dims, AttentionKeep::Backward);
-    assert_eq!(saved.saved.len(), dims.heads * dims.seq * dims.seq);
+    assert_eq!(saved.kept().len(), dims.heads * dims.seq * dims.seq);
 }

@@ -163,7 +163,7 @@ fn every_path_rounds_exactly_the_inputs_of_the_products() {
 fn attention_narrows_with_the_matmul() {
     let Some(mixed) = mixed() else { return };
     let f32 = shared_backend().unwrap();
-    let dims = AttentionDims { batch: 2, seq: 17, heads: 2, head_dim: 8, dropout: None };
+    let dims = AttentionDims { batch: 2, seq: 17, heads: 2, head_dim: 8, dropout: None, cache: None };
     let mut rng = Rng::new(0xA16);
     let len = dims.batch * dims.seq * dims.channels();
     let (q, k, v) = (normal(&mut rng, len), normal(&mut rng, len), normal(&mut rng, len));

@@ -243,8 +243,8 @@ fn attention_at_model_sizes() {
     let Some(p) = Pair::new() else { return };
     let mut rng = Rng::new(13);
     for dims in [
-        AttentionDims { batch: 2, seq: 64, heads: 3, head_dim: 32, dropout: None },
-        AttentionDims { batch: 1, seq: 300, heads: 2, head_dim: 16, dropout: None },
+        AttentionDims { batch: 2, seq: 64, heads: 3, head_dim: 32, dropout: None, cache: None },
+        AttentionDims { batch: 1, seq: 300, heads: 2, head_dim: 16, dropout: None, cache: None },
         // Rows longer than the softmax kernels keep in registers, with dropout.
         AttentionDims {
             batch: 1,
@@ -252,6 +252,7 @@ fn attention_at_model_sizes() {
             heads: 2,
             head_dim: 16,
             dropout: Some(DropoutMask::new(0.2, 1337, 5, 3, 0)),
+            cache: None,
         },
     ] {
         let len = dims.batch * dims.seq * dims.channels();
@@ -261,7 +262,7 @@ fn attention_at_model_sizes() {
         let (cq, ck, cv) = (p.cpu.upload(&q), p.cpu.upload(&k), p.cpu.upload(&v));
         let ca = p.cpu.attention(&cq, &ck, &cv, dims, AttentionKeep::Probs);
         let cg =
-            p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, &ca.saved, dims, AttentionKeep::Probs);
+            p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, ca.kept(), dims, AttentionKeep::Probs);
         // Attention's products are batched matmuls: check both kernels (the tiled one skips
         // the tiles and stages that the causal mask zeroes).
         for path in [MatmulPath::Tiled, MatmulPath::Direct] {
@@ -269,9 +270,9 @@ fn attention_at_model_sizes() {
             let what = |name: &str| format!("attention {name} {dims:?} {path:?}");
             let ga = gpu.attention(&gq, &gk, &gv, dims, AttentionKeep::Probs);
             assert_close(&what("out"), &p.gpu_read(&ga.out), &p.cpu_read(&ca.out));
-            assert_close(&what("probs"), &p.gpu_read(&ga.saved), &p.cpu_read(&ca.saved));
+            assert_close(&what("probs"), &p.gpu_read(ga.kept()), &p.cpu_read(ca.kept()));
             let gg =
-                gpu.attention_backward(&gpu.upload(&d), &gq, &gk, &gv, &ga.saved, dims, AttentionKeep::Probs);
+                gpu.attention_backward(&gpu.upload(&d), &gq, &gk, &gv, ga.kept(), dims, AttentionKeep::Probs);
             assert_close(&what("dq"), &p.gpu_read(&gg.dq), &p.cpu_read(&cg.dq));
             assert_close(&what("dk"), &p.gpu_read(&gg.dk), &p.cpu_read(&cg.dk));
             assert_close(&what("dv"), &p.gpu_read(&gg.dv), &p.cpu_read(&cg.dv));
@@ -291,9 +292,9 @@ fn training_attention_at_model_sizes() {
     let mut rng = Rng::new(17);
     let mask = Some(DropoutMask::new(0.2, 1337, 5, 3, 0));
     for dims in [
-        AttentionDims { batch: 2, seq: 256, heads: 2, head_dim: 64, dropout: mask },
-        AttentionDims { batch: 1, seq: 300, heads: 2, head_dim: 16, dropout: mask },
-        AttentionDims { batch: 2, seq: 96, heads: 3, head_dim: 32, dropout: None },
+        AttentionDims { batch: 2, seq: 256, heads: 2, head_dim: 64, dropout: mask, cache: None },
+        AttentionDims { batch: 1, seq: 300, heads: 2, head_dim: 16, dropout: mask, cache: None },
+        AttentionDims { batch: 2, seq: 96, heads: 3, head_dim: 32, dropout: None, cache: None },
     ] {
         let len = dims.batch * dims.seq * dims.channels();
         let (q, k, v, d) =
@@ -302,11 +303,11 @@ fn training_attention_at_model_sizes() {
         let (cq, ck, cv) = (p.cpu.upload(&q), p.cpu.upload(&k), p.cpu.upload(&v));
         let ca = p.cpu.attention(&cq, &ck, &cv, dims, AttentionKeep::Probs);
         let cg =
-            p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, &ca.saved, dims, AttentionKeep::Probs);
+            p.cpu.attention_backward(&p.cpu.upload(&d), &cq, &ck, &cv, ca.kept(), dims, AttentionKeep::Probs);
         let gpu = &p.gpu;
         let run = || {
             let ga = gpu.attention(&gq, &gk, &gv, dims, AttentionKeep::Backward);
-            let gg = gpu.attention_backward(&gd, &gq, &gk, &gv, &ga.saved, dims, AttentionKeep::Backward);
+            let gg = gpu.attention_backward(&gd, &gq, &gk, &gv, ga.kept(), dims, AttentionKeep::Backward);
             [ga.out, gg.dq, gg.dk, gg.dv].map(|s| p.gpu_read(&s))
         };
         let first = run();

@@ -4,7 +4,7 @@
 //! [`Gpt::forward_cached`] runs new tokens (positions `cache.len()..`) through the model
 //! as the uncached forward pass does (no dropout), writes their keys and values into the
 //! cache (`Backend::copy` into `[context_length, d_model]` buffers on the device) and
-//! attends over every cached position (`Backend::cached_attention`). Only the last
+//! attends over every cached position (`Backend::attention` with a cache in its descriptor). Only the last
 //! position's logits are computed, and only those 256 values are read back. The cache
 //! holds at most `context_length` positions; how generation slides its window is
 //! [`crate::sample`]'s business (it starts a new cache over the kept tokens).

@@ -2,8 +2,8 @@ use std::fmt::Debug;
 use std::future::Future;
 
 use crate::dims::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CachedAttentionDims, CopyRange,
-    CrossEntropyOut, LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused, MatmulOut,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CopyRange, CrossEntropyOut,
+    LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused, MatmulOut,
 };
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
@@ -189,7 +189,10 @@ pub trait Backend: Clone + Debug + 'static {
 
     /// See [`AttentionDims`]: the output, and what `keep` asks to be kept (see
     /// [`AttentionKeep`]): the softmax probabilities, or whatever this backend's backward
-    /// needs (training asks for that, so a backend can avoid storing `[seq, seq]` scores).
+    /// needs (training asks for that, so a backend can avoid storing `[seq, seq]` scores),
+    /// or nothing. With [`AttentionDims::cache`], `k` and `v` are a key/value cache and `q`
+    /// the new positions (incremental decoding; [`AttentionDims::cached`] checks the call
+    /// and gives the sizes), so generation runs the same op as training.
     fn attention(
         &self,
         q: &Self::Storage,
@@ -198,16 +201,9 @@ pub trait Backend: Clone + Debug + 'static {
         dims: AttentionDims,
         keep: AttentionKeep,
     ) -> AttentionOut<Self::Storage>;
-    /// See [`CachedAttentionDims`]: `[rows, channels]` out.
-    fn cached_attention(
-        &self,
-        q: &Self::Storage,
-        k_cache: &Self::Storage,
-        v_cache: &Self::Storage,
-        dims: CachedAttentionDims,
-    ) -> Self::Storage;
     /// Attention's backward: `dq`, `dk`, `dv` from `dout` and the `saved` of the forward
-    /// [`Backend::attention`] call with the same `dims` and `keep`.
+    /// [`Backend::attention`] call with the same `dims` and `keep` (which kept something;
+    /// no cache).
     #[allow(clippy::too_many_arguments)]
     fn attention_backward(
         &self,

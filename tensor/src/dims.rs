@@ -113,12 +113,22 @@ pub struct MatmulOut<S> {
     pub sums: Option<S>,
 }
 
-/// Attention of new positions against a key/value cache (incremental decoding): row `r`
-/// of `q` `[rows, heads * head_dim]` is position `past + r` and attends to rows
-/// `0..=past + r` of `k_cache` and `v_cache` `[capacity, heads * head_dim]` (rows past
-/// `past + rows` are never read). The math is [`AttentionDims`]' (scale `1/sqrt(head_dim)`,
-/// softmax over the attended positions), so the output rows are those full causal
-/// attention over the cached positions gives; `past + rows <= capacity`.
+/// A key/value cache as [`AttentionDims::cache`] (incremental decoding): `k` and `v` are
+/// the cache buffers `[capacity, heads * head_dim]` of one sequence, holding positions
+/// `0 .. past + seq`, and `q` `[seq, heads * head_dim]` holds the new positions
+/// `past .. past + seq`. Row `r` of `q` attends to cache rows `0..=past + r`; rows from
+/// `past + seq` on are never read. The math is uncached attention's, so the output rows
+/// are those full causal attention over the cached positions gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionCache {
+    /// Positions already in the cache before this call's.
+    pub past: usize,
+    /// Positions the cache buffers hold room for (`past + seq <= capacity`).
+    pub capacity: usize,
+}
+
+/// A cached [`crate::Backend::attention`]'s sizes in one place, as its kernels read them
+/// (see [`AttentionCache`]; [`AttentionDims::cached`] makes them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CachedAttentionDims {
     /// New positions in this call.
@@ -161,12 +171,37 @@ pub struct AttentionDims {
     pub head_dim: usize,
     /// Dropout on the attention probabilities, if training with it.
     pub dropout: Option<DropoutMask>,
+    /// Attend over a key/value cache instead of `k` and `v` of the same positions: `seq` new
+    /// positions of one sequence (see [`AttentionCache`]).
+    pub cache: Option<AttentionCache>,
 }
 
 impl AttentionDims {
     /// `heads * head_dim`, the model width.
     pub fn channels(&self) -> usize {
         self.heads * self.head_dim
+    }
+
+    /// The cached call's sizes, when [`AttentionDims::cache`] is set. Panics when the call
+    /// asks what a cache cannot give (checked here so every backend refuses the same
+    /// mistakes with the same words): a batch of several sequences (a cache holds one),
+    /// dropout or kept state (a cached call is inference: nothing trains through it), or
+    /// positions past the cache's capacity.
+    pub fn cached(&self, keep: AttentionKeep) -> Option<CachedAttentionDims> {
+        let cache = self.cache?;
+        assert!(
+            self.batch == 1 && self.dropout.is_none() && keep == AttentionKeep::Nothing,
+            "attention: a cached call is one sequence, without dropout, keeping nothing ({self:?}, {keep:?})"
+        );
+        assert!(
+            cache.past + self.seq <= cache.capacity,
+            "attention: {} new positions after {} reach past the cache's {}",
+            self.seq,
+            cache.past,
+            cache.capacity
+        );
+        let AttentionDims { seq: rows, heads, head_dim, .. } = *self;
+        Some(CachedAttentionDims { rows, past: cache.past, capacity: cache.capacity, heads, head_dim })
     }
 }
 
@@ -183,16 +218,27 @@ pub enum AttentionKeep {
     /// log-sum-exp `[batch, heads, seq]` instead and recomputes the probabilities a row at
     /// a time in the backward pass. Training asks for this.
     Backward,
+    /// Nothing: no backward pass follows (inference, and every cached call), so a backend
+    /// need not write what it would keep.
+    Nothing,
 }
 
 /// Forward result of attention: `out` `[batch, seq, channels]`, and `saved`, what the
-/// [`AttentionKeep`] of the call asked for.
+/// [`AttentionKeep`] of the call asked for (`None` for [`AttentionKeep::Nothing`]).
 #[derive(Clone, Debug)]
 pub struct AttentionOut<S> {
     /// The attention output.
     pub out: S,
     /// The softmax probabilities, or the backend's own saved state (see [`AttentionKeep`]).
-    pub saved: S,
+    pub saved: Option<S>,
+}
+
+impl<S> AttentionOut<S> {
+    /// What a call that kept something kept: for callers that asked, so that `None` would be
+    /// a backend's bug. Panics on `None`.
+    pub fn kept(&self) -> &S {
+        self.saved.as_ref().expect("attention returned nothing of what it was asked to keep")
+    }
 }
 
 /// Forward result of [`crate::Backend::cross_entropy`]: the mean `loss` `[1]`, and `saved`,

@@ -23,8 +23,9 @@ mod tensor;
 
 pub use backend::{assert_copy_in_bounds, layer_norm_backward_unfused, matmul_unfused, Backend};
 pub use dims::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CachedAttentionDims, CopyRange,
-    CrossEntropyOut, LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused, MatmulOut,
+    AdamWStep, AttentionCache, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut,
+    CachedAttentionDims, CopyRange, CrossEntropyOut, LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused,
+    MatmulOut,
 };
 pub use dropout::DropoutMask;
 pub use error::{BadValue, TensorError};

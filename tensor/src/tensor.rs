@@ -1,6 +1,6 @@
 use crate::backend::Backend;
 use crate::dims::{
-    AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CachedAttentionDims, CrossEntropyOut,
+    AttentionCache, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CrossEntropyOut,
     LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused,
 };
 use crate::dropout::DropoutMask;
@@ -334,7 +334,7 @@ impl<B: Backend> Tensor<B> {
         check("attention", heads > 0 && channels % heads == 0, || {
             format!("{channels} channels, {heads} heads")
         });
-        AttentionDims { batch, seq, heads, head_dim: channels / heads, dropout: None }
+        AttentionDims { batch, seq, heads, head_dim: channels / heads, dropout: None, cache: None }
     }
 
     /// Causal multi-head attention with `self` as `q`; returns the output and the saved
@@ -358,12 +358,13 @@ impl<B: Backend> Tensor<B> {
         });
         let out = self.backend.attention(&self.storage, &k.storage, &v.storage, dims, AttentionKeep::Probs);
         let probs_shape = [dims.batch, dims.heads, dims.seq, dims.seq];
-        (self.wrap(out.out, self.shape.clone()), self.wrap(out.saved, probs_shape))
+        let probs = out.saved.expect("attention keeping its probabilities returns them");
+        (self.wrap(out.out, self.shape.clone()), self.wrap(probs, probs_shape))
     }
 
     /// Attention of the new positions `self` (`q`, `[rows, channels]`, positions `past..past
     /// + rows`) against the key/value caches `[capacity, channels]` (see
-    /// [`CachedAttentionDims`]) → `[rows, channels]`.
+    /// [`AttentionCache`]) → `[rows, channels]`.
     pub fn cached_attention(&self, k_cache: &Self, v_cache: &Self, past: usize, heads: usize) -> Self {
         check("cached_attention", self.shape.rank() == 2 && k_cache.shape.rank() == 2, || {
             format!("q {} and the caches {} must be [rows, channels]", self.shape, k_cache.shape)
@@ -383,9 +384,12 @@ impl<B: Backend> Tensor<B> {
                 )
             },
         );
-        let dims = CachedAttentionDims { rows, past, capacity, heads, head_dim: channels / heads };
-        let out = self.backend.cached_attention(&self.storage, &k_cache.storage, &v_cache.storage, dims);
-        self.wrap(out, self.shape.clone())
+        let cache = Some(AttentionCache { past, capacity });
+        let dims =
+            AttentionDims { batch: 1, seq: rows, heads, head_dim: channels / heads, dropout: None, cache };
+        let keep = AttentionKeep::Nothing;
+        let out = self.backend.attention(&self.storage, &k_cache.storage, &v_cache.storage, dims, keep);
+        self.wrap(out.out, self.shape.clone())
     }
 
     /// Backward of [`Tensor::attention`]: `self` is `dout`; returns `(dq, dk, dv)`.
@@ -443,7 +447,7 @@ impl<B: Backend> Tensor<B> {
         });
         let AttentionOut { out, saved } =
             self.backend.attention(&self.storage, &k.storage, &v.storage, dims, AttentionKeep::Backward);
-        (self.wrap(out, self.shape.clone()), saved)
+        (self.wrap(out, self.shape.clone()), saved.expect("attention keeping state returns it"))
     }
 
     /// Backward of [`Tensor::attention_for_training`] (same `heads` and `dropout`): `self`

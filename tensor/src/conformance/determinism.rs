@@ -9,9 +9,7 @@
 //! A failure names the op, its shape and the thread count, and the first element whose
 //! bits differ.
 
-use crate::{
-    AdamWStep, AttentionDims, AttentionKeep, Backend, CachedAttentionDims, MatmulDims, MatmulFused, Rng,
-};
+use crate::{AdamWStep, AttentionCache, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Rng};
 
 /// Runs [`op_results`] on the backend `make` builds for each of `threads` and panics, naming
 /// the op and the thread count, unless every result has the bits of the first count's.
@@ -55,29 +53,31 @@ pub async fn op_results<B: Backend>(backend: &B) -> Vec<(String, Vec<f32>)> {
         }
     }
 
-    let dims = AttentionDims { batch: 2, seq: 33, heads: 3, head_dim: 16, dropout: None };
+    let dims = AttentionDims { batch: 2, seq: 33, heads: 3, head_dim: 16, dropout: None, cache: None };
     let len = dims.batch * dims.seq * dims.channels();
     let (q, kk, v, dout) = (normal(len), normal(len), normal(len), normal(len));
     let att = backend.attention(&q, &kk, &v, dims, AttentionKeep::Probs);
-    let g = backend.attention_backward(&dout, &q, &kk, &v, &att.saved, dims, AttentionKeep::Probs);
-    results.extend(
-        [("attention out", att.out), ("attention probs", att.saved)].map(|(s, b)| (s.to_string(), b)),
-    );
+    let probs = att.saved.expect("the probabilities");
+    let g = backend.attention_backward(&dout, &q, &kk, &v, &probs, dims, AttentionKeep::Probs);
+    results.extend([("attention out", att.out), ("attention probs", probs)].map(|(s, b)| (s.to_string(), b)));
     results.extend([("dq", g.dq), ("dk", g.dk), ("dv", g.dv)].map(|(s, b)| (s.to_string(), b)));
     // The training pair (flash-style in the fast variants: saved log-sum-exp, not probs).
-    let saved = backend.attention(&q, &kk, &v, dims, AttentionKeep::Backward);
-    let g = backend.attention_backward(&dout, &q, &kk, &v, &saved.saved, dims, AttentionKeep::Backward);
+    let training = backend.attention(&q, &kk, &v, dims, AttentionKeep::Backward);
+    let saved = training.saved.expect("the training state");
+    let g = backend.attention_backward(&dout, &q, &kk, &v, &saved, dims, AttentionKeep::Backward);
     results.extend(
-        [("training out", saved.out), ("saved", saved.saved), ("saved dq", g.dq), ("saved dk", g.dk)]
+        [("training out", training.out), ("saved", saved), ("saved dq", g.dq), ("saved dk", g.dk)]
             .map(|(s, b)| (s.to_string(), b)),
     );
     results.push(("saved dv".to_string(), g.dv));
 
     // Decoding: 40 new rows after 20 cached ones, a piece per head in the fast variants.
-    let cached = CachedAttentionDims { rows: 40, past: 20, capacity: 64, heads: 3, head_dim: 16 };
+    let cache = Some(AttentionCache { past: 20, capacity: 64 });
+    let cached = AttentionDims { batch: 1, seq: 40, cache, ..dims };
     let (kc, vc) = (normal(64 * 48), normal(64 * 48));
     let q_new = normal(40 * 48);
-    results.push(("cached_attention".into(), backend.cached_attention(&q_new, &kc, &vc, cached)));
+    let out = backend.attention(&q_new, &kc, &vc, cached, AttentionKeep::Nothing).out;
+    results.push(("cached_attention".into(), out));
 
     let (rows, dim) = (300, 130);
     let (x, gamma, beta, dy) = (normal(rows * dim), normal(dim), normal(dim), normal(rows * dim));

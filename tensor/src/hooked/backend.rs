@@ -6,8 +6,8 @@ use std::future::Future;
 
 use crate::backend::Backend;
 use crate::dims::{
-    AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CachedAttentionDims, CopyRange,
-    CrossEntropyOut, LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused, MatmulOut,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CopyRange, CrossEntropyOut,
+    LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused, MatmulOut,
 };
 use crate::dropout::DropoutMask;
 use crate::error::TensorError;
@@ -295,38 +295,24 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
         keep: AttentionKeep,
     ) -> AttentionOut<Self::Storage> {
         let (values, scores) = attention_sizes(&dims);
+        // With a cache, only its written rows are read (the rest may hold anything).
+        let read = dims.cache.map_or(values, |cache| (cache.past + dims.seq) * dims.channels());
         self.computes(
             "attention",
-            &|| attention_inputs(None, q, k, v, values),
+            &|| {
+                let kv = [In::finite("k", k, read), In::finite("v", v, read)];
+                [In::finite("q", q, values)].into_iter().chain(kv).collect()
+            },
             &|| attention_shape(&dims, keep),
             |b| b.attention(q, k, v, dims, keep),
-            |b| AttentionOut { out: b.zeros(values), saved: b.zeros(scores) },
-            |y| vec![In::finite("out", &y.out, values), attention_saved(&y.saved, keep, scores)],
-        )
-    }
-    fn cached_attention(
-        &self,
-        q: &Self::Storage,
-        k_cache: &Self::Storage,
-        v_cache: &Self::Storage,
-        dims: CachedAttentionDims,
-    ) -> Self::Storage {
-        let c = dims.channels();
-        // Only the written cache rows are read (the rest may hold anything).
-        let written = (dims.past + dims.rows) * c;
-        self.computes(
-            "cached_attention",
-            &|| {
-                vec![
-                    In::finite("q", q, dims.rows * c),
-                    In::finite("k_cache", k_cache, written),
-                    In::finite("v_cache", v_cache, written),
-                ]
+            |b| AttentionOut {
+                out: b.zeros(values),
+                saved: (keep != AttentionKeep::Nothing).then(|| b.zeros(scores)),
             },
-            &|| format!("{dims:?}"),
-            |b| b.cached_attention(q, k_cache, v_cache, dims),
-            |b| b.zeros(dims.rows * c),
-            |y| vec![In::finite("out", y, dims.rows * c)],
+            |y| {
+                let saved = y.saved.iter().map(|saved| attention_saved(saved, keep, scores));
+                [In::finite("out", &y.out, values)].into_iter().chain(saved).collect()
+            },
         )
     }
     fn attention_backward(
@@ -343,7 +329,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
         self.computes(
             "attention_backward",
             &|| {
-                let mut ins = attention_inputs(Some(dout), q, k, v, values);
+                let mut ins = attention_backward_inputs(dout, q, k, v, values);
                 ins.push(attention_saved(saved, keep, scores));
                 ins
             },
@@ -469,25 +455,24 @@ fn attention_sizes(dims: &AttentionDims) -> (usize, usize) {
     (dims.batch * dims.seq * dims.channels(), dims.batch * dims.heads * dims.seq * dims.seq)
 }
 
-/// An attention op's inputs in argument order: `dout` (backward passes), then q, k, v.
-fn attention_inputs<S: Clone>(dout: Option<&S>, q: &S, k: &S, v: &S, values: usize) -> Vec<In<S>> {
-    let mut ins: Vec<In<S>> = dout.map(|d| In::finite("dout", d, values)).into_iter().collect();
-    ins.extend([In::finite("q", q, values), In::finite("k", k, values), In::finite("v", v, values)]);
-    ins
+/// Attention's backward's inputs in argument order: `dout`, q, k, v.
+fn attention_backward_inputs<S: Clone>(dout: &S, q: &S, k: &S, v: &S, values: usize) -> Vec<In<S>> {
+    [("dout", dout), ("q", q), ("k", k), ("v", v)].map(|(name, x)| In::finite(name, x, values)).into()
 }
 
 /// Attention's kept state: probabilities of their documented size, or opaque.
 fn attention_saved<S: Clone>(saved: &S, keep: AttentionKeep, scores: usize) -> In<S> {
     match keep {
         AttentionKeep::Probs => In::ruled("probs", saved, scores, Rule::Probability),
-        AttentionKeep::Backward => In::whole("saved", saved),
+        AttentionKeep::Backward | AttentionKeep::Nothing => In::whole("saved", saved),
     }
 }
 
 fn attention_shape(d: &AttentionDims, keep: AttentionKeep) -> String {
     let dropout = d.dropout.as_ref().map_or("no dropout".to_string(), mask_shape);
     let (batch, seq, heads, head_dim) = (d.batch, d.seq, d.heads, d.head_dim);
-    format!("batch {batch}, seq {seq}, heads {heads}, head_dim {head_dim}, {dropout}, keep {keep:?}")
+    let cache = d.cache.map_or(String::new(), |c| format!(", cache past {} capacity {}", c.past, c.capacity));
+    format!("batch {batch}, seq {seq}, heads {heads}, head_dim {head_dim}, {dropout}, keep {keep:?}{cache}")
 }
 
 fn mask_shape(mask: &DropoutMask) -> String {

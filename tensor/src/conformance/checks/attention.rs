@@ -7,14 +7,14 @@ use crate::conformance::finite_diff::check_gradient;
 use crate::conformance::harness::{assert_inputs_unchanged, normal, read, weighted_sum};
 use crate::conformance::reference::attention as reference;
 use crate::conformance::Tolerance;
-use crate::{AttentionDims, AttentionKeep, Backend, CachedAttentionDims, DropoutMask, Precision, Rng};
+use crate::{AttentionCache, AttentionDims, AttentionKeep, Backend, DropoutMask, Precision, Rng};
 
 /// `(batch, seq, heads, head_dim)`: all ones, seq 1, odd head counts and widths.
 const CASES: [(usize, usize, usize, usize); 6] =
     [(1, 1, 1, 1), (1, 1, 3, 4), (2, 5, 3, 4), (1, 9, 1, 7), (3, 4, 5, 2), (2, 17, 2, 8)];
 
 fn dims_of((batch, seq, heads, head_dim): (usize, usize, usize, usize)) -> AttentionDims {
-    AttentionDims { batch, seq, heads, head_dim, dropout: None }
+    AttentionDims { batch, seq, heads, head_dim, dropout: None, cache: None }
 }
 
 /// The tolerance of attention's outputs and gradients in `precision`: products over a head
@@ -33,12 +33,17 @@ pub async fn attention<B: Backend>(backend: &B, precision: Precision) {
         let (q, k, v) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
         let (uq, uk, uv) = (backend.upload(&q), backend.upload(&k), backend.upload(&v));
         let res = backend.attention(&uq, &uk, &uv, dims, AttentionKeep::Probs);
-        let (out, probs) = (read(backend, &res.out, "out").await, read(backend, &res.saved, "probs").await);
+        let probs = res.saved.expect("attention keeping Probs returns them");
+        let (out, probs) = (read(backend, &res.out, "out").await, read(backend, &probs, "probs").await);
+        let kept_nothing = backend.attention(&uq, &uk, &uv, dims, AttentionKeep::Nothing);
+        assert!(kept_nothing.saved.is_none(), "attention keeping Nothing returned saved state");
+        let kept_nothing = read(backend, &kept_nothing.out, "out keeping nothing").await;
         let (rout, rprobs) = reference::attention(&q, &k, &v, dims);
         let what = format!("attention {dims:?}");
         assert_inputs_unchanged(backend, &what, &[(&uq, &q, "q"), (&uk, &k, "k"), (&uv, &v, "v")]).await;
         let tol = tolerance(precision, dims);
         tol.assert_close(&format!("{what} out"), &out, &rout);
+        tol.assert_close(&format!("{what} out keeping nothing"), &kept_nothing, &rout);
         tol.assert_close(&format!("{what} probs"), &probs, &rprobs);
         // The contract says zero above the diagonal, not "small".
         let seq = dims.seq;
@@ -82,16 +87,12 @@ impl AttentionPath {
         v: &B::Storage,
         dims: AttentionDims,
     ) -> (B::Storage, B::Storage) {
-        match self {
-            AttentionPath::Probs => {
-                let res = backend.attention(q, k, v, dims, AttentionKeep::Probs);
-                (res.out, res.saved)
-            }
-            AttentionPath::Saved => {
-                let res = backend.attention(q, k, v, dims, AttentionKeep::Backward);
-                (res.out, res.saved)
-            }
-        }
+        let keep = match self {
+            AttentionPath::Probs => AttentionKeep::Probs,
+            AttentionPath::Saved => AttentionKeep::Backward,
+        };
+        let res = backend.attention(q, k, v, dims, keep);
+        (res.out, res.saved.unwrap_or_else(|| panic!("attention keeping {keep:?} returned nothing")))
     }
 }
 
@@ -180,7 +181,8 @@ pub(super) async fn attention_backward_case<B: Backend>(
     tol.assert_close(&format!("{what} dv"), &dv, &rdv);
     if path == AttentionPath::Saved {
         // The fused pair against the backend's own unfused composition.
-        let probs = backend.attention(&uq, &uk, &uv, dims, AttentionKeep::Probs).saved;
+        let probs =
+            backend.attention(&uq, &uk, &uv, dims, AttentionKeep::Probs).saved.expect("the probabilities");
         let u = backend.attention_backward(&udout, &uq, &uk, &uv, &probs, dims, AttentionKeep::Probs);
         for (name, got, unfused) in [("dq", &dq, u.dq), ("dk", &dk, u.dk), ("dv", &dv, u.dv)] {
             let unfused = read(backend, &unfused, name).await;
@@ -207,7 +209,7 @@ fn widen(x: &[f32]) -> Vec<f64> {
     x.iter().map(|&v| v as f64).collect()
 }
 
-/// `cached_attention`: the new rows against caches of `past + rows` written positions (and
+/// Attention with a key/value cache ([`AttentionCache`]): the new rows against caches of `past + rows` written positions (and
 /// NaN beyond them, which must never be read) equal those rows of full causal attention
 /// over all the positions (the f64 reference), for a prefill (`past` 0), single-position
 /// decoding steps and a few rows at once.
@@ -225,7 +227,7 @@ pub async fn cached_attention<B: Backend>(backend: &B, precision: Precision) {
         (97, 4, 33, 96),
         (50, 2, 32, 30),
     ] {
-        let dims = AttentionDims { batch: 1, seq, heads, head_dim, dropout: None };
+        let dims = dims_of((1, seq, heads, head_dim));
         let c = dims.channels();
         let (q, k, v) =
             (normal(&mut rng, seq * c, 1.0), normal(&mut rng, seq * c, 1.0), normal(&mut rng, seq * c, 1.0));
@@ -236,10 +238,18 @@ pub async fn cached_attention<B: Backend>(backend: &B, precision: Precision) {
             buf.resize(capacity * c, f32::NAN);
             backend.upload(&buf)
         };
-        let cached = CachedAttentionDims { rows: seq - past, past, capacity, heads, head_dim };
-        let out = backend.cached_attention(&backend.upload(&q[past * c..]), &cache(&k), &cache(&v), cached);
-        let out = read(backend, &out, "out").await;
+        let cached =
+            AttentionDims { seq: seq - past, cache: Some(AttentionCache { past, capacity }), ..dims };
+        let res = backend.attention(
+            &backend.upload(&q[past * c..]),
+            &cache(&k),
+            &cache(&v),
+            cached,
+            AttentionKeep::Nothing,
+        );
+        assert!(res.saved.is_none(), "cached attention returned saved state");
+        let out = read(backend, &res.out, "out").await;
         let tol = tolerance(precision, dims);
-        tol.assert_close(&format!("cached_attention {cached:?}"), &out, &full[past * c..]);
+        tol.assert_close(&format!("cached attention {cached:?}"), &out, &full[past * c..]);
     }
 }
