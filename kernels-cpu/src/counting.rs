@@ -1,8 +1,8 @@
 //! A backend that counts the calls it forwards to the CPU backend, by op name, so tests
 //! can show how many device calls a piece of training code makes (optimizer calls per
 //! step, readbacks per tick): the CPU backend in [`Hooked`] with the [`Counts`] hook, so
-//! every op is counted under its own name as the CPU backend receives it (`copy_many` as
-//! one `copy_many`), except `read_into`, which counts as a `read`: both are one readback.
+//! every op is counted under its own name as the CPU backend receives it (a `copy` of many
+//! ranges as one `copy`).
 //! Test support: behind the `counting` feature.
 
 use std::collections::BTreeMap;

@@ -17,7 +17,7 @@ use crate::spin_pool::SendPtr;
 use crate::storage::CpuBuffer;
 use crate::{fast, CpuBackend};
 
-/// The most copies one [`Backend::copy_many`] call shares between threads (the optimizer
+/// The most ranges one [`Backend::copy`] call shares between threads (the optimizer
 /// passes 32 at a time); a longer list copies in turn.
 const MAX_SPANS: usize = 64;
 
@@ -72,25 +72,11 @@ impl Backend for CpuBackend {
         ready(src.try_copy_to(dst).ok_or_else(|| self.poisoned()))
     }
 
-    fn copy(
-        &self,
-        src: &Self::Storage,
-        src_offset: usize,
-        dst: &Self::Storage,
-        dst_offset: usize,
-        len: usize,
-    ) {
-        assert!(!src.same_buffer(dst), "copy: src and dst must be different buffers");
-        assert_copy_in_bounds(src.len(), src_offset, dst.len(), dst_offset, len);
-        let src = src.read();
-        copy::copy(&mut dst.write()[dst_offset..dst_offset + len], &src[src_offset..src_offset + len]);
-    }
-
     /// The optimizer's gather (one destination) and scatter (one source) share the copying
     /// between the threads (`kernels/copy.rs`); other lists, and short ones, copy in turn.
-    fn copy_many(&self, copies: &[CopyRange<'_, Self::Storage>]) {
+    fn copy(&self, copies: &[CopyRange<'_, Self::Storage>]) {
         for c in copies {
-            assert!(!c.src.same_buffer(c.dst), "copy_many: src and dst must be different buffers");
+            assert!(!c.src.same_buffer(c.dst), "copy: src and dst must be different buffers");
             assert_copy_in_bounds(c.src.len(), c.src_offset, c.dst.len(), c.dst_offset, c.len);
         }
         let Some(first) = copies.first() else { return };
@@ -103,7 +89,8 @@ impl Backend for CpuBackend {
             || self.par.threads() == 1
         {
             for c in copies {
-                self.copy(c.src, c.src_offset, c.dst, c.dst_offset, c.len);
+                let src = c.src.read();
+                copy::copy(&mut c.dst.write()[c.dst_offset..][..c.len], &src[c.src_offset..][..c.len]);
             }
             return;
         }
@@ -123,7 +110,7 @@ impl Backend for CpuBackend {
                 let src = c.src.read();
                 let src = &src[c.src_offset + at..][..len];
                 // SAFETY: the range lies in `dst` (asserted above), which is another buffer than
-                // `src`, and no other copy writes it (`copy_many`'s contract), so no other part
+                // `src`, and no other range writes it (`copy`'s contract), so no other part
                 // touches it meanwhile.
                 unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out.get().add(c.dst_offset + at), len) }
             });

@@ -1,11 +1,12 @@
-//! Host side of `shaders/copy_many.wgsl`: [`tinygpt_tensor::Backend::copy_many`] as one
+//! Host side of `shaders/copy_many.wgsl`: [`tinygpt_tensor::Backend::copy`] as one
 //! dispatch per [`PIECES`] copies where they share their destination (a gather) or their
 //! source (a scatter), instead of one dispatch, behind its own barrier, per copy. At the
 //! shakespeare-char recipe's shape the optimizer's ~200 copies a step took 1.45 ms of
 //! GPU time this way (NVIDIA H200), mostly waiting between tiny dispatches.
 
-use tinygpt_tensor::{assert_copy_in_bounds, Backend, CopyRange};
+use tinygpt_tensor::{assert_copy_in_bounds, CopyRange};
 
+use crate::ops::COPY;
 use crate::pipelines::{Access, Kernel};
 use crate::pool::{Bind, GpuBuffer};
 use crate::WgpuBackend;
@@ -21,6 +22,7 @@ const COPY_SCATTER: &str = include_str!("shaders/copy_scatter.wgsl");
 const PIECES: usize = 7;
 const WG: usize = 256;
 
+const K_COPY: Kernel = Kernel { parts: &[COPY], entry: "copy", bindings: &[(1, R), (2, W)] };
 const K_GATHER: Kernel = Kernel {
     parts: &[COPY_MANY, COPY_GATHER],
     entry: "copy_gather",
@@ -37,9 +39,9 @@ fn u(v: usize) -> u32 {
 }
 
 impl WgpuBackend {
-    pub(crate) fn copy_many_grouped(&self, copies: &[CopyRange<'_, GpuBuffer<f32>>]) {
+    pub(crate) fn copy_grouped(&self, copies: &[CopyRange<'_, GpuBuffer<f32>>]) {
         for c in copies {
-            assert!(!c.src.same_buffer(c.dst), "copy_many: src and dst must be different buffers");
+            assert!(!c.src.same_buffer(c.dst), "copy: src and dst must be different buffers");
             assert_copy_in_bounds(c.src.len(), c.src_offset, c.dst.len(), c.dst_offset, c.len);
         }
         let mut rest = copies;
@@ -57,12 +59,21 @@ impl WgpuBackend {
                 .count();
             let n = gather.max(scatter);
             if n < 2 {
-                self.copy(first.src, first.src_offset, first.dst, first.dst_offset, first.len);
+                self.copy_one(first);
             } else {
                 self.copy_pieces(&rest[..n], gather >= scatter);
             }
             rest = &rest[n.max(1)..];
         }
+    }
+
+    /// A range alone: one dispatch of the plain copy kernel (none when empty).
+    fn copy_one(&self, c: &CopyRange<'_, GpuBuffer<f32>>) {
+        if c.len == 0 {
+            return;
+        }
+        let params = [u(c.len), u(c.src_offset), u(c.dst_offset), 0];
+        self.run_1d(&K_COPY, &params, &[c.src.bind(), c.dst.bind()], c.len.div_ceil(WG));
     }
 
     /// One dispatch of up to [`PIECES`] copies into one buffer (`gather`) or out of one.

@@ -4,9 +4,9 @@
 use std::future::Future;
 
 use tinygpt_tensor::{
-    assert_copy_in_bounds, AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, Backend,
-    CachedAttentionDims, CopyRange, CrossEntropyOut, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims,
-    MatmulFused, MatmulOut, TensorError,
+    AdamWStep, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, Backend, CachedAttentionDims,
+    CopyRange, CrossEntropyOut, DropoutMask, LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused,
+    MatmulOut, TensorError,
 };
 
 use crate::matmul::{Causal, Gemm, Operand};
@@ -26,7 +26,7 @@ const ATTENTION: &str = include_str!("shaders/attention.wgsl");
 const ATTENTION_CACHED: &str = include_str!("shaders/attention_cached.wgsl");
 const CROSS_ENTROPY: &str = include_str!("shaders/cross_entropy.wgsl");
 const ADAMW: &str = include_str!("shaders/adamw.wgsl");
-const COPY: &str = include_str!("shaders/copy.wgsl");
+pub(crate) const COPY: &str = include_str!("shaders/copy.wgsl");
 const DROPOUT: &str = include_str!("shaders/dropout.wgsl");
 /// attention.wgsl's `store_dropped`: into binding 3 for the dropout kernels, nowhere for
 /// the others (a binding an entry point reaches must be in its layout).
@@ -34,7 +34,6 @@ const STORE_DROPPED: &str = "@group(0) @binding(3) var<storage, read_write> drop
 fn store_dropped(i: u32, v: f32) { dropped[i] = v; }";
 const STORE_NOTHING: &str = "fn store_dropped(i: u32, v: f32) {}";
 
-const K_COPY: Kernel = Kernel { parts: &[COPY], entry: "copy", bindings: &[(1, R), (2, W)] };
 const K_FILL: Kernel = Kernel { parts: &[COPY], entry: "fill", bindings: &[(2, W)] };
 const K_ADD: Kernel = Kernel { parts: &[ELEMENTWISE], entry: "add", bindings: &[(1, R), (2, R), (3, W)] };
 const K_SCALE: Kernel = Kernel { parts: &[ELEMENTWISE], entry: "scale", bindings: &[(1, R), (3, W)] };
@@ -267,25 +266,8 @@ impl Backend for WgpuBackend {
         }
     }
 
-    fn copy(
-        &self,
-        src: &Self::Storage,
-        src_offset: usize,
-        dst: &Self::Storage,
-        dst_offset: usize,
-        len: usize,
-    ) {
-        assert!(!src.same_buffer(dst), "copy: src and dst must be different buffers");
-        assert_copy_in_bounds(src.len(), src_offset, dst.len(), dst_offset, len);
-        if len == 0 {
-            return;
-        }
-        let params = [u(len), u(src_offset), u(dst_offset), 0];
-        self.run_1d(&K_COPY, &params, &[src.bind(), dst.bind()], len.div_ceil(WG));
-    }
-
-    fn copy_many(&self, copies: &[CopyRange<'_, Self::Storage>]) {
-        self.copy_many_grouped(copies)
+    fn copy(&self, copies: &[CopyRange<'_, Self::Storage>]) {
+        self.copy_grouped(copies)
     }
 
     fn flush(&self) -> impl Future<Output = Result<(), TensorError>> {

@@ -87,7 +87,7 @@ fn main() {
     let (k_cache, v_cache) = (normal(&[ctx, d]), normal(&[ctx, d]));
     let attention = time(|| drop(x.cached_attention(&k_cache, &v_cache, past, c.n_heads)));
     report("cached_attention", attention, layers);
-    let copy = time(|| backend.copy(x.storage(), 0, k_cache.storage(), past * d, d));
+    let copy = time(|| x.copy_into(0, &k_cache, past * d, d));
     report("copy into the cache", copy, 2.0 * layers);
     let table = normal(&[ctx, d]);
     let embed = time(|| drop(table.embedding(&Indices::new(&backend, &[3]))));

@@ -3,7 +3,7 @@
 //!
 //! [`Gpt::forward_cached`] runs new tokens (positions `cache.len()..`) through the model
 //! as the uncached forward pass does (no dropout), writes their keys and values into the
-//! cache (`Backend::copy` into `[context_length, d_model]` buffers on the device) and
+//! cache (`Tensor::copy_into` `[context_length, d_model]` buffers on the device) and
 //! attends over every cached position (`Backend::attention` with a cache in its descriptor). Only the last
 //! position's logits are computed, and only those 256 values are read back. The cache
 //! holds at most `context_length` positions; how generation slides its window is
@@ -85,8 +85,8 @@ impl<B: Backend> Gpt<B> {
         for (i, block) in parts.blocks.iter().enumerate() {
             let h = norm(&x, &block.ln1);
             let (q, k, v) = (linear(&h, &block.q_proj), linear(&h, &block.k_proj), linear(&h, &block.v_proj));
-            backend.copy(k.storage(), 0, cache.keys[i].storage(), past * d, n * d);
-            backend.copy(v.storage(), 0, cache.values[i].storage(), past * d, n * d);
+            k.copy_into(0, &cache.keys[i], past * d, n * d);
+            v.copy_into(0, &cache.values[i], past * d, n * d);
             let a = q.cached_attention(&cache.keys[i], &cache.values[i], past, c.n_heads);
             x = x.add(&linear(&a, &block.o_proj));
             let h = norm(&x, &block.ln2);
@@ -99,7 +99,7 @@ impl<B: Backend> Gpt<B> {
             x
         } else {
             let row = Tensor::zeros(backend, [1, d]);
-            backend.copy(x.storage(), (n - 1) * d, row.storage(), 0, d);
+            x.copy_into((n - 1) * d, &row, 0, d);
             row
         };
         let logits = norm(&last, &parts.ln_final).matmul(&p[parts.token_embedding], None, false, true);

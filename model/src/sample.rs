@@ -265,7 +265,7 @@ fn last_logits<B: Backend>(model: &Gpt<B>, ids: &[u32]) -> Tensor<B> {
     let tape = Tape::no_grad();
     let fwd = model.forward(&tape, &Indices::new(backend, ids), 1, ids.len());
     let row = Tensor::zeros(backend, [vocab]);
-    backend.copy(fwd.logits.value().storage(), (ids.len() - 1) * vocab, row.storage(), 0, vocab);
+    fwd.logits.value().copy_into((ids.len() - 1) * vocab, &row, 0, vocab);
     row
 }
 

@@ -103,13 +103,12 @@ impl<B: Backend> AdamW<B> {
         let old = std::mem::take(&mut self.groups);
         self.groups = groups.into_iter().flat_map(|g| FlatGroup::shards(params, g, None)).collect();
         for new in &self.groups {
-            let backend = new.param.backend();
             for slot in &new.slots {
                 let found =
                     old.iter().find_map(|o| o.slots.iter().find(|s| s.index == slot.index).map(|s| (o, s)));
                 if let Some((o, s)) = found {
-                    backend.copy(o.m.storage(), s.offset, new.m.storage(), slot.offset, slot.len);
-                    backend.copy(o.v.storage(), s.offset, new.v.storage(), slot.offset, slot.len);
+                    o.m.copy_into(s.offset, &new.m, slot.offset, slot.len);
+                    o.v.copy_into(s.offset, &new.v, slot.offset, slot.len);
                 }
             }
         }

@@ -133,7 +133,7 @@ impl<B: Backend> FlatGroup<B> {
         };
         let param = Tensor::zeros(backend, [len]);
         for slot in &slots {
-            backend.copy(params[slot.index].storage(), 0, param.storage(), slot.offset, slot.len);
+            params[slot.index].copy_into(0, &param, slot.offset, slot.len);
         }
         FlatGroup { group, shard, members, slots, param, grad: Tensor::zeros(backend, [len]), m, v }
     }
@@ -147,7 +147,7 @@ impl<B: Backend> FlatGroup<B> {
         self.param.numel()
     }
 
-    /// Copies every member's gradient into the flat gradient buffer (`copy_many`).
+    /// Copies every member's gradient into the flat gradient buffer (`Backend::copy`).
     pub fn gather_grads(&self, grads: &[Option<Tensor<B>>]) {
         copy_slots(self.grad.backend(), &self.slots, |slot| {
             let grad = grads[slot.index].as_ref().unwrap_or_else(|| {
@@ -164,7 +164,7 @@ impl<B: Backend> FlatGroup<B> {
         });
     }
 
-    /// Copies the updated parameters back into the model's tensors (`copy_many`).
+    /// Copies the updated parameters back into the model's tensors (`Backend::copy`).
     pub fn scatter_params(&self, params: &[Tensor<B>]) {
         copy_slots(self.param.backend(), &self.slots, |slot| CopyRange {
             src: self.param.storage(),
@@ -176,11 +176,11 @@ impl<B: Backend> FlatGroup<B> {
     }
 }
 
-/// Copies per `copy_many` call: a chunk's ranges sit in a stack buffer, so a training step
+/// Ranges per `copy` call: a chunk's ranges sit in a stack buffer, so a training step
 /// allocates nothing for its copies (see `tests/allocations.rs`).
 const COPY_CHUNK: usize = 32;
 
-/// `backend.copy_many` of `range(slot)` for every slot, [`COPY_CHUNK`] at a time.
+/// `backend.copy` of `range(slot)` for every slot, [`COPY_CHUNK`] at a time.
 fn copy_slots<'a, B: Backend>(
     backend: &B,
     slots: &[Slot],
@@ -191,7 +191,7 @@ fn copy_slots<'a, B: Backend>(
         for (b, slot) in buf.iter_mut().zip(chunk).skip(1) {
             *b = range(slot);
         }
-        backend.copy_many(&buf[..chunk.len()]);
+        backend.copy(&buf[..chunk.len()]);
     }
 }
 

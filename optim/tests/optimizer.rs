@@ -28,9 +28,9 @@ fn random_grads<B: Backend>(params: &[Tensor<B>], rng: &mut Rng) -> Vec<Option<T
     params.iter().map(|p| Some(Tensor::from_slice(p.backend(), &normal(p.numel(), rng), p.dims()))).collect()
 }
 
-/// `copy_many` calls per update: each group gathers its gradients and scatters its weights
+/// `copy` calls per update: each group gathers its gradients and scatters its weights
 /// 32 ranges a call (optim's `COPY_CHUNK`).
-fn copy_many_calls<B: Backend>(adamw: &AdamW<B>) -> usize {
+fn copy_calls<B: Backend>(adamw: &AdamW<B>) -> usize {
     2 * adamw.groups().map(|g| g.members.len().div_ceil(32)).sum::<usize>()
 }
 
@@ -50,8 +50,8 @@ fn an_update_makes_the_same_compute_calls_at_any_depth() {
         // The per-tensor AdamW this replaced made `tensors` sum_squares, `tensors - 1` adds
         // and `tensors` adamw calls: 587 at 12 layers. The copies are the one count that
         // grows with depth, by one call per 32 tensors (`Counting` forwards every method, so
-        // a per-tensor `copy` would show here as it would reach a GPU).
-        let expected = [("adamw", 2), ("add", 1), ("copy_many", copy_many_calls(&adamw)), ("sum_squares", 2)];
+        // a `copy` per tensor would show here as it would reach a GPU).
+        let expected = [("adamw", 2), ("add", 1), ("copy", copy_calls(&adamw)), ("sum_squares", 2)];
         assert_eq!(calls, expected.into_iter().collect(), "{n_layers} layers");
     }
 }
@@ -71,9 +71,9 @@ fn a_training_step_calls_adamw_and_sum_squares_once_per_group_and_never_flushes(
         eprintln!("one training step at 12 layers: {calls:?}");
         assert_eq!(calls["adamw"], 2);
         assert_eq!(calls["sum_squares"], 2);
-        let copies = copy_many_calls(trainer.optimizer());
-        assert_eq!(calls["copy_many"], copies, "the gather of the gradients and the scatter of the weights");
-        assert_eq!(calls.get("copy"), None, "no copy outside copy_many ({tensors} tensors)");
+        let copies = copy_calls(trainer.optimizer());
+        let what = "the gather of the gradients and the scatter of the weights, 32 ranges a call";
+        assert_eq!(calls["copy"], copies, "{what}, never one per tensor ({tensors} tensors)");
         assert_eq!(calls.get("flush"), None, "a step never waits for the device");
         assert_eq!(calls["read"], 1, "the loss");
     }

@@ -69,32 +69,25 @@ pub trait Backend: Clone + Debug + 'static {
         src: &Self::Storage,
         dst: &mut [f32],
     ) -> impl Future<Output = Result<(), TensorError>>;
-    /// Copies `src[src_offset .. src_offset + len]` into `dst[dst_offset .. dst_offset + len]`
-    /// bit for bit, in place: the rest of `dst` and all of `src` are left as they were, and
-    /// every handle sharing `dst` sees the new values. It is a snapshot, not a view: later
-    /// writes to `src` do not reach `dst`. This is how an optimizer gathers per-tensor
-    /// gradients into one flat buffer and scatters updated weights back (llm.c's layout),
-    /// so that clipping and AdamW are one call per parameter group instead of per tensor.
+    /// For each range of `copies`, copies `src[src_offset .. src_offset + len]` into
+    /// `dst[dst_offset .. dst_offset + len]` bit for bit, in place: the rest of `dst` and
+    /// all of `src` are left as they were, and every handle sharing `dst` sees the new
+    /// values. It is a snapshot, not a view: later writes to `src` do not reach `dst`. This
+    /// is how an optimizer gathers per-tensor gradients into one flat buffer and scatters
+    /// updated weights back (llm.c's layout), so that clipping and AdamW are one call per
+    /// parameter group instead of per tensor.
     ///
-    /// `src` and `dst` must be different buffers (WebGPU forbids copying a buffer into
-    /// itself), and both ranges must lie inside their buffers; `len` may be 0. A backend
-    /// panics, naming the op, on either mistake, before writing anything.
-    fn copy(
-        &self,
-        src: &Self::Storage,
-        src_offset: usize,
-        dst: &Self::Storage,
-        dst_offset: usize,
-        len: usize,
-    );
-    /// Several [`Backend::copy`]s, with the same result as calling them in order, in as
-    /// few device operations as the backend can: an optimizer gathers ~100 gradients into
-    /// its flat buffer and scatters the updated weights back every step, and on a GPU each
-    /// separate copy is a dispatch behind a barrier. No copy may read or write a range that
-    /// another copy in `copies` writes (the gather's and the scatter's destinations are
-    /// disjoint), so the order within the list does not matter. Each copy's own rules are
-    /// [`Backend::copy`]'s.
-    fn copy_many(&self, copies: &[CopyRange<'_, Self::Storage>]);
+    /// A list, because that is the optimizer's shape: ~100 ranges gathered and scattered
+    /// every step, which a GPU can move in a few dispatches where separate copies would each
+    /// be one behind a barrier; a single copy is a list of one
+    /// ([`crate::Tensor::copy_into`]). The result is that of copying the ranges one by one:
+    /// no range may read or write a range that another in `copies` writes, so their order
+    /// does not matter.
+    ///
+    /// A range's `src` and `dst` must be different buffers (WebGPU forbids copying a buffer
+    /// into itself), and both its ranges must lie inside their buffers; `len` may be 0. A
+    /// backend panics, naming the op, on either mistake, before writing anything.
+    fn copy(&self, copies: &[CopyRange<'_, Self::Storage>]);
     /// Waits until every op called so far has finished on the device, and reports a device
     /// failure (lost device, out of memory) as an error instead of a panic. Callers use it
     /// where they must know the work is done or failed (before timing a step, before saving)
@@ -300,10 +293,10 @@ pub fn layer_norm_backward_unfused<B: Backend>(
     LayerNormGrads { dx: backend.add(onto, &grads.dx, rows * dim), ..grads }
 }
 
-/// The bounds rule of [`Backend::copy`], written once so every backend refuses the same
-/// mistakes with the same words: panics, naming the side, when `src_offset + len` or
-/// `dst_offset + len` lies past the end of its buffer (`src_len`, `dst_len` values) or
-/// overflows.
+/// The bounds rule of each range of [`Backend::copy`], written once so every backend
+/// refuses the same mistakes with the same words: panics, naming the side, when
+/// `src_offset + len` or `dst_offset + len` lies past the end of its buffer (`src_len`,
+/// `dst_len` values) or overflows.
 pub fn assert_copy_in_bounds(
     src_len: usize,
     src_offset: usize,

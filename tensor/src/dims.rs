@@ -3,7 +3,7 @@
 
 use crate::dropout::DropoutMask;
 
-/// One copy of [`crate::Backend::copy_many`]: `src[src_offset..][..len]` into
+/// One range of [`crate::Backend::copy`]: `src[src_offset..][..len]` into
 /// `dst[dst_offset..][..len]`.
 #[derive(Debug)]
 pub struct CopyRange<'a, S> {
@@ -26,6 +26,14 @@ impl<S> Clone for CopyRange<'_, S> {
     }
 }
 impl<S> Copy for CopyRange<'_, S> {}
+
+impl<'a, S> CopyRange<'a, S> {
+    /// `src[src_offset..][..len]` into `dst[dst_offset..][..len]`, in the order the fields
+    /// read (a literal names each one; this keeps a one-range call on one line).
+    pub fn new(src: &'a S, src_offset: usize, dst: &'a S, dst_offset: usize, len: usize) -> Self {
+        CopyRange { src, src_offset, dst, dst_offset, len }
+    }
+}
 
 /// `C = op(A) · op(B) (+ bias)`, all row-major, where `op(A)` is `[m, k]` and `op(B)` is
 /// `[k, n]`. With `trans_a`, `A` is stored `[k, m]`; with `trans_b`, `B` is stored `[n, k]`.

@@ -1,6 +1,6 @@
 use crate::backend::Backend;
 use crate::dims::{
-    AttentionCache, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CrossEntropyOut,
+    AttentionCache, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CopyRange, CrossEntropyOut,
     LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused,
 };
 use crate::dropout::DropoutMask;
@@ -127,6 +127,12 @@ impl<B: Backend> Tensor<B> {
             format!("{} slots for shape {}", dst.len(), self.shape)
         });
         self.backend.read_into(&self.storage, dst).await
+    }
+
+    /// Copies `len` values of `self` from `offset` into `dst` from `dst_offset`, in place
+    /// (shapes aside: offsets count elements): [`Backend::copy`] of one range.
+    pub fn copy_into(&self, offset: usize, dst: &Self, dst_offset: usize, len: usize) {
+        self.backend.copy(&[CopyRange::new(&self.storage, offset, &dst.storage, dst_offset, len)]);
     }
 
     /// [`Tensor::read`] for synchronous callers; see [`block_on`] for where that is valid.

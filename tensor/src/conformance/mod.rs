@@ -20,7 +20,7 @@
 //!
 //! Every op's inputs are read back after the call and must hold what was uploaded, bit for
 //! bit (an op writes only its outputs). Buffer copies (`zeros`, `upload`/`read`,
-//! `upload_indices`, `copy`, `copy_many`) are checked bit for bit; `copy`'s misuse checks
+//! `upload_indices`, `copy`) are checked bit for bit; `copy`'s misuse checks
 //! catch panics, so they need unwinding (native tests only).
 //!
 //! A failure is one line that a backend author can act on: the op, its shape (the sizes,
@@ -133,7 +133,7 @@ macro_rules! __conformance_tests {
             indices_round_trip,
             copy,
             copy_is_a_snapshot,
-            copy_many,
+            copy_list,
             flush,
             add,
             scale,

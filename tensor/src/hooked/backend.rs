@@ -62,31 +62,15 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             self.hook.verdict()
         }
     }
-    fn copy(
-        &self,
-        src: &Self::Storage,
-        src_offset: usize,
-        dst: &Self::Storage,
-        dst_offset: usize,
-        len: usize,
-    ) {
-        self.writes(
-            "copy",
-            &|| vec![In::range("src", src, src_offset, len)],
-            &|| format!("{len} values from offset {src_offset} to offset {dst_offset}"),
-            |b| b.copy(src, src_offset, dst, dst_offset, len),
-            &|| vec![In::range("dst", dst, dst_offset, len)],
-        )
-    }
-    fn copy_many(&self, copies: &[CopyRange<'_, Self::Storage>]) {
+    fn copy(&self, copies: &[CopyRange<'_, Self::Storage>]) {
         let ranges = |which: fn(&CopyRange<'_, Self::Storage>) -> In<Self::Storage>| {
             copies.iter().map(which).collect::<Vec<_>>()
         };
         self.writes(
-            "copy_many",
+            "copy",
             &|| ranges(|c| In::range("src", c.src, c.src_offset, c.len)),
-            &|| format!("{} ranges, {} values", copies.len(), copies.iter().map(|c| c.len).sum::<usize>()),
-            |b| b.copy_many(copies),
+            &|| copy_shape(copies),
+            |b| b.copy(copies),
             &|| ranges(|c| In::range("dst", c.dst, c.dst_offset, c.len)),
         )
     }
@@ -424,6 +408,14 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
                 ]
             },
         )
+    }
+}
+
+/// One range in words (`"9 values from offset 3 to offset 0"`), a list by its size.
+fn copy_shape<S>(copies: &[CopyRange<'_, S>]) -> String {
+    match copies {
+        [c] => format!("{} values from offset {} to offset {}", c.len, c.src_offset, c.dst_offset),
+        _ => format!("{} ranges, {} values", copies.len(), copies.iter().map(|c| c.len).sum::<usize>()),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `copy` and `copy_many`: bit-for-bit, in place on the destination, inside its bounds.
+//! `copy`, of one range and of lists: bit-for-bit, in place on the destination, inside its bounds.
 //!
 //! A copy is not arithmetic, so results are compared bit for bit against what the backend
 //! itself reads back from the source (a backend that quiets NaNs on upload still passes).
@@ -44,7 +44,7 @@ pub async fn copy<B: Backend>(backend: &B, _precision: Precision) {
         let (src, dst) = (backend.upload(&src_data), backend.upload(&dst_data));
         let (src_held, dst_held) = (read(backend, &src, "src").await, read(backend, &dst, "dst").await);
         let alias = dst.clone();
-        backend.copy(&src, src_offset, &dst, dst_offset, len);
+        backend.copy(&[CopyRange::new(&src, src_offset, &dst, dst_offset, len)]);
 
         let mut want = dst_held.clone();
         want[dst_offset..dst_offset + len].copy_from_slice(&src_held[src_offset..src_offset + len]);
@@ -62,7 +62,7 @@ pub async fn copy_is_a_snapshot<B: Backend>(backend: &B, _precision: Precision) 
     let len = 1000;
     let init = normal(&mut rng, len, 1.0);
     let (param, snapshot) = (backend.upload(&init), backend.zeros(len));
-    backend.copy(&param, 0, &snapshot, 0, len);
+    backend.copy(&[CopyRange::new(&param, 0, &snapshot, 0, len)]);
     let held = read(backend, &param, "param").await;
 
     let hp = AdamWStep {
@@ -104,19 +104,19 @@ pub async fn copy_misuse_panics<B: Backend>(backend: &B, _precision: Precision) 
         ("a buffer into itself", &dst, 0, 1, 1),
     ];
     for (name, from, src_offset, dst_offset, len) in misuses {
-        let outcome =
-            catch_unwind(AssertUnwindSafe(|| backend.copy(from, src_offset, &dst, dst_offset, len)));
+        let range = CopyRange::new(from, src_offset, &dst, dst_offset, len);
+        let outcome = catch_unwind(AssertUnwindSafe(|| backend.copy(&[range])));
         assert!(outcome.is_err(), "copy with {name} did not panic");
     }
     assert_unchanged(backend, &src, &src_data, "copy misuse: source").await;
     assert_unchanged(backend, &dst, &dst_data, "copy misuse: destination").await;
 }
 
-/// `copy_many` equals its copies done one by one: a gather of pieces of many buffers into
+/// A list of ranges equals its copies done one by one: a gather of pieces of many buffers into
 /// one (the optimizer's gradients into its flat buffer), the scatter back out of one, and
 /// a list with neither shape; more pieces than a GPU dispatch binds, empty pieces among
 /// them, lengths across the parallel chunk size; untouched ranges stay as they were.
-pub async fn copy_many<B: Backend>(backend: &B, _precision: Precision) {
+pub async fn copy_list<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0xC0_3A7);
     let lens = [1, 384, 0, 1537, 7, 300, 70_001, 64, 2, 999, 5];
     let total: usize = lens.iter().sum();
@@ -148,12 +148,12 @@ pub async fn copy_many<B: Backend>(backend: &B, _precision: Precision) {
             len: lens[i],
         })
         .collect();
-    backend.copy_many(&gather);
+    backend.copy(&gather);
     let mut want = flat_held.clone();
     for i in 0..lens.len() {
         want[starts[i]..][..lens[i]].copy_from_slice(&held_pieces[i][2..][..lens[i]]);
     }
-    assert_eq!(bits(&read(backend, &flat, "flat").await), bits(&want), "copy_many gather of {total} values");
+    assert_eq!(bits(&read(backend, &flat, "flat").await), bits(&want), "copy list gather of {total} values");
 
     // Scatter: flat[starts[i]..] back into piece i at offset 1 (a fresh source).
     let source_data = source(&mut rng, flat_len);
@@ -168,14 +168,14 @@ pub async fn copy_many<B: Backend>(backend: &B, _precision: Precision) {
             len: lens[i],
         })
         .collect();
-    backend.copy_many(&scatter);
+    backend.copy(&scatter);
     for i in 0..lens.len() {
         let mut want = held_pieces[i].clone();
         want[1..][..lens[i]].copy_from_slice(&src_held[starts[i]..][..lens[i]]);
         let got = read(backend, &pieces[i].1, "piece").await;
-        assert_eq!(bits(&got), bits(&want), "copy_many scatter: piece {i} ({} values)", lens[i]);
+        assert_eq!(bits(&got), bits(&want), "copy list scatter: piece {i} ({} values)", lens[i]);
     }
-    assert_unchanged(backend, &src, &src_held, "copy_many scatter: source").await;
+    assert_unchanged(backend, &src, &src_held, "copy list scatter: source").await;
 
     // Neither: pairs of distinct buffers.
     let (a, b) = (backend.upload(&source(&mut rng, 50)), backend.upload(&normal(&mut rng, 60, 1.0)));
@@ -186,13 +186,13 @@ pub async fn copy_many<B: Backend>(backend: &B, _precision: Precision) {
         read(backend, &c, "c").await,
         read(backend, &d, "d").await,
     );
-    backend.copy_many(&[
+    backend.copy(&[
         CopyRange { src: &a, src_offset: 5, dst: &b, dst_offset: 10, len: 40 },
         CopyRange { src: &c, src_offset: 0, dst: &d, dst_offset: 9, len: 70 },
     ]);
     let (mut b_want, mut d_want) = (b_held.clone(), d_held.clone());
     b_want[10..50].copy_from_slice(&a_held[5..45]);
     d_want[9..79].copy_from_slice(&c_held);
-    assert_eq!(bits(&read(backend, &b, "b").await), bits(&b_want), "copy_many: a into b");
-    assert_eq!(bits(&read(backend, &d, "d").await), bits(&d_want), "copy_many: c into d");
+    assert_eq!(bits(&read(backend, &b, "b").await), bits(&b_want), "copy list: a into b");
+    assert_eq!(bits(&read(backend, &d, "d").await), bits(&d_want), "copy list: c into d");
 }

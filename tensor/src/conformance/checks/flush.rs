@@ -2,7 +2,7 @@
 //! every write before it is visible after it.
 
 use crate::conformance::harness::normal;
-use crate::{Backend, Precision, Rng};
+use crate::{Backend, CopyRange, Precision, Rng};
 
 /// `flush` is harmless: values read after it equal those read without it.
 pub async fn flush<B: Backend>(backend: &B, _precision: Precision) {
@@ -14,7 +14,7 @@ pub async fn flush<B: Backend>(backend: &B, _precision: Precision) {
     let (a, b) = (normal(&mut rng, len, 1.0), normal(&mut rng, len, 1.0));
     let sum = backend.add(&backend.upload(&a), &backend.upload(&b), len);
     let dst = backend.zeros(len);
-    backend.copy(&sum, 0, &dst, 0, len);
+    backend.copy(&[CopyRange::new(&sum, 0, &dst, 0, len)]);
     backend.flush().await.unwrap_or_else(|e| panic!("{name}: flush after queued ops failed: {e}"));
     backend.flush().await.unwrap_or_else(|e| panic!("{name}: a second flush failed: {e}"));
 

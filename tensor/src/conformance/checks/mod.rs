@@ -19,7 +19,7 @@ pub use adamw::adamw;
 pub use attention::{
     attention, attention_backward, attention_backward_saved, attention_for_training, cached_attention,
 };
-pub use copy::{copy, copy_is_a_snapshot, copy_many, copy_misuse_panics};
+pub use copy::{copy, copy_is_a_snapshot, copy_list, copy_misuse_panics};
 pub use cross_entropy::{cross_entropy, cross_entropy_backward, cross_entropy_for_training};
 pub use dropout::{attention_dropout, attention_dropout_backward, dropout, dropout_add, dropout_backward};
 pub use elementwise::{add, scale, sum_rows, sum_squares};
