@@ -4,7 +4,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tinygpt_tensor::{block_on, Backend, BadValue, Effect, Flow, Hook, Hooked, Op, Operand, TensorError};
+use tinygpt_tensor::{
+    block_on, read_vec, Backend, BadValue, Effect, Flow, Hook, Hooked, Op, Operand, TensorError,
+};
 
 /// A backend that runs `B` and checks each op's operands (lengths against the op's sizes,
 /// NaN and infinities everywhere, probabilities within [0, 1], variances and losses ≥ 0):
@@ -63,7 +65,7 @@ impl Checks {
         role: &str,
     ) -> Option<(String, String)> {
         operands.iter().find_map(|operand| {
-            let detail = match block_on(inner.read(&operand.buffer)) {
+            let detail = match block_on(read_vec(inner, &operand.buffer)) {
                 Ok(values) => {
                     if let Some(short) = operand.length_error(&values) {
                         panic!("{op}: {role} {} {short}", operand.name);

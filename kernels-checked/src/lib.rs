@@ -7,12 +7,12 @@
 //! ```
 //! use tinygpt_kernels_checked::Checked;
 //! use tinygpt_kernels_cpu::CpuBackend;
-//! use tinygpt_tensor::{block_on, Backend, TensorError};
+//! use tinygpt_tensor::{block_on, read_vec, Backend, TensorError};
 //!
 //! let backend = Checked::new(CpuBackend::new(1));
 //! let x = backend.upload(&[1.0, f32::NAN, 3.0]);
 //! let y = backend.scale(&x, 2.0, 3);
-//! let Err(TensorError::BadValue(bad)) = block_on(backend.read(&y)) else { panic!() };
+//! let Err(TensorError::BadValue(bad)) = block_on(read_vec(&backend, &y)) else { panic!() };
 //! assert_eq!((bad.op.as_str(), bad.operand.as_str()), ("scale", "input a"));
 //! ```
 //!

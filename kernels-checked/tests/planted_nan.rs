@@ -3,7 +3,7 @@
 
 use tinygpt_kernels_checked::Checked;
 use tinygpt_kernels_cpu::CpuBackend;
-use tinygpt_tensor::{block_on, Backend, BadValue, MatmulDims, MatmulFused, Rng, TensorError};
+use tinygpt_tensor::{block_on, read_vec, Backend, BadValue, MatmulDims, MatmulFused, Rng, TensorError};
 
 const ROWS: usize = 6;
 const DIM: usize = 8;
@@ -25,7 +25,7 @@ fn run_chain(backend: &Checked<CpuBackend>, gamma: &[f32]) -> Result<Vec<f32>, T
     let act = backend.gelu(&normed.out, ROWS * DIM);
     let targets = backend.upload_indices(&[0, 1, 2, 3, 4, 5]);
     let loss = backend.cross_entropy(&act, &targets, ROWS, DIM, false).loss;
-    block_on(backend.read(&loss))
+    block_on(read_vec(backend, &loss))
 }
 
 #[test]

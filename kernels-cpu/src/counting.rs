@@ -43,8 +43,7 @@ impl Hook<CpuBackend> for Counts {
         _inner: &CpuBackend,
         op: &Op<'_, <CpuBackend as tinygpt_tensor::Backend>::Storage>,
     ) -> Flow {
-        let name = if op.name == "read_into" { "read" } else { op.name };
-        *self.calls.lock().unwrap().entry(name).or_default() += 1;
+        *self.calls.lock().unwrap().entry(op.name).or_default() += 1;
         Flow::Run
     }
 }

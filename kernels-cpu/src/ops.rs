@@ -59,17 +59,8 @@ impl Backend for CpuBackend {
         self.wrap_indices(data)
     }
 
-    fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>> {
-        ready(src.try_to_vec().ok_or_else(|| self.poisoned()))
-    }
-
-    fn read_into(
-        &self,
-        src: &Self::Storage,
-        dst: &mut [f32],
-    ) -> impl Future<Output = Result<(), TensorError>> {
-        expect_len("read_into", "src", src, dst.len());
-        ready(src.try_copy_to(dst).ok_or_else(|| self.poisoned()))
+    fn read(&self, src: &Self::Storage, dst: &mut Vec<f32>) -> impl Future<Output = Result<(), TensorError>> {
+        ready(src.try_read_into(dst).ok_or_else(|| self.poisoned()))
     }
 
     /// The optimizer's gather (one destination) and scatter (one source) share the copying

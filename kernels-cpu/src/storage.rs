@@ -123,21 +123,16 @@ impl<T> CpuBuffer<T> {
         self.data.data.write().expect("CpuBuffer: a kernel panicked while updating this buffer")
     }
 
-    /// Copies the values into `dst` (as long as the buffer), or `None` when the buffer was
-    /// poisoned by a panicking kernel.
-    pub(crate) fn try_copy_to(&self, dst: &mut [T]) -> Option<()>
+    /// Replaces `dst`'s contents with a host copy (reusing its allocation), or `None` when
+    /// the buffer was poisoned by a panicking kernel.
+    pub(crate) fn try_read_into(&self, dst: &mut Vec<T>) -> Option<()>
     where
         T: Copy,
     {
-        self.data.data.read().ok().map(|d| dst.copy_from_slice(&d))
-    }
-
-    /// A host copy, or `None` when the buffer was poisoned by a panicking kernel.
-    pub(crate) fn try_to_vec(&self) -> Option<Vec<T>>
-    where
-        T: Clone,
-    {
-        self.data.data.read().ok().map(|d| d.clone())
+        let data = self.data.data.read().ok()?;
+        dst.clear();
+        dst.extend_from_slice(&data);
+        Some(())
     }
 }
 

@@ -249,19 +249,11 @@ impl Backend for WgpuBackend {
         out
     }
 
-    fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>> {
-        self.read_buffer(src)
-    }
-
-    /// A read, then a copy: a mapped staging buffer is the only way back here.
-    fn read_into(
-        &self,
-        src: &Self::Storage,
-        dst: &mut [f32],
-    ) -> impl Future<Output = Result<(), TensorError>> {
+    /// The mapped staging buffer's values come back as a fresh list, which replaces `dst`'s.
+    fn read(&self, src: &Self::Storage, dst: &mut Vec<f32>) -> impl Future<Output = Result<(), TensorError>> {
         let read = self.read_buffer(src);
         async move {
-            dst.copy_from_slice(&read.await?);
+            *dst = read.await?;
             Ok(())
         }
     }

@@ -18,7 +18,7 @@ use tinygpt_kernels_wgsl::testing::prefer_lavapipe;
 use tinygpt_kernels_wgsl::{MatmulKernels, WgpuBackend};
 use tinygpt_tensor::conformance::Tolerance;
 use tinygpt_tensor::{
-    block_on, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Precision, Rng,
+    block_on, read_vec, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Precision, Rng,
 };
 
 /// A mixed backend opened with `TINYGPT_WGPU_COOP=setting` (read only while it opens;
@@ -74,7 +74,7 @@ fn normal(rng: &mut Rng, len: usize) -> Vec<f32> {
 }
 
 fn read(backend: &WgpuBackend, s: &<WgpuBackend as Backend>::Storage) -> Vec<f32> {
-    block_on(backend.read(s)).unwrap()
+    block_on(read_vec(backend, s)).unwrap()
 }
 
 /// Every layout on whole tiles (vec4 stages) and awkward sizes, plain, with a bias and

@@ -12,7 +12,9 @@ use tinygpt_kernels_wgsl::testing::own_backend;
 use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
 use tinygpt_model::{Dataset, Preset};
 use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
-use tinygpt_tensor::{block_on, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Rng};
+use tinygpt_tensor::{
+    block_on, read_vec, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Rng,
+};
 
 /// The adapter the values below were recorded on.
 const RECORDED_ADAPTER: &str = "llvmpipe (LLVM 15.0.6, 256 bits)";
@@ -67,7 +69,7 @@ fn matmul_hash(backend: &WgpuBackend) -> u64 {
                     outs.extend([out, sums]);
                 }
                 for out in outs {
-                    fnv(&mut hash, &block_on(be.read(&out)).unwrap());
+                    fnv(&mut hash, &block_on(read_vec(be, &out)).unwrap());
                 }
             }
         }
@@ -90,7 +92,7 @@ fn matmul_hash(backend: &WgpuBackend) -> u64 {
                 AttentionKeep::Probs,
             );
             for out in [res.out.clone(), res.kept().clone(), g.dq, g.dk, g.dv] {
-                fnv(&mut hash, &block_on(be.read(&out)).unwrap());
+                fnv(&mut hash, &block_on(read_vec(be, &out)).unwrap());
             }
         }
     }

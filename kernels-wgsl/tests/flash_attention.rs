@@ -20,7 +20,9 @@ use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::shared_backend_with;
 use tinygpt_kernels_wgsl::{FlashAttention, MatmulKernels, WgpuBackend};
 use tinygpt_tensor::conformance::Tolerance;
-use tinygpt_tensor::{block_on, AttentionDims, AttentionKeep, Backend, DropoutMask, Precision, Rng};
+use tinygpt_tensor::{
+    block_on, read_vec, AttentionDims, AttentionKeep, Backend, DropoutMask, Precision, Rng,
+};
 
 fn mixed() -> Option<WgpuBackend> {
     let backend = shared_backend_with(Precision::Mixed)?;
@@ -36,7 +38,7 @@ fn normal(rng: &mut Rng, len: usize) -> Vec<f32> {
 }
 
 fn read(gpu: &WgpuBackend, s: &<WgpuBackend as Backend>::Storage) -> Vec<f32> {
-    block_on(gpu.read(s)).expect("wgpu readback")
+    block_on(read_vec(gpu, s)).expect("wgpu readback")
 }
 
 /// `out`, `dq`, `dk`, `dv` of the GPU's training pair and of the CPU reference.
@@ -54,7 +56,7 @@ fn both(gpu: &WgpuBackend, dims: AttentionDims, seed: u64) -> ([Vec<f32>; 4], [V
     let (cq, ck, cv) = (cpu.upload(&q), cpu.upload(&k), cpu.upload(&v));
     let ca = cpu.attention(&cq, &ck, &cv, dims, AttentionKeep::Probs);
     let cg = cpu.attention_backward(&cpu.upload(&d), &cq, &ck, &cv, ca.kept(), dims, AttentionKeep::Probs);
-    let want = [&ca.out, &cg.dq, &cg.dk, &cg.dv].map(|s| block_on(cpu.read(s)).expect("cpu readback"));
+    let want = [&ca.out, &cg.dq, &cg.dk, &cg.dv].map(|s| block_on(read_vec(&cpu, s)).expect("cpu readback"));
     (got, want)
 }
 

@@ -3,7 +3,7 @@
 //! validation text. Lavapipe offers 128 MiB bindings, so the tensor here is 128 MiB + 4 B.
 
 use tinygpt_kernels_wgsl::testing::own_backend;
-use tinygpt_tensor::{block_on, Backend, TensorError};
+use tinygpt_tensor::{block_on, read_vec, Backend, TensorError};
 
 #[test]
 fn a_tensor_above_the_largest_storage_binding_is_refused_naming_the_limit() {
@@ -32,7 +32,7 @@ fn an_elementwise_op_past_the_per_dimension_workgroup_limit_covers_every_element
     let data: Vec<f32> = (0..len).map(|i| (i % 1013) as f32).collect();
     let x = gpu.upload(&data);
     let y = gpu.scale(&x, 2.0, len);
-    let got = block_on(gpu.read(&y)).expect("read");
+    let got = block_on(read_vec(&gpu, &y)).expect("read");
     assert_eq!(got.len(), len);
     for (i, (&g, &d)) in got.iter().zip(&data).enumerate() {
         assert_eq!(g, 2.0 * d, "element {i} of {len}");

@@ -14,7 +14,7 @@ use tinygpt_model::{Dataset, Preset};
 use tinygpt_optim::{TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::conformance::Tolerance;
 use tinygpt_tensor::{
-    block_on, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Precision, Rng,
+    block_on, read_vec, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Precision, Rng,
 };
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -66,7 +66,7 @@ fn normal(rng: &mut Rng, len: usize) -> Vec<f32> {
 }
 
 fn read(backend: &WgpuBackend, s: &<WgpuBackend as Backend>::Storage) -> Vec<f32> {
-    block_on(backend.read(s)).unwrap()
+    block_on(read_vec(backend, s)).unwrap()
 }
 
 fn mixed() -> Option<WgpuBackend> {

@@ -11,7 +11,7 @@ use tinygpt_kernels_cpu::CpuBackend;
 use tinygpt_kernels_wgsl::testing::shared_backend;
 use tinygpt_kernels_wgsl::{MatmulPath, WgpuBackend};
 use tinygpt_tensor::{
-    block_on, AttentionDims, AttentionKeep, Backend, DropoutMask, MatmulDims, MatmulFused, Rng,
+    block_on, read_vec, AttentionDims, AttentionKeep, Backend, DropoutMask, MatmulDims, MatmulFused, Rng,
 };
 
 const TOL: f64 = 1e-4;
@@ -43,11 +43,11 @@ impl Pair {
     }
 
     fn gpu_read(&self, s: &<WgpuBackend as Backend>::Storage) -> Vec<f32> {
-        block_on(self.gpu.read(s)).expect("wgpu readback")
+        block_on(read_vec(&self.gpu, s)).expect("wgpu readback")
     }
 
     fn cpu_read(&self, s: &<CpuBackend as Backend>::Storage) -> Vec<f32> {
-        block_on(self.cpu.read(s)).expect("cpu readback")
+        block_on(read_vec(&self.cpu, s)).expect("cpu readback")
     }
 }
 

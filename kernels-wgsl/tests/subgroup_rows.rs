@@ -9,7 +9,7 @@
 
 use tinygpt_kernels_wgsl::testing::{shared_backend, shared_backend_with};
 use tinygpt_kernels_wgsl::{RowReductions, WgpuBackend};
-use tinygpt_tensor::{block_on, Backend, Precision};
+use tinygpt_tensor::{block_on, read_vec, Backend, Precision};
 
 /// Values in [-scale, scale), reproducible.
 fn data(len: usize, seed: u64, scale: f32) -> Vec<f32> {
@@ -48,7 +48,7 @@ fn backends() -> Option<(WgpuBackend, WgpuBackend)> {
 }
 
 fn read(b: &WgpuBackend, s: &<WgpuBackend as Backend>::Storage) -> Vec<f32> {
-    block_on(b.read(s)).expect("readback")
+    block_on(read_vec(b, s)).expect("readback")
 }
 
 #[test]

@@ -90,10 +90,9 @@ impl Default for GradScaler {
 
 /// Whether the gathered gradients' sum of squares `sumsq` (`[1]`) is finite: loss scaling's
 /// one host readback a step. A readback that fails counts as an overflow: nothing is
-/// half-applied, and the device's error surfaces at the next loss read.
-pub(crate) async fn read_finite<B: Backend>(sumsq: &Tensor<B>) -> bool {
-    let mut value = [0.0f32];
-    sumsq.read_into(&mut value).await.is_ok() && value[0].is_finite()
+/// half-applied, and the device's error surfaces at the next loss read. Read into `value`.
+pub(crate) async fn read_finite<B: Backend>(sumsq: &Tensor<B>, value: &mut Vec<f32>) -> bool {
+    sumsq.read_into(value).await.is_ok() && value[0].is_finite()
 }
 
 /// AdamW's update from gathered gradients scaled by `state.scale` (the trainer's

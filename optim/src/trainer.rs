@@ -85,6 +85,9 @@ struct StepScratch<B: Backend> {
     step_grads: Vec<Option<Tensor<B>>>,
     /// Read steps' lists of part losses, emptied.
     losses: Vec<Vec<(Tensor<B>, usize)>>,
+    /// What a loss, or loss scaling's sum of squares, is read back into: kept, so that a
+    /// readback allocates nothing.
+    readback: Vec<f32>,
 }
 
 impl<B: Backend> Default for StepScratch<B> {
@@ -96,6 +99,7 @@ impl<B: Backend> Default for StepScratch<B> {
             batch: Batch::default(),
             step_grads: Vec::new(),
             losses: Vec::new(),
+            readback: Vec::new(),
         }
     }
 }
@@ -203,9 +207,9 @@ impl<B: Backend> Trainer<B> {
     pub async fn resume_state(&self) -> Result<ResumeState, TrainError> {
         let weights = self.optimizer.weights(trained_tensors(&self.model, &self.adapter)).await?;
         let (adam_m, adam_v) = self.moments().await?;
-        let mut history = self.history.clone();
+        let (mut history, mut value) = (self.history.clone(), Vec::new());
         for loss in &self.unread {
-            history.push(loss.read().await?);
+            history.push(loss.read(&mut value).await?);
         }
         Ok(ResumeState { weights, adam_m, adam_v, progress: self.progress.clone(), history })
     }

@@ -58,17 +58,14 @@ pub trait Backend: Clone + Debug + 'static {
     fn upload(&self, data: &[f32]) -> Self::Storage;
     /// An index buffer (token ids, targets) holding a copy of `data`.
     fn upload_indices(&self, data: &[u32]) -> Self::Indices;
-    /// Copies a buffer back to host memory. On a GPU this waits for queued work, so call
-    /// it only where a value is needed (logging, sampling, checkpoints).
-    fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>>;
-    /// [`Backend::read`] into `dst`, which is as long as `src`: for a caller that reads a few
-    /// values every step (a training loss) into a list it keeps, so the read allocates
-    /// nothing where the backend can copy directly (else: a read, then a copy).
-    fn read_into(
-        &self,
-        src: &Self::Storage,
-        dst: &mut [f32],
-    ) -> impl Future<Output = Result<(), TensorError>>;
+    /// Copies a buffer back to host memory, into `dst`, whose contents it replaces (it
+    /// ends as long as `src`). On a GPU this waits for queued work, so call it only where
+    /// a value is needed (logging, sampling, checkpoints). `dst` is the caller's so that a
+    /// read every step (a training loss) allocates nothing where the backend can copy
+    /// straight into it (the CPU), while a backend whose read makes a fresh list anyway (a
+    /// mapped GPU buffer) moves that list in without a second copy; [`read_vec`] reads
+    /// into a new list.
+    fn read(&self, src: &Self::Storage, dst: &mut Vec<f32>) -> impl Future<Output = Result<(), TensorError>>;
     /// For each range of `copies`, copies `src[src_offset .. src_offset + len]` into
     /// `dst[dst_offset .. dst_offset + len]` bit for bit, in place: the rest of `dst` and
     /// all of `src` are left as they were, and every handle sharing `dst` sees the new
@@ -251,6 +248,13 @@ pub trait Backend: Clone + Debug + 'static {
         hp: &AdamWStep,
         len: usize,
     );
+}
+
+/// [`Backend::read`] into a new list, for a caller that reads a buffer once.
+pub async fn read_vec<B: Backend>(backend: &B, src: &B::Storage) -> Result<Vec<f32>, TensorError> {
+    let mut values = Vec::new();
+    backend.read(src, &mut values).await?;
+    Ok(values)
 }
 
 /// [`Backend::matmul`] for a backend without a fused kernel for some of `fused`: the plain

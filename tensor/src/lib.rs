@@ -21,7 +21,7 @@ mod rng;
 mod shape;
 mod tensor;
 
-pub use backend::{assert_copy_in_bounds, layer_norm_backward_unfused, matmul_unfused, Backend};
+pub use backend::{assert_copy_in_bounds, layer_norm_backward_unfused, matmul_unfused, read_vec, Backend};
 pub use dims::{
     AdamWStep, AttentionCache, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut,
     CachedAttentionDims, CopyRange, CrossEntropyOut, LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused,

@@ -1,4 +1,4 @@
-use crate::backend::Backend;
+use crate::backend::{read_vec, Backend};
 use crate::dims::{
     AttentionCache, AttentionDims, AttentionGrads, AttentionKeep, AttentionOut, CopyRange, CrossEntropyOut,
     LayerNormGrads, LayerNormOut, MatmulDims, MatmulFused,
@@ -118,15 +118,13 @@ impl<B: Backend> Tensor<B> {
 
     /// Copies the values to the host (waits for the device). See [`Backend::read`].
     pub async fn read(&self) -> Result<Vec<f32>, TensorError> {
-        self.backend.read(&self.storage).await
+        read_vec(&self.backend, &self.storage).await
     }
 
-    /// [`Tensor::read`] into `dst` (one slot per element). See [`Backend::read_into`].
-    pub async fn read_into(&self, dst: &mut [f32]) -> Result<(), TensorError> {
-        check("read_into", dst.len() == self.numel(), || {
-            format!("{} slots for shape {}", dst.len(), self.shape)
-        });
-        self.backend.read_into(&self.storage, dst).await
+    /// [`Tensor::read`] into `dst`, whose values it replaces: a caller that reads every step
+    /// keeps `dst`, so the read allocates nothing once it has held as many values.
+    pub async fn read_into(&self, dst: &mut Vec<f32>) -> Result<(), TensorError> {
+        self.backend.read(&self.storage, dst).await
     }
 
     /// Copies `len` values of `self` from `offset` into `dst` from `dst_offset`, in place

@@ -15,7 +15,7 @@
 //! reductions), not a per-kernel parity test; a broken kernel is off by far more.
 
 use tinygpt_kernels_cpu::{CpuBackend, Kernels};
-use tinygpt_tensor::{Backend, MatmulDims, MatmulFused, TensorError};
+use tinygpt_tensor::{read_vec, Backend, MatmulDims, MatmulFused, TensorError};
 
 /// Largest allowed `|candidate - reference|` as a fraction of the reference's scale.
 pub const SELF_TEST_TOLERANCE: f32 = 1e-3;
@@ -96,7 +96,7 @@ async fn run_ops<B: Backend>(b: &B) -> Result<Vec<(&'static str, Vec<f32>)>, Sel
         ("cross_entropy", &loss),
         ("cross_entropy_backward", &dlogits),
     ] {
-        out.push((op, b.read(buffer).await?));
+        out.push((op, read_vec(b, buffer).await?));
     }
     Ok(out)
 }

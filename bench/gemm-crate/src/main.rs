@@ -29,7 +29,8 @@ use std::cell::RefCell;
 
 use gemm::Parallelism;
 use tinygpt_kernels_cpu::{CpuBackend, Kernels};
-use tinygpt_tensor::{block_on, Backend, MatmulDims, MatmulFused};
+use tinygpt_tensor::{
+block_on, read_vec, Backend, MatmulDims, MatmulFused};
 
 /// kernels-cpu's benchmark helpers (`--threads`, the fastest-call timer), shared as they are.
 #[path = "../../../kernels-cpu/examples/common/mod.rs"]
@@ -72,7 +73,7 @@ fn main() -> Result<(), String> {
                 }));
             }
             let theirs = theirs.into_inner();
-            let want = block_on(ours.read(&ours.matmul(&a_dev, &b_dev, dims, MatmulFused::none()).out))
+            let want = block_on(read_vec(ours, &ours.matmul(&a_dev, &b_dev, dims, MatmulFused::none()).out))
                 .map_err(|e| e.to_string())?;
             let scale = want.iter().fold(1e-30f32, |s, x| s.max(x.abs()));
             let diff = want.iter().zip(&theirs).fold(0f32, |d, (x, y)| d.max((x - y).abs())) / scale;

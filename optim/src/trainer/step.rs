@@ -235,7 +235,7 @@ impl<B: Backend> Trainer<B> {
     /// may drop the future unfinished and call again later.
     pub async fn finish_update(&mut self) -> Option<StepDone> {
         let sumsq = self.partial.as_ref()?.sumsq.as_ref()?;
-        let finite = loss_scale::read_finite(sumsq).await;
+        let finite = loss_scale::read_finite(sumsq, &mut self.scratch.readback).await;
         let partial = self.partial.as_mut().expect("the step in progress");
         let sumsq = partial.sumsq.take().expect("the pending update");
         let lr = learning_rate(&self.config, self.progress.step);

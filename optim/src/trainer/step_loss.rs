@@ -18,12 +18,11 @@ pub(super) struct StepLoss<B: Backend> {
 
 impl<B: Backend> StepLoss<B> {
     /// The row-weighted mean of the parts' losses (summed in f64); a loss that is not
-    /// finite is [`TrainError::Diverged`].
-    pub(super) async fn read(&self) -> Result<LossPoint, TrainError> {
+    /// finite is [`TrainError::Diverged`]. Each part's loss is read into `value`.
+    pub(super) async fn read(&self, value: &mut Vec<f32>) -> Result<LossPoint, TrainError> {
         let mut weighted = 0.0f64;
         for (loss, rows) in &self.parts {
-            let mut value = [0.0];
-            loss.read_into(&mut value).await?;
+            loss.read_into(value).await?;
             weighted += value[0] as f64 * *rows as f64;
         }
         let train_loss = (weighted / self.batch as f64) as f32;
@@ -49,7 +48,7 @@ impl<B: Backend> Trainer<B> {
     pub(super) async fn read_unread(&mut self) -> Result<(), TrainError> {
         let mut unread = std::mem::take(&mut self.unread);
         for mut loss in unread.drain(..) {
-            self.history.push(loss.read().await?);
+            self.history.push(loss.read(&mut self.scratch.readback).await?);
             loss.parts.clear();
             self.scratch.losses.push(loss.parts);
         }

@@ -9,7 +9,9 @@
 //! A failure names the op, its shape and the thread count, and the first element whose
 //! bits differ.
 
-use crate::{AdamWStep, AttentionCache, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Rng};
+use crate::{
+    read_vec, AdamWStep, AttentionCache, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Rng,
+};
 
 /// Runs [`op_results`] on the backend `make` builds for each of `threads` and panics, naming
 /// the op and the thread count, unless every result has the bits of the first count's.
@@ -126,7 +128,7 @@ pub async fn op_results<B: Backend>(backend: &B) -> Vec<(String, Vec<f32>)> {
 
     let mut read = Vec::with_capacity(results.len());
     for (name, buf) in results {
-        let values = backend.read(&buf).await.unwrap_or_else(|e| panic!("{name}: readback failed: {e}"));
+        let values = read_vec(backend, &buf).await.unwrap_or_else(|e| panic!("{name}: readback failed: {e}"));
         read.push((name, values));
     }
     read

@@ -1,6 +1,6 @@
 //! Small helpers shared by the checks: random inputs, readback, objectives.
 
-use crate::{Backend, Rng};
+use crate::{read_vec, Backend, Rng};
 
 /// `len` values drawn from N(0, std²), rounded to f32.
 pub(crate) fn normal(rng: &mut Rng, len: usize, std: f64) -> Vec<f32> {
@@ -16,7 +16,7 @@ pub(crate) fn ids(rng: &mut Rng, len: usize, bound: usize) -> Vec<u32> {
 /// Awaited, never blocked on, so the checks also run where a readback completes only when
 /// the event loop turns (WebGPU in a browser).
 pub(crate) async fn read<B: Backend>(backend: &B, storage: &B::Storage, what: &str) -> Vec<f32> {
-    backend.read(storage).await.unwrap_or_else(|e| panic!("{what}: readback failed: {e}"))
+    read_vec(backend, storage).await.unwrap_or_else(|e| panic!("{what}: readback failed: {e}"))
 }
 
 /// Reads a one-element buffer.

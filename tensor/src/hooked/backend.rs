@@ -35,20 +35,8 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
     fn upload_indices(&self, data: &[u32]) -> Self::Indices {
         self.memory("upload_indices").upload_indices(data)
     }
-    fn read(&self, src: &Self::Storage) -> impl Future<Output = Result<Vec<f32>, TensorError>> {
-        let read = self.memory("read").read(src);
-        let verdict = self.hook.verdict();
-        async move {
-            verdict?;
-            read.await
-        }
-    }
-    fn read_into(
-        &self,
-        src: &Self::Storage,
-        dst: &mut [f32],
-    ) -> impl Future<Output = Result<(), TensorError>> {
-        let read = self.memory("read_into").read_into(src, dst);
+    fn read(&self, src: &Self::Storage, dst: &mut Vec<f32>) -> impl Future<Output = Result<(), TensorError>> {
+        let read = self.memory("read").read(src, dst);
         let verdict = self.hook.verdict();
         async move {
             verdict?;

@@ -49,7 +49,7 @@ pub enum Flow {
     /// Run the op on the inner backend.
     Run,
     /// Do not run it: its outputs are zeros of their documented sizes (a skipped
-    /// `attention_for_training` saves a softmax's worth of zeros). Honoured for
+    /// `attention` keeping state keeps a softmax's worth of zeros). Honoured for
     /// [`Effect::Computes`] ops only; any other op runs.
     Skip,
 }
@@ -87,8 +87,8 @@ impl<S> Debug for Op<'_, S> {
 
 /// What a wrapper adds around each op of the backend it wraps. Every method of
 /// [`Backend`] but `name` passes through [`Hook::before`]; those that write or compute
-/// (not [`Effect::Memory`]) also through [`Hook::after`] once they ran. `read`, `read_into`
-/// and `flush` also report [`Hook::verdict`].
+/// (not [`Effect::Memory`]) also through [`Hook::after`] once they ran. `read` and `flush`
+/// also report [`Hook::verdict`].
 pub trait Hook<B: Backend>: Clone + Debug + 'static {
     /// The wrapped backend's name for logs, e.g. `"checked cpu"`. By default the inner one's.
     fn name(&self, inner: &B) -> String {
@@ -104,7 +104,7 @@ pub trait Hook<B: Backend>: Clone + Debug + 'static {
         let _ = (inner, op, outputs);
     }
 
-    /// An error that `read`, `read_into` and `flush` return instead of their own result
+    /// An error that `read` and `flush` return instead of their own result
     /// (a read asks before it starts, a flush once the device is done). By default none.
     fn verdict(&self) -> Result<(), TensorError> {
         Ok(())

@@ -2,7 +2,7 @@
 //! every write before it is visible after it.
 
 use crate::conformance::harness::normal;
-use crate::{Backend, CopyRange, Precision, Rng};
+use crate::{read_vec, Backend, CopyRange, Precision, Rng};
 
 /// `flush` is harmless: values read after it equal those read without it.
 pub async fn flush<B: Backend>(backend: &B, _precision: Precision) {
@@ -18,7 +18,8 @@ pub async fn flush<B: Backend>(backend: &B, _precision: Precision) {
     backend.flush().await.unwrap_or_else(|e| panic!("{name}: flush after queued ops failed: {e}"));
     backend.flush().await.unwrap_or_else(|e| panic!("{name}: a second flush failed: {e}"));
 
-    let read = async |s: &B::Storage| backend.read(s).await.unwrap_or_else(|e| panic!("{name}: read: {e}"));
+    let read =
+        async |s: &B::Storage| read_vec(backend, s).await.unwrap_or_else(|e| panic!("{name}: read: {e}"));
     let (got, want) = (read(&dst).await, read(&sum).await);
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert!(bits(&got) == bits(&want), "{name}: the copy queued before a flush was not there after it");
