@@ -22,13 +22,21 @@
 // tests-web/fixtures/lora-text.rs.txt at the base's batch size, timed the same way
 // (`preset` is `lora-<preset>`; `adapter_over_full` compares with `medium` full training of
 // the same backend in this run, when PRESETS includes it).
+//
+// TINYGPT_BENCH_LORA_BASE_URL (a folder URL, e.g. `/fixtures/bench/gpt2-124m/`, which the
+// xtask server serves from target/bench/; bench/make_gpt2_folder.py writes it) makes those
+// adapter runs load that Hugging Face GPT-2 folder by URL as their base instead of the
+// bundled one, at its default batch (4) and window (256 tokens): issue 37's tab figure.
+// Leave full training out with TINYGPT_BENCH_PRESETS set empty.
 
 import { execFileSync } from 'node:child_process';
 
 import { BUILDS, backendOf } from '../www/lib/builds.js';
 import { WEBGPU_FLAGS, openBrowser, openPage, setField } from './harness.mjs';
 
-const list = (name, fallback) => (process.env[name] ? process.env[name].split(',') : fallback);
+// Set but empty: none (TINYGPT_BENCH_PRESETS= runs LoRA only).
+const list = (name, fallback) =>
+  process.env[name] !== undefined ? process.env[name].split(',').filter((s) => s !== '') : fallback;
 const PRESETS = list('TINYGPT_BENCH_PRESETS', ['small', 'medium', 'large']);
 const BACKENDS = list('TINYGPT_BENCH_BACKENDS', Object.keys(BUILDS));
 const WARMUP = 2;
@@ -39,6 +47,7 @@ const MIN_MS = Number(process.env.TINYGPT_BENCH_MIN_MS || 4_000);
 const LORA = list('TINYGPT_BENCH_LORA', []);
 const ROUNDS = Number(process.env.TINYGPT_BENCH_ROUNDS || 1);
 const PYTORCH = process.env.TINYGPT_BENCH_PYTORCH;
+const LORA_BASE_URL = process.env.TINYGPT_BENCH_LORA_BASE_URL;
 
 /** The PyTorch twin's tok/s at `preset` on `threads` CPU threads (its last JSON line). */
 function pytorchTokPerS(preset, threads) {
@@ -63,8 +72,13 @@ function startAdapter(lora) {
   return async (page, total) => {
     await page.setInputFiles('#file-input', 'tests-web/fixtures/lora-text.rs.txt');
     await page.waitForFunction(() => window.tinygpt.state.dataset?.name === 'lora-text.rs.txt');
+    if (LORA_BASE_URL) {
+      // A 124M folder: 500 MB fetched, imported and checked.
+      await page.selectOption('#lora-base-source', 'url');
+      await page.fill('#lora-base-url', LORA_BASE_URL);
+    }
     await page.click('#lora-load-base');
-    await page.waitForFunction(() => window.tinygpt.lora.state.base, null, { timeout: 120_000 });
+    await page.waitForFunction(() => window.tinygpt.lora.state.base, null, { timeout: 590_000 });
     await page.fill('#lora-name', 'bench');
     await page.selectOption('#lora-preset', lora);
     // Evaluations and saves come every 200 steps by default: after the timed ones.
@@ -74,7 +88,9 @@ function startAdapter(lora) {
 }
 
 async function run(context, backend, preset, start = startFull) {
-  const page = await openPage(context, `?backend=${backend}&storage=memory&preset=${preset.startsWith('lora-') ? 'medium' : preset}`);
+  // A GPT-2 base by URL is kept in OPFS, not in the worker's memory beside the run.
+  const storage = LORA_BASE_URL && preset.startsWith('lora-') ? 'opfs' : 'memory';
+  const page = await openPage(context, `?backend=${backend}&storage=${storage}&preset=${preset.startsWith('lora-') ? 'medium' : preset}`);
   const info = await page.evaluate(() => {
     const p = window.tinygpt.state;
     return { backend: p.capabilities.backend, threads: p.capabilities.threads ?? 1, hardwareThreads: p.capabilities.hardwareThreads };
@@ -118,6 +134,7 @@ async function run(context, backend, preset, start = startFull) {
   return {
     backend,
     preset,
+    ...(LORA_BASE_URL && preset.startsWith('lora-') ? { base_url: LORA_BASE_URL, tokens_per_step: tokensPerStep } : {}),
     threads: info.threads,
     hardware_threads: info.hardwareThreads,
     ms_per_step: +msPerStep.toFixed(2),

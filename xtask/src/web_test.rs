@@ -7,7 +7,9 @@
 //! is newer than the tarball), installs the example page from it and serves that folder on
 //! a second port of the same server (`TINYGPT_EXAMPLE_URL`, for tests-web/npm.test.mjs).
 //! The page's server also serves ckpt's small GPT-2 folder at `/fixtures/hf_gpt2/`, for the
-//! page to load by URL, and counts those requests (`/__requests`).
+//! page to load by URL, and counts those requests (`/__requests`); and `target/bench/` at
+//! `/fixtures/bench/`, where bench/make_gpt2_folder.py writes the random-weight GPT-2-124M
+//! folder the tab's LoRA benchmark loads (`TINYGPT_BENCH_LORA_BASE_URL`, tests-web/bench.mjs).
 
 use std::process::Command;
 
@@ -17,6 +19,10 @@ use crate::{http, npm_pack, web_build};
 /// Where the test server serves the small GPT-2 folder (`/fixtures/hf_gpt2/`; its request
 /// counts at `/__requests`).
 pub const HF_GPT2_MOUNT: &str = "fixtures/hf_gpt2";
+
+/// Where the test server serves `target/bench/` (models too large to commit, made by bench/
+/// scripts for benchmarks).
+pub const BENCH_MOUNT: &str = "fixtures/bench";
 
 /// Where screenshots and other test artifacts land.
 pub const ARTIFACTS: &str = "target/web-artifacts";
@@ -61,7 +67,7 @@ fn with_server(opts: &[(&str, &str)], mut node: Command, example: bool) -> Resul
     if example {
         let tarball = if build { npm_pack::pack()? } else { npm_pack::pack_if_stale()? };
         let site = npm_pack::install_example(&tarball)?;
-        let server = http::start_with_mounts(&site, "127.0.0.1", 0, &hf_gpt2_mount())?;
+        let server = http::start_with_mounts(&site, "127.0.0.1", 0, &fixture_mounts()?)?;
         eprintln!("xtask: serving the example page at http://{}/", server.addr);
         node.env("TINYGPT_EXAMPLE_URL", format!("http://{}/", server.addr));
     }
@@ -69,7 +75,7 @@ fn with_server(opts: &[(&str, &str)], mut node: Command, example: bool) -> Resul
     if !root.join("node_modules/playwright-core").is_dir() {
         return Err("node_modules/playwright-core is missing: run `npm ci` (or `cargo xtask setup`)".into());
     }
-    let server = http::start_with_mounts(&web_build::dist_dir(), "127.0.0.1", 0, &hf_gpt2_mount())?;
+    let server = http::start_with_mounts(&web_build::dist_dir(), "127.0.0.1", 0, &fixture_mounts()?)?;
     let artifacts = root.join(ARTIFACTS);
     std::fs::create_dir_all(&artifacts).map_err(|e| e.to_string())?;
     eprintln!("xtask: serving dist/ at http://{}/", server.addr);
@@ -84,7 +90,10 @@ fn with_server(opts: &[(&str, &str)], mut node: Command, example: bool) -> Resul
 }
 
 /// The GPT-2 fixture folder, which tests-web/gpt2.test.mjs (the page) and npm.test.mjs (the
-/// example page) load by URL, each from its own origin.
-fn hf_gpt2_mount() -> [(&'static str, std::path::PathBuf); 1] {
-    [(HF_GPT2_MOUNT, workspace_root().join("ckpt/tests/fixtures/hf_gpt2"))]
+/// example page) load by URL, each from its own origin; and `target/bench/` (made here when
+/// missing, as the server serves folders that exist).
+fn fixture_mounts() -> Result<[(&'static str, std::path::PathBuf); 2], String> {
+    let bench = workspace_root().join("target/bench");
+    std::fs::create_dir_all(&bench).map_err(|e| format!("cannot make {}: {e}", bench.display()))?;
+    Ok([(HF_GPT2_MOUNT, workspace_root().join("ckpt/tests/fixtures/hf_gpt2")), (BENCH_MOUNT, bench)])
 }
