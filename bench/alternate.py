@@ -19,15 +19,21 @@ def json_line(cmd, cwd=None, tag=None):
 
 def alternate(first, second, rounds, cwd=None, tags=(None, None)):
     """`rounds` pairs of (first, second), each pair run back to back. Returns the two sides'
-    tok/s and the pairs' ratios second/first, and their median."""
+    tok/s, the pairs' ratios second/first ("ratios", "median": a change over its baseline)
+    and first/second ("inverse", "inverse_median": ours over a peer run second)."""
     a, b = [], []
     for _ in range(rounds):
         a.append(json_line(first, cwd, tags[0])["tok_per_s"])
         b.append(json_line(second, cwd, tags[1])["tok_per_s"])
     ratios = [y / x for x, y in zip(a, b)]
+    inverse = [x / y for x, y in zip(a, b)]
     return {
         "first": a,
         "second": b,
         "ratios": [round(r, 3) for r in ratios],
         "median": round(statistics.median(ratios), 3),
+        "inverse": [round(r, 3) for r in inverse],
+        "inverse_median": round(statistics.median(inverse), 3),
+        "first_median": statistics.median(a),
+        "second_median": statistics.median(b),
     }
