@@ -12,7 +12,7 @@ pub const WASM32_ADDRESS_SPACE: u64 = 4 << 30;
 /// Estimated bytes to train `model` at `batch` rows of `context_length` tokens: weights,
 /// gradients and both AdamW moments (4 × params × 4 bytes = params × 16), plus the
 /// activations a step keeps for backward, doubled for their gradients
-/// ([`activation_values`]). An estimate, not a bound: allocator slack and temporaries come
+/// (`activation_values`). An estimate, not a bound: allocator slack and temporaries come
 /// on top.
 ///
 /// Counted in saturating u64, so a hostile config (any sizes, any batch) gives a huge number
