@@ -1,9 +1,11 @@
 //! Where a GPT-2 folder fetched by URL is kept, so the next `loadBase` of that URL (after a
 //! reload, say) reads it from browser storage instead of downloading it again: one group
 //! per URL in the bases store, its four files, then `source.json` naming the URL and the
-//! files' sizes, written atomically last. A group without that pointer, or whose files do
-//! not have the sizes it records, is a download cut short and is not read, as a checkpoint
-//! generation without its pointer is not.
+//! files' sizes and SHA-256s, written atomically last. A group without that pointer is a
+//! download cut short and is not read, as a checkpoint generation without its pointer is
+//! not; a file whose size or hash differs from the pointer's (storage that lost or changed
+//! bytes) makes the copy unread too, so the base is downloaded again rather than imported
+//! with damaged weights.
 
 use serde::{Deserialize, Serialize};
 use tinygpt_ckpt::BlobStore;
@@ -22,6 +24,8 @@ struct Source {
     url: String,
     /// Each file's size, in [`HF_FILES`] order.
     bytes: Vec<u64>,
+    /// Each file's SHA-256 (lower-case hex), in [`HF_FILES`] order.
+    sha256: Vec<String>,
 }
 
 /// The bases store.
@@ -46,13 +50,14 @@ impl<S: BlobStore> BaseCache<S> {
             return Ok(None);
         };
         let Ok(source) = serde_json::from_slice::<Source>(&source) else { return Ok(None) };
-        if source.url != url || source.bytes.len() != HF_FILES.len() {
+        if source.url != url || source.bytes.len() != HF_FILES.len() || source.sha256.len() != HF_FILES.len()
+        {
             return Ok(None);
         }
         let mut files = Vec::with_capacity(HF_FILES.len());
-        for (name, &size) in HF_FILES.iter().zip(&source.bytes) {
+        for ((name, &size), sha) in HF_FILES.iter().zip(&source.bytes).zip(&source.sha256) {
             match self.store.get(&format!("{group}/{name}")).await.map_err(ckpt_error)? {
-                Some(bytes) if bytes.len() as u64 == size => {
+                Some(bytes) if bytes.len() as u64 == size && dataset_id(&bytes) == *sha => {
                     on_file(name, size);
                     files.push(bytes);
                 }
@@ -71,8 +76,11 @@ impl<S: BlobStore> BaseCache<S> {
         for (name, bytes) in HF_FILES.iter().zip(contents) {
             self.store.put(&format!("{group}/{name}"), bytes).await.map_err(ckpt_error)?;
         }
-        let source =
-            Source { url: url.to_string(), bytes: contents.iter().map(|b| b.len() as u64).collect() };
+        let source = Source {
+            url: url.to_string(),
+            bytes: contents.iter().map(|b| b.len() as u64).collect(),
+            sha256: contents.iter().map(|b| dataset_id(b)).collect(),
+        };
         let pointer = serde_json::to_vec(&source).expect("plain data serializes");
         self.store.put_atomic(&format!("{group}/{SOURCE}"), &pointer).await.map_err(ckpt_error)
     }

@@ -255,6 +255,29 @@ fn url_base_downloads_with_progress_then_comes_from_the_cache() {
 }
 
 #[test]
+fn a_damaged_cached_copy_is_downloaded_again_not_imported() {
+    let (stores, server) = (Stores::default(), Server::with_fixture());
+    let first = Tab::open(&stores, &server).load_url(URL);
+    let weights = of_type(&first, "baseLoaded")[0]["base"]["weightsSha256"].clone();
+    // Flip one byte of the kept weights (the size stays the same).
+    for store in stores.opened.borrow().values() {
+        for (key, mut bytes) in store.snapshot() {
+            if key.ends_with("model.safetensors") {
+                let last = bytes.len() - 1;
+                bytes[last] ^= 0x40;
+                block_on(store.put(&key, &bytes)).unwrap();
+            }
+        }
+    }
+    let again = Tab::open(&stores, &server).load_url(URL);
+    let weights_progress =
+        of_type(&again, "baseDownload").into_iter().filter(|m| m["file"] == "model.safetensors");
+    assert!(weights_progress.into_iter().all(|m| m["cached"] == false), "{again:?}");
+    assert_eq!(server.requests_for("model.safetensors"), 2, "the weights came from the server again");
+    assert_eq!(of_type(&again, "baseLoaded")[0]["base"]["weightsSha256"], weights, "the same base");
+}
+
+#[test]
 fn an_adapter_on_a_gpt2_base_trains_in_its_tokens_reloads_and_samples() {
     let (stores, server) = (Stores::default(), Server::with_fixture());
     let tab = Tab::open(&stores, &server);
