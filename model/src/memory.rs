@@ -106,15 +106,7 @@ pub fn check_training_memory(
     available: u64,
     available_what: &str,
 ) -> Result<u64, ModelError> {
-    let needed = training_memory_bytes(model, batch);
-    if needed > available {
-        return Err(ModelError::OutOfMemory {
-            needed,
-            available,
-            available_what: available_what.to_string(),
-        });
-    }
-    Ok(needed)
+    within(training_memory_bytes(model, batch), available, available_what)
 }
 
 /// Refuses to train `lora`'s adapter on `model` at `batch` × `window` when
@@ -131,6 +123,11 @@ pub fn check_adapter_training_memory(
     available_what: &str,
 ) -> Result<u64, ModelError> {
     let needed = adapter_training_memory_bytes(model, lora, batch, window).saturating_add(extra);
+    within(needed, available, available_what)
+}
+
+/// `needed`, or the one refusal both checks make when it exceeds `available`.
+fn within(needed: u64, available: u64, available_what: &str) -> Result<u64, ModelError> {
     if needed > available {
         return Err(ModelError::OutOfMemory {
             needed,
