@@ -12,14 +12,16 @@
 //! On an adapter that offers them (an NVIDIA H200) `mixed_matmul.rs` and the kit check the
 //! real kernel, which the start-up self-test has compared with f32 first.
 
+mod f16_emulation;
+
 use std::sync::Mutex;
+
+use f16_emulation::{emulated, normal, read};
 
 use tinygpt_kernels_wgsl::testing::prefer_lavapipe;
 use tinygpt_kernels_wgsl::{MatmulKernels, WgpuBackend};
 use tinygpt_tensor::conformance::Tolerance;
-use tinygpt_tensor::{
-    block_on, read_vec, AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Precision, Rng,
-};
+use tinygpt_tensor::{AttentionDims, AttentionKeep, Backend, MatmulDims, MatmulFused, Precision, Rng};
 
 /// A mixed backend opened with `TINYGPT_WGPU_COOP=setting` (read only while it opens;
 /// the lock keeps the tests of this binary from opening theirs at the same time).
@@ -37,44 +39,6 @@ fn mixed_with(setting: &str) -> Option<WgpuBackend> {
         return None;
     }
     Some(backend)
-}
-
-/// `x` rounded to the nearest f16 (ties to even), as an f32; past f16's range, infinity.
-fn f16_round(x: f32) -> f32 {
-    let a = x.abs();
-    if x.is_nan() || a >= 65520.0 {
-        return if x.is_nan() { x } else { f32::INFINITY.copysign(x) };
-    }
-    if a < 2f32.powi(-14) {
-        return (x * 2f32.powi(24)).round_ties_even() * 2f32.powi(-24);
-    }
-    let bits = x.to_bits();
-    f32::from_bits((bits + 0x0FFF + ((bits >> 13) & 1)) & !0x1FFF)
-}
-
-/// `op(A)·op(B)` in f64 from f16-rounded operands.
-fn emulated(a: &[f32], b: &[f32], d: MatmulDims) -> Vec<f64> {
-    let mut out = vec![0f64; d.m * d.n];
-    for i in 0..d.m {
-        for j in 0..d.n {
-            out[i * d.n + j] = (0..d.k)
-                .map(|kk| {
-                    let av = if d.trans_a { a[kk * d.m + i] } else { a[i * d.k + kk] };
-                    let bv = if d.trans_b { b[j * d.k + kk] } else { b[kk * d.n + j] };
-                    f16_round(av) as f64 * f16_round(bv) as f64
-                })
-                .sum();
-        }
-    }
-    out
-}
-
-fn normal(rng: &mut Rng, len: usize) -> Vec<f32> {
-    (0..len).map(|_| rng.normal() as f32).collect()
-}
-
-fn read(backend: &WgpuBackend, s: &<WgpuBackend as Backend>::Storage) -> Vec<f32> {
-    block_on(read_vec(backend, s)).unwrap()
 }
 
 /// Every layout on whole tiles (vec4 stages) and awkward sizes, plain, with a bias and
@@ -98,7 +62,7 @@ fn the_kernel_with_emulated_cooperative_matrices_computes_the_mixed_products() {
                 let dims = MatmulDims { m, k, n, trans_a, trans_b };
                 let (a, b) = (normal(&mut rng, m * k), normal(&mut rng, k * n));
                 let (bias, onto) = (normal(&mut rng, n), normal(&mut rng, m * n));
-                let want = emulated(&a, &b, dims);
+                let want = emulated(&a, &b, None, dims);
                 let want_bias: Vec<f64> =
                     want.iter().enumerate().map(|(i, w)| w + bias[i % n] as f64).collect();
                 let want_onto: Vec<f64> = want.iter().zip(&onto).map(|(w, &o)| w + o as f64).collect();
