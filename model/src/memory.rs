@@ -204,23 +204,9 @@ mod tests {
         check_training_memory(&small.model, small.batch_size, WASM32_ADDRESS_SPACE, "wasm32").unwrap();
     }
 
-    /// GPT-2-124M's shape (`configs/gpt2-124m-lora.json` at the real context of 1,024).
-    fn gpt2_124m() -> ModelConfig {
-        ModelConfig {
-            model_name: "gpt2-124m-shape".into(),
-            vocab_size: 50257,
-            context_length: 1024,
-            n_layers: 12,
-            n_heads: 12,
-            d_model: 768,
-            d_mlp: 3072,
-            ..ModelConfig::reference()
-        }
-    }
-
     #[test]
     fn a_lora_run_counts_the_frozen_base_once_and_the_adapter_sixteen_times() {
-        let model = gpt2_124m();
+        let model = ModelConfig::gpt2_124m_shape();
         let lora = LoraConfig::preset("qvo-r8").unwrap();
         assert_eq!(model.param_count(), 124_439_808);
         assert_eq!(lora.param_count(&model), 442_368); // 12 layers × 3 targets × 8 × (768 + 768)
@@ -250,7 +236,7 @@ mod tests {
 
     #[test]
     fn an_adapter_that_cannot_fit_is_refused_counting_what_the_caller_holds_besides() {
-        let model = gpt2_124m();
+        let model = ModelConfig::gpt2_124m_shape();
         let lora = LoraConfig::preset("qvo-r8").unwrap();
         let budget = WASM32_ADDRESS_SPACE;
         let fits = check_adapter_training_memory(&model, &lora, 4, 256, 0, budget, "wasm32").unwrap();

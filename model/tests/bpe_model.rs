@@ -13,17 +13,7 @@ const VOCAB: &[u8] = include_bytes!("fixtures/bpe/vocab.json");
 const MERGES: &[u8] = include_bytes!("fixtures/bpe/merges.txt");
 
 fn gpt2_124m() -> ModelConfig {
-    ModelConfig {
-        model_name: "gpt2".into(),
-        vocab_size: 50_257,
-        tokenizer: "bpe-0123456789abcdef".into(),
-        context_length: 1024,
-        n_layers: 12,
-        n_heads: 12,
-        d_model: 768,
-        d_mlp: 3072,
-        ..ModelConfig::reference()
-    }
+    ModelConfig { tokenizer: "bpe-0123456789abcdef".into(), ..ModelConfig::gpt2_124m_shape() }
 }
 
 #[test]

@@ -146,6 +146,24 @@ impl ModelConfig {
         }
     }
 
+    /// GPT-2-124M's shape, as Hugging Face's `GPT2Config()` defaults make it: 12 layers of
+    /// 12 heads, d 768, context 1,024, a 50,257-token vocabulary (124,439,808 parameters).
+    /// `tokenizer` is left at byte-v1: a real base names its BPE files' hash there, so a
+    /// caller that tokenizes sets it. The shape memory estimates and wide-vocabulary tests
+    /// are written against.
+    pub fn gpt2_124m_shape() -> Self {
+        ModelConfig {
+            model_name: "gpt2".to_string(),
+            vocab_size: 50_257,
+            context_length: 1024,
+            n_layers: 12,
+            n_heads: 12,
+            d_model: 768,
+            d_mlp: 3072,
+            ..ModelConfig::reference()
+        }
+    }
+
     /// Channels per attention head (`d_model / n_heads`).
     pub fn head_dim(&self) -> usize {
         self.d_model / self.n_heads
