@@ -6,7 +6,8 @@
 //!   latest.json                    {format_version, latest, previous}, flipped atomically
 //!   gen-000003/
 //!     adapter_config.json          {base_model: {name, weights_sha256}, rank, alpha,
-//!                                   target_modules, params: [{name, shape, offset}]}
+//!                                   target_modules, params: [{name, shape, offset}],
+//!                                   context_length (absent in older files)}
 //!     training_config.json dataset_manifest.json loss_history.json
 //!     adapter.f32                  little-endian f32, the adapter's tensors in canonical order
 //!     adapter_m.f32 adapter_v.f32  their AdamW moments (absent: weights only)
@@ -90,6 +91,11 @@ pub struct AdapterConfigFile {
     pub target_modules: Vec<String>,
     /// Each adapter tensor's name, shape and offset.
     pub params: Vec<TensorSpec>,
+    /// The window, in tokens, it trains on (the base's context or less: the page trains on
+    /// shorter windows than a GPT-2 base's 1,024). Absent in files written before it was
+    /// recorded, and in imports, which were not trained here: a reader takes its default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_length: Option<usize>,
 }
 
 /// The lower-case hex SHA-256 of a base's weights as `weights.f32` stores them.
@@ -106,6 +112,9 @@ pub struct AdapterCheckpoint {
     pub model_config: ModelConfig,
     /// The adapter's config.
     pub lora: LoraConfig,
+    /// The window it trains on, in tokens (`adapter_config.json`'s `context_length`); `None`
+    /// for an adapter saved before the window was recorded, or imported.
+    pub context_length: Option<usize>,
     /// How the adapter trains.
     pub training_config: TrainingConfig,
     /// The data it trains on.
@@ -145,6 +154,12 @@ impl AdapterCheckpoint {
         if let Err(e) = self.training_config.validate() {
             return invalid(e.to_string());
         }
+        let context = self.model_config.context_length;
+        if let Some(window) = self.context_length.filter(|w| !(1..=context).contains(w)) {
+            return invalid(format!(
+                "{ADAPTER_CONFIG}: context_length {window} is not a window of this base (1 to its context, {context})"
+            ));
+        }
         let specs = self.lora.tensor_specs(&self.model_config);
         let n: usize = specs.iter().map(TensorSpec::numel).sum();
         if self.weights.len() != n {
@@ -177,6 +192,7 @@ impl AdapterCheckpoint {
             alpha: self.lora.alpha,
             target_modules: self.lora.target_modules.clone(),
             params: specs,
+            context_length: self.context_length,
         };
         let file = |name: &'static str, bytes: Vec<u8>| EncodedFile { name, bytes };
         let mut files = vec![
@@ -350,6 +366,7 @@ async fn read_adapter<S: BlobStore>(
         base: config_file.base_model,
         model_config: model_config.clone(),
         lora,
+        context_length: config_file.context_length,
         training_config: from_json(
             &files.location(TRAINING_CONFIG),
             &files.read(TRAINING_CONFIG, MAX_JSON_BYTES, Some(&state)).await?,

@@ -32,6 +32,8 @@ pub fn export_adapter_safetensors(ckpt: &AdapterCheckpoint) -> Result<Vec<u8>> {
         alpha: ckpt.lora.alpha,
         target_modules: ckpt.lora.target_modules.clone(),
         params: ckpt.lora.tensor_specs(&ckpt.model_config),
+        // Weights for sampling and merging: the window a run trained on is not part of them.
+        context_length: None,
     };
     let config_text = String::from_utf8(to_json(ADAPTER_CONFIG, &config, 1)?).expect("JSON is UTF-8");
     let named = named_tensors(ckpt);

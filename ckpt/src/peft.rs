@@ -251,6 +251,7 @@ pub fn export_peft(ckpt: &AdapterCheckpoint, base_model_name_or_path: &str) -> R
         alpha: lora.alpha,
         target_modules: lora.target_modules.clone(),
         params: specs,
+        context_length: None,
     };
     let ours_text = serde_json::to_string(&ours_config).expect("the config serializes");
     let st_error = |e: ::safetensors::SafeTensorError| refuse(PEFT_WEIGHTS, e);

@@ -21,6 +21,7 @@ fn adapter(seed: u64, with_moments: bool) -> AdapterCheckpoint {
         base: BaseRef { name: "tinygpt-tiny".into(), weights_sha256: base_weights_sha256(&[1.0, 2.0]) },
         model_config,
         lora,
+        context_length: None,
         training_config: TrainingConfig::default(),
         dataset: dataset.manifest().clone(),
         progress: TrainerProgress {
@@ -123,4 +124,29 @@ fn peft_safetensors_round_trip_with_peft_names_and_layouts() {
     assert!(err.to_string().contains("shape") || err.to_string().contains("expected"), "{err}");
     let err = import_adapter_safetensors(b"not a file", &model()).unwrap_err().to_string();
     assert!(err.contains("safetensors"), "{err}");
+}
+
+/// The window an adapter trains on is kept in adapter_config.json when it is known; a file
+/// without it (written before it was recorded) reads as `None`; one longer than the base's
+/// context is refused when saved, naming both.
+#[test]
+fn the_training_window_round_trips_and_is_optional() {
+    let store = AdapterStore::new(MemoryStore::new());
+    let ckpt = AdapterCheckpoint { context_length: Some(16), ..adapter(1, true) };
+    block_on(store.save(&ckpt)).unwrap();
+    assert_eq!(block_on(store.load_latest(&model())).unwrap().context_length, Some(16));
+    assert_eq!(block_on(store.config()).unwrap().context_length, Some(16));
+
+    let old = AdapterStore::new(MemoryStore::new());
+    block_on(old.save(&adapter(2, true))).unwrap();
+    let text =
+        String::from_utf8(block_on(old.storage().get("gen-000001/adapter_config.json")).unwrap().unwrap())
+            .unwrap();
+    assert!(!text.contains("context_length"), "written as before: {text}");
+    assert_eq!(block_on(old.load_latest(&model())).unwrap().context_length, None);
+
+    let context = model().context_length;
+    let long = AdapterCheckpoint { context_length: Some(context + 1), ..adapter(3, true) };
+    let err = block_on(AdapterStore::new(MemoryStore::new()).save(&long)).unwrap_err().to_string();
+    assert!(err.contains("context_length") && err.contains(&format!("{context}")), "{err}");
 }

@@ -164,6 +164,7 @@ fn a_million_unknown_tensors_are_refused_without_building_them() {
         model_config: ckpt.model_config.clone(),
         weights: vec![0.5; lora.param_count(&ckpt.model_config)],
         lora,
+        context_length: None,
         training_config: TrainingConfig::default(),
         dataset: ckpt.dataset.clone(),
         progress: ckpt.progress.clone(),

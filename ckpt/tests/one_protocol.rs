@@ -26,6 +26,7 @@ fn adapter(step: usize) -> AdapterCheckpoint {
         base: BaseRef { name: "tiny".into(), weights_sha256: base_weights_sha256(&[1.0]) },
         model_config,
         lora,
+        context_length: None,
         training_config: TrainingConfig::default(),
         dataset: dataset.manifest().clone(),
         progress: TrainerProgress {

@@ -44,6 +44,7 @@ fn adapter(model: &ModelConfig, lora: LoraConfig, seed: u64) -> AdapterCheckpoin
         base: BaseRef { name: "gpt2-fixture".into(), weights_sha256: base_weights_sha256(&[3.0]) },
         model_config: model.clone(),
         lora,
+        context_length: None,
         training_config: TrainingConfig::default(),
         dataset: common::manifest(),
         progress: TrainerProgress {

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use tinygpt_tensor::block_on;
+
 mod common;
 
 use common::{ok, s, scratch, tinygpt};
@@ -97,6 +99,23 @@ fn adapter_train_resume_list_sample_eval_merge_and_transfer() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains(s(&base)) && stderr.contains(s(&other)) && stderr.contains("sha256"), "{stderr}");
+
+    // The window it trained on is recorded (the base's context, which `lora train` trains
+    // at); an adapter recorded with a shorter one (as the page trains) is not resumed here.
+    let tiny = tinygpt_model::Preset::by_name("tiny").unwrap().model;
+    let store = tinygpt_ckpt::AdapterStore::new(tinygpt_ckpt::DirStore::open(&adapter).unwrap());
+    assert_eq!(block_on(store.config()).unwrap().context_length, Some(tiny.context_length));
+    let mut shorter = block_on(store.load_latest(&tiny)).unwrap();
+    shorter.context_length = Some(tiny.context_length / 2);
+    block_on(store.save(&shorter)).unwrap();
+    let refused = train("14", &["--resume"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    let window = format!("windows of {} tokens", tiny.context_length / 2);
+    assert!(
+        stderr.contains(&window) && stderr.contains(&format!("({} tokens)", tiny.context_length)),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -43,6 +43,7 @@ impl<B: Backend> Trainer<B> {
             base,
             model_config: self.model().config().clone(),
             lora: adapter.config().clone(),
+            context_length: Some(self.model().config().context_length),
             training_config: self.config().clone(),
             dataset: self.dataset().manifest().clone(),
             progress: state.progress,

@@ -307,6 +307,7 @@ fn fake_adapter() -> tinygpt_ckpt::AdapterCheckpoint {
         base: base.reference(),
         model_config: base.ckpt.model_config.clone(),
         lora,
+        context_length: None,
         training_config: base.ckpt.training_config.clone(),
         dataset: base.ckpt.dataset.clone(),
         progress: base.ckpt.progress.clone(),

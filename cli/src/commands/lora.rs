@@ -81,6 +81,17 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
     };
     let (lora, training) = match &resume {
         Some(ckpt) => {
+            // `lora train` trains at the base's context: an adapter trained on shorter
+            // windows (in the page) would not continue as it trained.
+            let context = base.ckpt.model_config.context_length;
+            if let Some(window) = ckpt.context_length.filter(|&w| w != context) {
+                return Err(CliError::Usage(format!(
+                    "--resume: {} was trained on windows of {window} tokens, and `lora train` trains at the \
+                     base's context ({context} tokens), so it cannot continue it as it trained: train a new \
+                     adapter with another --out",
+                    args.out.display()
+                )));
+            }
             let mut training = ckpt.training_config.clone();
             training.max_steps =
                 args.steps.map_or(Ok(training.max_steps), |s| run_config::positive("--steps", s))?;
@@ -392,6 +403,7 @@ pub fn import(args: LoraImportArgs) -> Result<(), CliError> {
         base: config.base_model,
         model_config: base.ckpt.model_config.clone(),
         lora,
+        context_length: None,
         training_config: TrainingConfig::default(),
         dataset: base.ckpt.dataset.clone(),
         progress: base.ckpt.progress.clone(),

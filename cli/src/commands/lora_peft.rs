@@ -114,6 +114,7 @@ pub fn import(args: LoraImportArgs) -> Result<(), CliError> {
         base: imported.base.clone().unwrap_or(here),
         model_config: base.ckpt.model_config.clone(),
         lora: imported.lora,
+        context_length: None,
         training_config: TrainingConfig::default(),
         dataset: base.ckpt.dataset.clone(),
         progress: base.ckpt.progress.clone(),
