@@ -31,6 +31,8 @@ export type LoadBaseMessage = Extract<InMessage, { "type": "loadBase" }>;
 export type TrainAdapterMessage = Extract<InMessage, { "type": "trainAdapter" }>;
 export type ListAdaptersMessage = Extract<InMessage, { "type": "listAdapters" }>;
 export type LoadAdapterMessage = Extract<InMessage, { "type": "loadAdapter" }>;
+export type ListBasesMessage = Extract<InMessage, { "type": "listBases" }>;
+export type DeleteBaseMessage = Extract<InMessage, { "type": "deleteBase" }>;
 
 /**
  * Page → worker.
@@ -120,6 +122,12 @@ export type InMessage = {
   "type": "loadAdapter",
   name: string,
   dataset?: DatasetInput,
+  context?: number,
+} | {
+  "type": "listBases"
+} | {
+  "type": "deleteBase",
+  url: string,
 };
 
 // ---- what page messages carry -----------------------------------------------
@@ -191,6 +199,8 @@ export type BaseDownloadMessage = Extract<OutMessage, { "type": "baseDownload" }
 export type AdapterSavedMessage = Extract<OutMessage, { "type": "adapterSaved" }>;
 export type AdaptersMessage = Extract<OutMessage, { "type": "adapters" }>;
 export type AdapterLoadedMessage = Extract<OutMessage, { "type": "adapterLoaded" }>;
+export type BasesMessage = Extract<OutMessage, { "type": "bases" }>;
+export type BaseDeletedMessage = Extract<OutMessage, { "type": "baseDeleted" }>;
 export type ErrorMessage = Extract<OutMessage, { "type": "error" }>;
 
 /**
@@ -262,6 +272,13 @@ export type OutMessage = {
   name: string,
   step: number,
   resumable: boolean,
+} | {
+  "type": "bases",
+  items: Array<CachedBase>,
+  storage: StoreKind,
+} | {
+  "type": "baseDeleted",
+  url: string,
 } | {
   "type": "error",
   code: ErrorCode,
@@ -552,6 +569,30 @@ export type AdapterInfo = {
    * Whether it was trained on the loaded base (same weights hash); false without a base.
    */
   fitsBase: boolean,
+  /**
+   * The window, in tokens, it trained on (and continues on); absent for an adapter saved
+   * before windows were recorded.
+   */
+  context?: number,
+};
+
+/**
+ * A GPT-2 folder kept in browser storage (`bases`).
+ */
+export type CachedBase = {
+  /**
+   * The folder's address, ending in `/` (as `loadBase` was given it, resolved).
+   */
+  url: string,
+  /**
+   * What it takes in storage: its four files and their pointer, in bytes.
+   */
+  bytes: number,
+  /**
+   * When it was downloaded, in milliseconds since 1970 (`Date.now()`); absent for a copy
+   * kept before this was recorded.
+   */
+  fetchedMs?: number,
 };
 
 /**
@@ -578,6 +619,8 @@ export type ErrorCode =
   | "baseMismatch"
   | "adapterNotFound"
   | "downloadFailed"
+  | "contextMismatch"
+  | "baseNotFound"
   | "internal";
 
 // ---- the checkpoint files (snake_case, as in the files) ---------------------

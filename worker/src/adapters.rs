@@ -127,6 +127,7 @@ impl<S: BlobStore> Adapters<S> {
                 target_modules: c.target_modules,
                 fits_base: base.is_some_and(|b| b.weights_sha256 == c.base_model.weights_sha256),
                 base_name: c.base_model.name,
+                context: c.context_length,
             });
         }
         Ok(items)

@@ -6,6 +6,11 @@
 //! not; a file whose size or hash differs from the pointer's (storage that lost or changed
 //! bytes) makes the copy unread too, so the base is downloaded again rather than imported
 //! with damaged weights.
+//!
+//! The page lists the kept copies ([`BaseCache::list`]: URL, bytes, when fetched) and
+//! deletes one ([`BaseCache::delete`]): the pointer goes first, so a delete cut short leaves
+//! files no reader takes (the next download of that URL replaces them), never a copy with
+//! files missing. The store holds nothing else, so nothing else is touched.
 
 use serde::{Deserialize, Serialize};
 use tinygpt_ckpt::BlobStore;
@@ -14,7 +19,7 @@ use tinygpt_model::data::dataset_id;
 use crate::checkpoints::ckpt_error;
 use crate::error::WorkerError;
 use crate::hf_base::HF_FILES;
-use crate::protocol::HfFiles;
+use crate::protocol::{CachedBase, ErrorCode, HfFiles, StoreKind};
 
 /// The pointer that makes a group complete.
 const SOURCE: &str = "source.json";
@@ -26,16 +31,63 @@ struct Source {
     bytes: Vec<u64>,
     /// Each file's SHA-256 (lower-case hex), in [`HF_FILES`] order.
     sha256: Vec<String>,
+    /// When it was kept ([`crate::clock::Clock::now_ms`]: `Date.now()` in the browser);
+    /// absent in pointers written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fetched_ms: Option<f64>,
 }
 
 /// The bases store.
 pub struct BaseCache<S> {
     store: S,
+    kind: StoreKind,
 }
 
 impl<S: BlobStore> BaseCache<S> {
-    pub fn new(store: S) -> Self {
-        BaseCache { store }
+    pub fn new(store: S, kind: StoreKind) -> Self {
+        BaseCache { store, kind }
+    }
+
+    /// The kind of store it is (the checkpoints' kind).
+    pub fn kind(&self) -> StoreKind {
+        self.kind
+    }
+
+    /// Every kept copy, by group: its URL, the bytes its group holds, when it was fetched.
+    /// A group without a readable pointer (a download cut short) is not a copy.
+    pub async fn list(&self) -> Result<Vec<CachedBase>, WorkerError> {
+        let blobs = self.store.list("").await.map_err(ckpt_error)?;
+        let mut items = Vec::new();
+        for pointer in blobs.iter().filter(|b| b.key.ends_with(&format!("/{SOURCE}"))) {
+            let group = &pointer.key[..pointer.key.len() - SOURCE.len()];
+            let Some(bytes) = self.store.get(&pointer.key).await.map_err(ckpt_error)? else { continue };
+            let Ok(source) = serde_json::from_slice::<Source>(&bytes) else { continue };
+            if format!("{}/", group_of(&source.url)) != group {
+                continue;
+            }
+            let bytes = blobs.iter().filter(|b| b.key.starts_with(group)).map(|b| b.bytes).sum();
+            items.push(CachedBase { url: source.url, bytes, fetched_ms: source.fetched_ms });
+        }
+        items.sort_by(|a, b| a.url.cmp(&b.url));
+        Ok(items)
+    }
+
+    /// Deletes the copy of the folder at `url`: its pointer first (from then on no reader
+    /// finds a copy), then its files. `baseNotFound` when none is kept.
+    pub async fn delete(&self, url: &str) -> Result<(), WorkerError> {
+        let group = group_of(url);
+        let pointer = format!("{group}/{SOURCE}");
+        if self.store.get(&pointer).await.map_err(ckpt_error)?.is_none() {
+            return Err(WorkerError::new(
+                ErrorCode::BaseNotFound,
+                format!(
+                    "No copy of the model at {url} is kept in this browser, so there is nothing to delete. \
+                     Pick one from the list of kept bases."
+                ),
+            ));
+        }
+        self.store.delete(&pointer).await.map_err(ckpt_error)?;
+        self.store.delete(&format!("{group}/")).await.map_err(ckpt_error)
     }
 
     /// The folder at `url`, if a complete copy is kept; `on_file(name, bytes)` as each file
@@ -67,9 +119,9 @@ impl<S: BlobStore> BaseCache<S> {
         Ok(Some(in_order(files)))
     }
 
-    /// Keeps `files` as the folder at `url`, replacing any earlier copy; until the pointer
-    /// is written last, a reader finds no copy.
-    pub async fn write(&self, url: &str, files: &HfFiles) -> Result<(), WorkerError> {
+    /// Keeps `files` as the folder at `url`, fetched at `fetched_ms`, replacing any earlier
+    /// copy; until the pointer is written last, a reader finds no copy.
+    pub async fn write(&self, url: &str, files: &HfFiles, fetched_ms: f64) -> Result<(), WorkerError> {
         let group = group_of(url);
         self.store.delete(&format!("{group}/")).await.map_err(ckpt_error)?;
         let contents = [&files.config_json, &files.vocab_json, &files.merges_txt, &files.model_safetensors];
@@ -80,6 +132,7 @@ impl<S: BlobStore> BaseCache<S> {
             url: url.to_string(),
             bytes: contents.iter().map(|b| b.len() as u64).collect(),
             sha256: contents.iter().map(|b| dataset_id(b)).collect(),
+            fetched_ms: Some(fetched_ms),
         };
         let pointer = serde_json::to_vec(&source).expect("plain data serializes");
         self.store.put_atomic(&format!("{group}/{SOURCE}"), &pointer).await.map_err(ckpt_error)

@@ -224,16 +224,18 @@ impl Engine {
         on_session!(self, s => s.start_adapter(request, dataset, now_ms))
     }
 
-    /// LoRA: a stored adapter onto the loaded base, as a paused run (with its text) or
-    /// selected for sampling (without).
+    /// LoRA: a stored adapter onto the loaded base, as a paused run (with its text, on the
+    /// window it was trained on: `context` must be that one or absent) or selected for
+    /// sampling (without).
     pub fn load_adapter(
         &mut self,
         name: String,
         ckpt: AdapterCheckpoint,
         dataset: Option<&DatasetInput>,
+        context: Option<usize>,
         now_ms: f64,
     ) -> Result<Vec<OutMessage>, WorkerError> {
-        on_session!(self, s => s.load_adapter(name, ckpt, dataset, now_ms))
+        on_session!(self, s => s.load_adapter(name, ckpt, dataset, context, now_ms))
     }
 
     /// Records that the run's state at `step` was saved as checkpoint `id`.

@@ -47,6 +47,31 @@ pub fn adapter_window(model: &ModelConfig, requested: Option<usize>) -> Result<u
     }
 }
 
+/// The window a saved adapter `name` continues training on: the one it `recorded` (its
+/// `adapter_config.json`'s `context_length`), which a `requested` window must equal, since
+/// on another window its batches, and so its continuation, would differ from the run it
+/// was; an adapter saved before windows were recorded takes [`adapter_window`] of
+/// `requested`.
+pub fn resumed_window(
+    model: &ModelConfig,
+    name: &str,
+    recorded: Option<usize>,
+    requested: Option<usize>,
+) -> Result<usize, WorkerError> {
+    match (recorded, requested) {
+        (None, requested) => adapter_window(model, requested),
+        (Some(w), Some(r)) if r != w => Err(WorkerError::new(
+            ErrorCode::ContextMismatch,
+            format!(
+                "Adapter \"{name}\" was trained on windows of {w} tokens, so it continues on windows of {w} tokens, \
+                 not {r}. Leave the context out (or give {w}) to continue it, or train a new adapter on windows \
+                 of {r} tokens."
+            ),
+        )),
+        (Some(w), _) => adapter_window(model, Some(w)),
+    }
+}
+
 /// Refuses, before anything is allocated, an adapter run the worker's wasm32 memory cannot
 /// hold: `lora` on the frozen `model` at `batch` rows of `window` tokens
 /// ([`tinygpt_model::adapter_training_memory_bytes`]: the base's weights without gradients or

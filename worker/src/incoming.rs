@@ -11,7 +11,7 @@ use crate::error::WorkerError;
 use crate::protocol::{ErrorCode, InMessage};
 
 /// The message types the worker understands, in PROTOCOL.md's order.
-pub const MESSAGE_TYPES: [&str; 16] = [
+pub const MESSAGE_TYPES: [&str; 18] = [
     "init",
     "train",
     "pause",
@@ -28,6 +28,8 @@ pub const MESSAGE_TYPES: [&str; 16] = [
     "trainAdapter",
     "listAdapters",
     "loadAdapter",
+    "listBases",
+    "deleteBase",
 ];
 
 /// What arrived, as far as it matters for the words of the answer.

@@ -146,12 +146,26 @@ pub enum InMessage {
     ListAdapters,
     /// LoRA: adapter `name` onto the loaded base (refused with `baseMismatch` when it was
     /// trained on another base). With `dataset` (the text it trained on) it becomes the
-    /// current run, paused (`runStarted`, `status`; `resume` continues it); without, it is
-    /// selected for sampling only. Answered first by `adapterLoaded`.
+    /// current run, paused (`runStarted`, `status`; `resume` continues it), training on the
+    /// window it was trained on (`context` left out; an adapter saved before windows were
+    /// recorded takes `context`, else `trainAdapter`'s default); a `context` other than the
+    /// recorded window is refused with `contextMismatch`. Without `dataset`, it is selected
+    /// for sampling only. Answered first by `adapterLoaded`.
     LoadAdapter {
         name: String,
         #[serde(default)]
         dataset: Option<DatasetInput>,
+        #[serde(default)]
+        context: Option<usize>,
+    },
+    /// LoRA: the GPT-2 folders kept in this browser after a `loadBase {source: "url"}`:
+    /// `bases`.
+    ListBases,
+    /// LoRA: drops the kept copy of the folder at `url` (as `bases` lists it): its pointer
+    /// first, then its files, so the next `loadBase` of that URL downloads it again. A
+    /// loaded base stays loaded (it is in memory). `baseDeleted`, then `bases`.
+    DeleteBase {
+        url: String,
     },
 }
 
@@ -365,6 +379,15 @@ pub enum OutMessage {
         step: usize,
         resumable: bool,
     },
+    /// LoRA: the GPT-2 folders kept in browser storage, by URL.
+    Bases {
+        items: Vec<CachedBase>,
+        storage: StoreKind,
+    },
+    /// LoRA: the kept copy of the folder at `url` is gone; `bases` follows.
+    BaseDeleted {
+        url: String,
+    },
     Error {
         code: ErrorCode,
         message: String,
@@ -523,6 +546,27 @@ pub struct AdapterInfo {
     pub base_name: String,
     /// Whether it was trained on the loaded base (same weights hash); false without a base.
     pub fits_base: bool,
+    /// The window, in tokens, it trained on (and continues on); absent for an adapter saved
+    /// before windows were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub context: Option<usize>,
+}
+
+/// A GPT-2 folder kept in browser storage (`bases`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CachedBase {
+    /// The folder's address, ending in `/` (as `loadBase` was given it, resolved).
+    pub url: String,
+    /// What it takes in storage: its four files and their pointer, in bytes.
+    pub bytes: u64,
+    /// When it was downloaded, in milliseconds since 1970 (`Date.now()`); absent for a copy
+    /// kept before this was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub fetched_ms: Option<f64>,
 }
 
 /// The adapter an adapter run trains.
@@ -660,5 +704,10 @@ pub enum ErrorCode {
     /// LoRA: a base's file could not be fetched (an HTTP error such as 404, a network
     /// error, or a download cut short).
     DownloadFailed,
+    /// LoRA: `loadAdapter` asked a saved adapter to continue on another window (`context`)
+    /// than the one it was trained on.
+    ContextMismatch,
+    /// LoRA: `deleteBase` of a URL whose folder is not kept in this browser.
+    BaseNotFound,
     Internal,
 }

@@ -156,7 +156,7 @@ fn bundled_base_adapter_trains_saves_reloads_and_samples_with_and_without() {
     let mut fresh = engine();
     fresh.load_base(builtin());
     let ckpt = block_on(store.load("code", &base)).unwrap();
-    let loaded = fresh.load_adapter("code".into(), ckpt, None, 0.0).unwrap();
+    let loaded = fresh.load_adapter("code".into(), ckpt, None, None, 0.0).unwrap();
     assert!(
         matches!(&loaded[..], [OutMessage::AdapterLoaded { step: 6, resumable: false, .. }]),
         "{loaded:?}"
@@ -168,9 +168,9 @@ fn bundled_base_adapter_trains_saves_reloads_and_samples_with_and_without() {
     // With its text it resumes as a paused run; with other text it is refused.
     let ckpt = block_on(store.load("code", &base)).unwrap();
     let other = DatasetInput { name: "other.txt".into(), bytes: b"another text entirely. ".repeat(100) };
-    let err = fresh.load_adapter("code".into(), ckpt.clone(), Some(&other), 0.0).unwrap_err();
+    let err = fresh.load_adapter("code".into(), ckpt.clone(), Some(&other), None, 0.0).unwrap_err();
     assert_eq!(err.code, ErrorCode::DatasetMismatch, "{}", err.message);
-    let out = fresh.load_adapter("code".into(), ckpt, Some(&text()), 0.0).unwrap();
+    let out = fresh.load_adapter("code".into(), ckpt, Some(&text()), None, 0.0).unwrap();
     assert!(matches!(
         &out[..],
         [OutMessage::AdapterLoaded { resumable: true, .. }, OutMessage::RunStarted { .. }, _]
@@ -289,7 +289,7 @@ fn bad_bases_are_refused_plainly() {
     let err = BaseModel::new("huge".into(), BaseSource::Upload, huge).unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidConfig, "{}", err.message);
     let mut e = engine();
-    let err = e.load_adapter("code".into(), fake_adapter(), None, 0.0).unwrap_err();
+    let err = e.load_adapter("code".into(), fake_adapter(), None, None, 0.0).unwrap_err();
     assert_eq!(err.code, ErrorCode::NoBase, "{}", err.message);
     let err = e.sample(greedy(Some(true)), 0.0).unwrap_err();
     assert_eq!(err.code, ErrorCode::NoRun, "{}", err.message);

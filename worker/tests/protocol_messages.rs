@@ -74,7 +74,9 @@ fn in_samples() -> Vec<InMessage> {
             dataset: dataset_input(),
         },
         InMessage::ListAdapters,
-        InMessage::LoadAdapter { name: "code".into(), dataset: Some(dataset_input()) },
+        InMessage::LoadAdapter { name: "code".into(), dataset: Some(dataset_input()), context: Some(64) },
+        InMessage::ListBases,
+        InMessage::DeleteBase { url: "https://example.org/gpt2/".into() },
     ];
     for s in &samples {
         match s {
@@ -93,7 +95,9 @@ fn in_samples() -> Vec<InMessage> {
             | InMessage::LoadBase { .. }
             | InMessage::TrainAdapter { .. }
             | InMessage::ListAdapters
-            | InMessage::LoadAdapter { .. } => {}
+            | InMessage::LoadAdapter { .. }
+            | InMessage::ListBases
+            | InMessage::DeleteBase { .. } => {}
         }
     }
     samples
@@ -226,10 +230,20 @@ fn out_samples() -> Vec<OutMessage> {
                 target_modules: vec!["q_proj".into()],
                 base_name: "builtin".into(),
                 fits_base: true,
+                context: Some(64),
             }],
             storage: StoreKind::Opfs,
         },
         OutMessage::AdapterLoaded { name: "code".into(), step: 2, resumable: false },
+        OutMessage::Bases {
+            items: vec![CachedBase {
+                url: "https://example.org/gpt2/".into(),
+                bytes: 548_000_000,
+                fetched_ms: Some(1.7e12),
+            }],
+            storage: StoreKind::Opfs,
+        },
+        OutMessage::BaseDeleted { url: "https://example.org/gpt2/".into() },
         OutMessage::Error { code: ErrorCode::EmptyDataset, message: "empty".into() },
     ];
     for s in &samples {
@@ -250,6 +264,8 @@ fn out_samples() -> Vec<OutMessage> {
             | OutMessage::AdapterSaved { .. }
             | OutMessage::Adapters { .. }
             | OutMessage::AdapterLoaded { .. }
+            | OutMessage::Bases { .. }
+            | OutMessage::BaseDeleted { .. }
             | OutMessage::Error { .. } => {}
         }
     }

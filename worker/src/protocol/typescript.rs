@@ -179,6 +179,7 @@ fn sections(cfg: &Config) -> Vec<(&'static str, Vec<Decl>)> {
                 decl::<CheckpointInfo>(cfg),
                 decl::<BaseInfo>(cfg),
                 decl::<AdapterInfo>(cfg),
+                decl::<CachedBase>(cfg),
                 decl::<ErrorCode>(cfg),
             ],
         ),

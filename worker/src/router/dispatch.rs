@@ -103,7 +103,7 @@ impl<S: Storage, L: LockManager> Router<S, L> {
                 Ok(())
             }
             InMessage::ListAdapters => self.post_adapters().await,
-            InMessage::LoadAdapter { name, dataset } => {
+            InMessage::LoadAdapter { name, dataset, context } => {
                 let adapters = self.stores.borrow().require_adapters()?;
                 let base = self.session()?.base().ok_or_else(|| {
                     WorkerError::new(
@@ -112,8 +112,11 @@ impl<S: Storage, L: LockManager> Router<S, L> {
                     )
                 })?;
                 let ckpt = adapters.load(&name, &base).await?;
-                self.post_all(self.session()?.load_adapter(name, ckpt, dataset.as_ref(), self.now()))
+                let out = self.session()?.load_adapter(name, ckpt, dataset.as_ref(), context, self.now());
+                self.post_all(out)
             }
+            InMessage::ListBases => self.post_bases().await,
+            InMessage::DeleteBase { url } => self.delete_base(&url).await,
         }
     }
 

@@ -2,7 +2,8 @@
 //! downloaded file by file with `baseDownload` progress, its small files checked before the
 //! weights are fetched, and kept for the next time once it imported. Every failure names
 //! the file and the URL: an HTTP status (404: no such file there), a network error, a body
-//! shorter than the server announced, a folder that is not GPT-2, a full storage.
+//! shorter than the server announced, a folder that is not GPT-2, a full storage. And the
+//! kept copies: `listBases` and `deleteBase`.
 
 use tinygpt_model::ModelConfig;
 
@@ -10,7 +11,7 @@ use crate::adapters::BaseModel;
 use crate::error::WorkerError;
 use crate::hf_base::{HfHead, HF_FILES};
 use crate::locks::LockManager;
-use crate::protocol::{BaseSource, ErrorCode, OutMessage};
+use crate::protocol::{BaseSource, ErrorCode, OutMessage, StoreKind};
 
 use super::{Router, Storage};
 
@@ -57,7 +58,9 @@ impl<S: Storage, L: LockManager> Router<S, L> {
         let files = crate::base_cache::in_order(files);
         let base = BaseModel::from_hf(name, BaseSource::Url, &files)?;
         if let Some(cache) = cache {
-            self.with_store_lock(cache.write(&folder, &files)).await.map_err(|e| not_kept(e, &folder))?;
+            self.with_store_lock(cache.write(&folder, &files, self.now()))
+                .await
+                .map_err(|e| not_kept(e, &folder))?;
         }
         Ok(base)
     }
@@ -118,6 +121,33 @@ impl<S: Storage, L: LockManager> Router<S, L> {
         Ok(bytes)
     }
 
+    /// `bases`: the GPT-2 folders kept in browser storage (none without storage).
+    pub(super) async fn post_bases(&self) -> Result<(), WorkerError> {
+        let Some(cache) = self.stores.borrow().bases() else {
+            self.post(&OutMessage::Bases { items: Vec::new(), storage: StoreKind::None });
+            return Ok(());
+        };
+        let items = cache.list().await?;
+        self.post(&OutMessage::Bases { items, storage: cache.kind() });
+        Ok(())
+    }
+
+    /// `deleteBase`: drops the kept copy of the folder at `url` (a loaded base stays
+    /// loaded: it is in memory), then `baseDeleted` and `bases`.
+    pub(super) async fn delete_base(&self, url: &str) -> Result<(), WorkerError> {
+        if url.trim().is_empty() {
+            return Err(WorkerError::new(
+                ErrorCode::BadMessage,
+                "A \"deleteBase\" needs its \"url\": one of the addresses \"listBases\" answered with.",
+            ));
+        }
+        let folder = folder_url(url)?;
+        let cache = self.stores.borrow().require_bases()?;
+        self.with_store_lock(cache.delete(&folder)).await?;
+        self.post(&OutMessage::BaseDeleted { url: folder });
+        self.post_bases().await
+    }
+
     fn post_progress(&self, file: &str, bytes_done: u64, bytes_total: Option<u64>, cached: bool) {
         self.post(&OutMessage::BaseDownload { file: file.to_string(), bytes_done, bytes_total, cached });
     }
@@ -133,7 +163,7 @@ fn largest_weights_file(config: &ModelConfig) -> u64 {
 }
 
 /// `url` as a folder address ending in `/`, refusing an empty one.
-fn folder_url(url: &str) -> Result<String, WorkerError> {
+pub(super) fn folder_url(url: &str) -> Result<String, WorkerError> {
     let url = url.trim();
     if url.is_empty() {
         return Err(WorkerError::new(

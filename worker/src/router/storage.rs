@@ -99,7 +99,7 @@ impl<B: BlobStore> Stores<B> {
         Stores {
             checkpoints: checkpoints.map(|(s, kind)| Rc::new(Checkpoints::new(s, kind))),
             adapters: adapters.map(|(s, kind)| Rc::new(Adapters::new(s, kind))),
-            bases: bases.map(|(s, _)| Rc::new(BaseCache::new(s))),
+            bases: bases.map(|(s, kind)| Rc::new(BaseCache::new(s, kind))),
             note,
         }
     }
@@ -136,6 +136,17 @@ impl<B: BlobStore> Stores<B> {
                     "Browser storage is not available ({why}). This happens in private windows. Training still \
                      works, but checkpoints cannot be saved."
                 ),
+            )
+        })
+    }
+
+    /// The bases store, or `storageUnavailable` (the checkpoint store's reason first).
+    pub fn require_bases(&self) -> Result<Rc<BaseCache<B>>, WorkerError> {
+        self.require_checkpoints()?;
+        self.bases().ok_or_else(|| {
+            WorkerError::new(
+                ErrorCode::StorageUnavailable,
+                "Browser storage for downloaded models could not be opened.",
             )
         })
     }

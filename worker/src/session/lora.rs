@@ -21,7 +21,7 @@ use tinygpt_tensor::Backend;
 use super::{training_fields, ActiveRun, AdapterRunInfo, SampleModel, Session};
 use crate::adapters::BaseModel;
 use crate::error::WorkerError;
-use crate::fits::{adapter_window, check_adapter_fits_wasm32};
+use crate::fits::{adapter_window, check_adapter_fits_wasm32, resumed_window};
 use crate::protocol::{DatasetInput, ErrorCode, OutMessage, RunState};
 
 /// What `trainAdapter` asks for, before validation.
@@ -144,13 +144,15 @@ impl<B: Backend> Session<B> {
     }
 
     /// Adapter `name` (its latest stored generation) on the loaded base: with `dataset` (its
-    /// text) the current run, paused; without, selected for sampling. `adapterLoaded`,
-    /// then `runStarted` and `status` for a run.
+    /// text) the current run, paused, on the window it was trained on ([`resumed_window`]
+    /// with `context`); without, selected for sampling. `adapterLoaded`, then `runStarted`
+    /// and `status` for a run.
     pub fn load_adapter(
         &mut self,
         name: String,
         ckpt: AdapterCheckpoint,
         dataset: Option<&DatasetInput>,
+        context: Option<usize>,
         now_ms: f64,
     ) -> Result<Vec<OutMessage>, WorkerError> {
         let base = self.require_base("load an adapter onto it")?;
@@ -160,9 +162,7 @@ impl<B: Backend> Session<B> {
             return Ok(vec![OutMessage::AdapterLoaded { name, step, resumable: false }]);
         };
         let model_config = &base.ckpt.model_config;
-        // The default window: a run started with another `context` continues at this one
-        // (the adapter files do not record it; its weights do not depend on it).
-        let window = adapter_window(model_config, None)?;
+        let window = resumed_window(model_config, &name, ckpt.context_length, context)?;
         check_adapter_fits_wasm32(model_config, &ckpt.lora, ckpt.training_config.batch_size, window)?;
         let data = base_dataset(base, dataset, window, ckpt.dataset.seed)?;
         if data.manifest().dataset_id != ckpt.dataset.dataset_id {
