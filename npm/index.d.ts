@@ -5,8 +5,10 @@ import type {
   AdapterInfo,
   AdapterLoadedMessage,
   BackendChoice,
+  BaseDeletedMessage,
   BaseDownloadMessage,
   BaseInfo,
+  CachedBase,
   Capabilities,
   CheckpointInfo,
   CheckpointSavedMessage,
@@ -93,6 +95,9 @@ export interface TrainAdapterOptions {
   alpha?: number;
   targets?: string[];
   trainingConfig?: Partial<TrainingConfig>;
+  /** The window it trains on, in tokens: 1 to the base's context (default 256, or the base's
+   * context when shorter). Saved with the adapter, which continues on it. */
+  context?: number;
 }
 
 export type BaseChoice =
@@ -143,8 +148,13 @@ export class TinyGPT {
   /** LoRA: trains an adapter on the loaded base (a new run). */
   trainAdapter(options: TrainAdapterOptions): Promise<RunInfo>;
   listAdapters(): Promise<AdapterInfo[]>;
-  /** LoRA: selects an adapter for `sample({adapter: true})`; with `dataset`, it becomes the paused run. */
-  loadAdapter(name: string, dataset?: Dataset): Promise<AdapterLoadedMessage>;
+  /** LoRA: selects an adapter for `sample({adapter: true})`; with `dataset`, it becomes the paused run,
+   * on the window it was trained on (a `context` other than that one rejects with `contextMismatch`). */
+  loadAdapter(name: string, dataset?: Dataset, options?: { context?: number }): Promise<AdapterLoadedMessage>;
+  /** LoRA: the GPT-2 folders `loadBase({url})` kept in browser storage. */
+  listBases(): Promise<CachedBase[]>;
+  /** LoRA: deletes a kept GPT-2 folder (the next `loadBase({url})` downloads it again; a loaded base stays loaded). */
+  deleteBase(url: string): Promise<BaseDeletedMessage>;
 
   /** Ends the worker. */
   terminate(): void;

@@ -236,8 +236,11 @@ export class TinyGPT {
 
   /**
    * LoRA: trains adapter `name` on the loaded base (a new run); resolves with the run.
+   * `context` is the window it trains on, in tokens (1 to the base's context; by default 256
+   * or the base's context when shorter); it is saved with the adapter.
    * @param {{name: string, dataset: Dataset, preset?: string, rank?: number, alpha?: number,
-   *   targets?: string[], trainingConfig?: Partial<import('./protocol.js').TrainingConfig>}} options
+   *   targets?: string[], trainingConfig?: Partial<import('./protocol.js').TrainingConfig>,
+   *   context?: number}} options
    */
   trainAdapter({ dataset, ...options }) {
     return this.#run({ type: 'trainAdapter', ...options, dataset: datasetInput(dataset) });
@@ -253,15 +256,40 @@ export class TinyGPT {
 
   /**
    * LoRA: selects adapter `name` for `sample({adapter: true})`; with `dataset` (the text it
-   * trained on) it becomes the current run, paused.
+   * trained on) it becomes the current run, paused, on the window it was trained on
+   * (`context`, if given, must be that one: else `contextMismatch`).
    * @param {string} name
    * @param {Dataset} [dataset]
+   * @param {{context?: number}} [options]
    */
-  loadAdapter(name, dataset) {
-    const message = { type: 'loadAdapter', name, ...(dataset ? { dataset: datasetInput(dataset) } : {}) };
+  loadAdapter(name, dataset, { context } = {}) {
+    const message = {
+      type: 'loadAdapter',
+      name,
+      ...(dataset ? { dataset: datasetInput(dataset) } : {}),
+      ...(context !== undefined ? { context } : {}),
+    };
     return request(this.client, /** @type {import('./protocol.js').LoadAdapterMessage} */ (message), (m) =>
       m.type === 'adapterLoaded' ? m : undefined,
     );
+  }
+
+  /**
+   * LoRA: the GPT-2 folders `loadBase({url})` kept in this origin's storage: `{url, bytes,
+   * fetchedMs}` each.
+   * @returns {Promise<import('./protocol.js').CachedBase[]>}
+   */
+  listBases() {
+    return request(this.client, { type: 'listBases' }, (m) => (m.type === 'bases' ? m.items : undefined));
+  }
+
+  /**
+   * LoRA: deletes the kept copy of the folder at `url` (as `listBases` gives it); the next
+   * `loadBase({url})` downloads it again. A loaded base stays loaded.
+   * @param {string} url
+   */
+  deleteBase(url) {
+    return request(this.client, { type: 'deleteBase', url }, (m) => (m.type === 'baseDeleted' ? m : undefined));
   }
 
   /** Ends the worker (its Web Locks go with it); this object is unusable after. */

@@ -2,12 +2,16 @@
 // page fetches ckpt's small GPT-2 folder by URL from the test server (progress shown), an
 // adapter trains a few steps on Rust source in the base's BPE tokens, is saved, the page is
 // reloaded, the base comes from the browser's copy (the server sees no second request for
-// it), the adapter is loaded and both samples are decoded BPE text. On the SIMD WASM build and
-// on WebGPU (SwiftShader). And the misuse: a folder that is not there is named, and the
-// page still loads a good one.
+// it), the adapter is loaded and both samples are decoded BPE text. The adapter trains on the
+// Context field's window (64 tokens of the fixture's 128), which the page remembers and the
+// saved adapter records. On the SIMD WASM build and on WebGPU (SwiftShader). The kept copy is
+// listed with its size and deleted from the LoRA card, after which the next load downloads
+// it again. And the misuse: a folder that is not there is named, and the page still loads a
+// good one.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { statSync } from 'node:fs';
 import { BASE_URL, openBrowser, openPage, waitReady, WEBGPU_FLAGS } from './harness.mjs';
 
 const TEXT = 'tests-web/fixtures/lora-text.rs.txt';
@@ -20,6 +24,9 @@ async function requests() {
   const response = await fetch(new URL('__requests', BASE_URL));
   return response.json();
 }
+
+/** How often the test server was asked for one of the fixture's files, in `counts`. */
+const counted = (counts, file) => counts[`${FOLDER}${file}`] ?? 0;
 
 /** Loads the GPT-2 base from `url` (the field keeps it across reloads); its info and progress. */
 async function loadBase(page, url) {
@@ -45,7 +52,6 @@ async function compare(page, length) {
 
 async function flow(browser, query, label) {
   const page = await openPage(browser.context, query);
-  const counted = (counts, file) => counts[`${FOLDER}${file}`] ?? 0;
   const before = await requests();
   await page.setInputFiles('#file-input', TEXT);
   await page.waitForFunction(() => window.tinygpt.state.dataset?.name === 'lora-text.rs.txt');
@@ -72,9 +78,18 @@ async function flow(browser, query, label) {
   await page.fill('#lora-lr', '0.05');
   await page.fill('#lora-batch', '2');
   await page.fill('#lora-seed', '1');
+  // A window longer than the base's context (128) is refused in the page, naming the range.
+  await page.fill('#lora-context', '1000');
+  await page.click('#lora-train');
+  const refused = page.locator('.notice[data-code="invalidConfig"]');
+  await refused.waitFor({ timeout: 10_000 });
+  assert.match(await refused.textContent(), /1 to 128/);
+  assert.equal(await page.evaluate(() => window.tinygpt.state.run?.adapter ?? null), null, 'nothing started');
+  await page.fill('#lora-context', '64');
   await page.click('#lora-train');
   await page.waitForFunction(() => window.tinygpt.state.run?.adapter, null, { timeout: 60_000 });
   const run = await page.evaluate(() => window.tinygpt.state.run);
+  assert.equal(run.modelConfig.context_length, 64, "the run trains on the Context field's window");
   assert.match(run.dataset.tokenizer, /^bpe-/, 'the text is read in the base tokens');
   assert.ok(run.dataset.token_count < run.dataset.raw_bytes, `${run.dataset.token_count} tokens of ${run.dataset.raw_bytes} bytes`);
   await page.waitForFunction(() => window.tinygpt.state.runState === 'finished', null, { timeout: 240_000 });
@@ -83,6 +98,7 @@ async function flow(browser, query, label) {
   await page.reload();
   await waitReady(page);
   assert.equal(await page.inputValue('#lora-base-url'), FOLDER, 'the page remembers the URL');
+  assert.equal(await page.inputValue('#lora-context'), '64', 'and the context');
   const again = await loadBase(page, null);
   assert.equal(again.base.weightsSha256, base.weightsSha256);
   assert.ok(again.downloads.length >= 4 && again.downloads.every((d) => d.cached), JSON.stringify(again.downloads));
@@ -93,6 +109,9 @@ async function flow(browser, query, label) {
   await page.waitForFunction(() => window.tinygpt.lora.state.adapters.some((a) => a.name === 'gpt2-code' && a.fitsBase), null, {
     timeout: 30_000,
   });
+  const saved = await page.evaluate(() => window.tinygpt.lora.state.adapters.find((a) => a.name === 'gpt2-code'));
+  assert.equal(saved.context, 64, 'the saved adapter records its window');
+  assert.match(await page.textContent('#adapter-rows tr[data-name="gpt2-code"]'), /windows of 64 tokens/);
   await page.click('#adapter-rows tr[data-name="gpt2-code"] button.adapter-use');
   await page.waitForFunction(() => window.tinygpt.lora.state.selected === 'gpt2-code');
   const samples = await compare(page, 16);
@@ -122,6 +141,39 @@ test('GPT-2 base on WebGPU (SwiftShader): the same flow', { timeout: 360_000 }, 
     const page = await openPage(browser.context, '?backend=webgpu');
     assert.equal(await page.evaluate(() => window.tinygpt.state.capabilities.backend), 'webgpu');
     await flow(browser, '?backend=webgpu', 'webgpu');
+  } finally {
+    await browser.close();
+  }
+});
+
+test('GPT-2 base kept in the browser: listed with its size in the LoRA card, deleted there, downloaded again by the next load', { timeout: 180_000 }, async () => {
+  const browser = await openBrowser();
+  try {
+    const page = await openPage(browser.context, '?backend=wasm-simd');
+    await loadBase(page, FOLDER);
+    await page.waitForFunction(() => window.tinygpt.lora.state.bases.length === 1, null, { timeout: 30_000 });
+    const [kept] = await page.evaluate(() => window.tinygpt.lora.state.bases);
+    assert.equal(kept.url, new URL(FOLDER, BASE_URL).href);
+    const files = FILES.reduce((n, f) => n + statSync(`ckpt/tests/fixtures/hf_gpt2/${f}`).size, 0);
+    assert.ok(kept.bytes >= files && kept.bytes < files + 4096, `${kept.bytes} bytes kept for ${files} bytes of files`);
+    assert.ok(Math.abs(kept.fetchedMs - Date.now()) < 600_000, `fetched just now: ${kept.fetchedMs}`);
+    const row = page.locator(`#base-rows tr[data-url="${kept.url}"]`);
+    assert.match(await row.textContent(), /\d+(\.\d)? (KB|MB)/);
+
+    const before = await requests();
+    page.once('dialog', (dialog) => dialog.accept());
+    await row.locator('button.base-delete').click();
+    await page.waitForFunction(() => window.tinygpt.lora.state.bases.length === 0, null, { timeout: 30_000 });
+    assert.match(await page.textContent('#base-rows'), /No downloaded models/);
+    assert.match(await page.textContent('#notices'), /removed/);
+    // The loaded base stays loaded; loading it again downloads every file again.
+    const { downloads } = await loadBase(page, null);
+    assert.ok(downloads.length >= 4 && downloads.every((d) => !d.cached), JSON.stringify(downloads));
+    const after = await requests();
+    for (const file of FILES) assert.equal(counted(after, file) - counted(before, file), 1, `${file} downloaded again`);
+    await page.waitForFunction(() => window.tinygpt.lora.state.bases.length === 1, null, { timeout: 30_000 });
+    assert.deepEqual(page.pageErrors, []);
+    assert.deepEqual(page.consoleErrors, []);
   } finally {
     await browser.close();
   }

@@ -105,7 +105,7 @@ test('npm package: LoRA through the packed client: the bundled base, an adapter 
   }
 });
 
-test('npm package: a GPT-2 base through the packed client, by URL with progress and by files; an adapter on it samples', { timeout: 300_000 }, async (t) => {
+test('npm package: a GPT-2 base through the packed client, by URL with progress and by files; an adapter on it (on its own window) samples; the kept copy is listed and deleted', { timeout: 300_000 }, async (t) => {
   if (!EXAMPLE_URL) {
     t.skip('TINYGPT_EXAMPLE_URL is unset: run through `cargo xtask test-web`');
     return;
@@ -132,11 +132,19 @@ test('npm package: a GPT-2 base through the packed client, by URL with progress 
         preset: 'qv-r4',
         dataset: { name: 'main.rs', text },
         trainingConfig: { max_steps: 2, batch_size: 2 },
+        context: 32,
       });
       await model.finished();
       const sample = await model.sample({ prompt: 'fn', maxTokens: 8, temperature: 0, seed: 1, adapter: true }).done;
       const missing = await model.loadBase({ url: 'fixtures/nothing/' }).catch((e) => `${e.name} ${e.code}`);
-      return { byUrl, byFiles, progress, run, sample, missing };
+      const otherWindow = await model
+        .loadAdapter('rusty', { name: 'main.rs', text }, { context: 16 })
+        .catch((e) => `${e.name} ${e.code}`);
+      const kept = await model.listBases();
+      const deleted = await model.deleteBase(kept[0].url);
+      const left = await model.listBases();
+      const again = await model.deleteBase(kept[0].url).catch((e) => `${e.name} ${e.code}`);
+      return { byUrl, byFiles, progress, run, sample, missing, otherWindow, kept, deleted, left, again };
     });
     assert.equal(result.byUrl.source, 'url');
     assert.equal(result.byFiles.source, 'files');
@@ -144,6 +152,14 @@ test('npm package: a GPT-2 base through the packed client, by URL with progress 
     const files = new Set(result.progress.map((p) => p.file));
     assert.deepEqual([...files].sort(), ['config.json', 'merges.txt', 'model.safetensors', 'vocab.json']);
     assert.match(result.run.dataset.tokenizer, /^bpe-/);
+    assert.equal(result.run.modelConfig.context_length, 32, 'trainAdapter passes its context');
+    assert.equal(result.otherWindow, 'TinyGPTError contextMismatch');
+    assert.equal(result.kept.length, 1);
+    assert.match(result.kept[0].url, /fixtures\/hf_gpt2\/$/);
+    assert.ok(result.kept[0].bytes > 700_000 && result.kept[0].fetchedMs > 0, JSON.stringify(result.kept));
+    assert.equal(result.deleted.url, result.kept[0].url);
+    assert.deepEqual(result.left, []);
+    assert.equal(result.again, 'TinyGPTError baseNotFound');
     assert.ok(result.sample.text.length > 0, 'a sample in BPE tokens');
     assert.equal(result.missing, 'TinyGPTError downloadFailed');
     assert.deepEqual(page.errors, []);

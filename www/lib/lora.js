@@ -1,14 +1,18 @@
 // The LoRA panel: load a frozen base, train an adapter on the Dataset card's text, list the
 // saved adapters and switch between them, and sample the base alone and base + adapter side
-// by side. Everything runs in the worker (worker/PROTOCOL.md, "LoRA"); this only sends
-// messages and renders what comes back.
+// by side; and the GPT-2 folders kept in browser storage, each with a delete button.
+// Everything runs in the worker (worker/PROTOCOL.md, "LoRA"); this only sends messages and
+// renders what comes back.
 
+import { renderBases } from './bases.js';
 import { forWorker } from './dataset.js';
 
 const $ = (id) => document.getElementById(id);
 
 /** Where the last GPT-2 folder URL is remembered. */
 const URL_KEY = 'tinygpt.gpt2BaseUrl';
+/** Where the adapter window (the Context field) is remembered. */
+const CONTEXT_KEY = 'tinygpt.loraContext';
 
 /** A GPT-2 folder's files and the `loadBase.files` field each goes in. */
 const HF_FILES = [
@@ -36,14 +40,34 @@ export class LoraPanel {
       samples: { base: null, adapter: null },
       /** The `baseDownload` messages of the last `loadBase`. */
       downloads: [],
+      /** The GPT-2 folders kept in browser storage (`bases`). */
+      bases: [],
     };
     this.setupControls();
   }
 
   /** Wires a (new) worker client's LoRA messages. */
   attach(client) {
-    client.on('ready', () => client.send({ type: 'listAdapters' }));
+    client.on('ready', () => {
+      client.send({ type: 'listAdapters' });
+      client.send({ type: 'listBases' });
+    });
+    client.on('bases', (m) => {
+      this.state.bases = m.items;
+      renderBases($('base-rows'), m.items, {
+        onDelete: (item) => {
+          if (confirm(`Delete the downloaded copy of ${item.url}? Loading it again downloads it.`)) {
+            this.client().send({ type: 'deleteBase', url: item.url });
+          }
+        },
+      });
+    });
+    client.on('baseDeleted', (m) =>
+      this.notices.info('Deleted.', `The downloaded copy of ${m.url} was removed; loading it again downloads it.`),
+    );
     client.on('baseLoaded', (m) => {
+      // A model loaded by URL is kept now (or was already): list the kept ones again.
+      if (m.base.source === 'url') client.send({ type: 'listBases' });
       this.state.base = m.base;
       this.state.selected = null;
       const c = m.base.modelConfig;
@@ -100,6 +124,7 @@ export class LoraPanel {
       $('lora-base-source').value = 'url';
     }
     this.showSourceFields();
+    $('lora-context').value = localStorage.getItem(CONTEXT_KEY) ?? '';
     $('lora-preset').onchange = (e) => {
       document.querySelectorAll('.lora-custom').forEach((el) => (el.hidden = e.target.value !== 'custom'));
     };
@@ -172,7 +197,30 @@ export class LoraPanel {
     }
   }
 
+  /**
+   * The Context field's window in tokens (`undefined` when empty: the worker's default), or
+   * `null` after saying why it is not one: a whole number from 1 to the base's context.
+   */
+  context() {
+    const text = $('lora-context').value.trim();
+    if (text === '') return undefined;
+    const value = Number(text);
+    const most = this.state.base?.modelConfig.context_length;
+    if (Number.isInteger(value) && value >= 1 && (most === undefined || value <= most)) return value;
+    const range = most === undefined ? "1 to the base's context" : `1 to ${most} (this base's context)`;
+    const fallback = most === undefined ? "256, or the base's context when shorter" : Math.min(256, most);
+    this.notices.error(
+      'invalidConfig',
+      `The context is the window an adapter trains on: give a whole number of tokens from ${range}, or leave it empty for ${fallback}.`,
+    );
+    return null;
+  }
+
   train() {
+    const context = this.context();
+    if (context === null) return;
+    if (context === undefined) localStorage.removeItem(CONTEXT_KEY);
+    else localStorage.setItem(CONTEXT_KEY, String(context));
     const { dataset, transfer } = forWorker(this.page.dataset);
     const number = (id) => ($(id).value === '' ? undefined : Number($(id).value));
     const trainingConfig = { max_steps: number('lora-steps'), learning_rate: number('lora-lr') };
@@ -194,6 +242,7 @@ export class LoraPanel {
         name: $('lora-name').value.trim(),
         ...shape,
         trainingConfig,
+        ...(context === undefined ? {} : { context }),
         dataset,
       },
       transfer,
@@ -245,7 +294,8 @@ export class LoraPanel {
         row.dataset.name = a.name;
         const cells = [
           a.name,
-          `rank ${a.rank}, alpha ${a.alpha}: ${a.targetModules.join(', ')}`,
+          `rank ${a.rank}, alpha ${a.alpha}: ${a.targetModules.join(', ')}` +
+            (a.context === undefined ? '' : `; windows of ${a.context} tokens`),
           `${a.baseName}${a.fitsBase ? '' : ' (not the loaded base)'}`,
         ];
         for (const [i, text] of cells.entries()) {
@@ -268,8 +318,12 @@ export class LoraPanel {
           this.client().send({ type: 'loadAdapter', name: a.name }),
         );
         button('Continue training', 'Make it the run (the Dataset card must hold the text it trained on)', () => {
+          // It continues on the window it was trained on; one saved before windows were
+          // recorded takes the Context field's (empty: the default).
+          const context = a.context === undefined ? this.context() : undefined;
+          if (context === null) return;
           const { dataset, transfer } = forWorker(this.page.dataset);
-          this.client().send({ type: 'loadAdapter', name: a.name, dataset }, transfer);
+          this.client().send({ type: 'loadAdapter', name: a.name, dataset, ...(context === undefined ? {} : { context }) }, transfer);
         });
         row.append(actions);
         return row;

@@ -17,6 +17,8 @@ const TITLES = {
   diverged: 'Training became unstable.',
   deviceLost: 'Training on the GPU stopped.',
   badMessage: 'The worker could not read a message.',
+  contextMismatch: 'This adapter trains on another window.',
+  baseNotFound: 'That downloaded model is gone.',
   internal: 'Something went wrong.',
   workerCrashed: 'The training worker stopped.',
 };
