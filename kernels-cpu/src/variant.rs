@@ -111,8 +111,9 @@ impl KernelVariant {
     }
 
     /// The f32 multiply-add peak (GFLOP/s, a multiply-add counted as 2) of `threads` threads
-    /// running this variant's vector instructions, measured now over about 0.2 s: the
-    /// yardstick for its matmul's efficiency on this machine as it is loaded right now.
+    /// running this variant's vector instructions, measured now: the fastest of 40 bursts
+    /// of about 5 ms, so on a shared machine it is what the cores do while they run the loop
+    /// (the yardstick for its matmul's fastest call), not how much of them it got.
     /// `None` for the reference (it has no vector loop of its own) and where unsupported.
     pub fn measured_fma_peak_gflops(self, threads: usize) -> Option<f64> {
         if !self.is_supported() {

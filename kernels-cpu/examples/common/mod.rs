@@ -36,6 +36,22 @@ pub fn supported_variants() -> impl Iterator<Item = KernelVariant> {
     KernelVariant::ALL.into_iter().filter(|v| v.is_supported())
 }
 
+/// Removes `--kernels LIST` (variant names, e.g. `simd128-relaxed`) from `args` and returns
+/// the supported variants it names, or all supported ones when absent: the reference takes
+/// minutes at a 124M model's shapes.
+pub fn take_variants(args: &mut Vec<String>) -> Result<Vec<KernelVariant>, String> {
+    let Some(i) = args.iter().position(|a| a == "--kernels") else {
+        return Ok(supported_variants().collect());
+    };
+    let list = args.get(i + 1).ok_or("--kernels needs a list, e.g. simd128-relaxed")?.clone();
+    let named: Vec<&str> = list.split(',').collect();
+    if let Some(unknown) = named.iter().find(|n| !KernelVariant::ALL.iter().any(|v| v.name() == **n)) {
+        return Err(format!("unknown kernel variant {unknown:?} in --kernels {list:?}"));
+    }
+    args.drain(i..i + 2);
+    Ok(supported_variants().filter(|v| named.contains(&v.name())).collect())
+}
+
 /// Seconds of the fastest call of `f`, over about 0.3 s of calls (2 to 5,000).
 pub fn fastest_secs(f: &dyn Fn()) -> f64 {
     let fastest_of = |reps: usize| {
