@@ -91,6 +91,11 @@ pub struct LoraTrainArgs {
     /// Continue the adapter in --out exactly (to --steps total, default its own max_steps).
     #[arg(long)]
     pub resume: bool,
+    /// Train on windows of this many tokens, at most the base's context (default: the base's
+    /// context; with --resume, the window the adapter was trained on). Memory grows with the
+    /// window: a GPT-2 base's 1,024 needs about four times what 256 does.
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<usize>(1, MAX_TOKENS))]
+    pub context: Option<usize>,
     /// Steps in all (default 1000).
     #[arg(long, allow_negative_numbers = true, value_parser = count::<i64>(1, MAX_STEPS))]
     pub steps: Option<i64>,

@@ -100,22 +100,69 @@ fn adapter_train_resume_list_sample_eval_merge_and_transfer() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains(s(&base)) && stderr.contains(s(&other)) && stderr.contains("sha256"), "{stderr}");
 
-    // The window it trained on is recorded (the base's context, which `lora train` trains
-    // at); an adapter recorded with a shorter one (as the page trains) is not resumed here.
+    // The window it trained on is recorded (by default the base's context); an adapter
+    // recorded with a shorter one (as the page trains) continues on that window, and no other.
     let tiny = tinygpt_model::Preset::by_name("tiny").unwrap().model;
     let store = tinygpt_ckpt::AdapterStore::new(tinygpt_ckpt::DirStore::open(&adapter).unwrap());
-    assert_eq!(block_on(store.config()).unwrap().context_length, Some(tiny.context_length));
+    let recorded = || block_on(store.config()).unwrap().context_length;
+    assert_eq!(recorded(), Some(tiny.context_length));
+    let half = tiny.context_length / 2;
     let mut shorter = block_on(store.load_latest(&tiny)).unwrap();
-    shorter.context_length = Some(tiny.context_length / 2);
+    shorter.context_length = Some(half);
     block_on(store.save(&shorter)).unwrap();
-    let refused = train("14", &["--resume"]);
+    let refused = train("14", &["--resume", "--context", &tiny.context_length.to_string()]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "{stderr}");
-    let window = format!("windows of {} tokens", tiny.context_length / 2);
-    assert!(
-        stderr.contains(&window) && stderr.contains(&format!("({} tokens)", tiny.context_length)),
-        "{stderr}"
-    );
+    let names_both = stderr.contains(&format!("windows of {half} tokens"))
+        && stderr.contains(&format!("the {} asked for", tiny.context_length));
+    assert!(names_both, "{stderr}");
+    let resumed = train("14", &["--resume"]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert_eq!(recorded(), Some(half), "continued on its own window");
+}
+
+/// `--context` trains on shorter windows of the base (what a GPT-2 base needs for memory):
+/// the adapter records its window, still names the full base, and samples on it; a window
+/// longer than the base's context is one clear line.
+#[test]
+fn lora_train_context_trains_on_windows_of_the_base() {
+    let dir = scratch("window");
+    let base = dir.join("base");
+    ok(&["train", "--preset", "tiny", "--steps", "3", "--threads", "1", "--out", s(&base)]);
+    let context = tinygpt_model::Preset::by_name("tiny").unwrap().model.context_length;
+    let data = dir.join("code.txt");
+    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
+    let adapter = base.join("adapters").join("short");
+    let train = |window: usize| {
+        let window = window.to_string();
+        tinygpt(&[
+            "lora",
+            "train",
+            "--base",
+            s(&base),
+            "--data",
+            s(&data),
+            "--steps",
+            "4",
+            "--eval-interval",
+            "2",
+            "--context",
+            &window,
+            "--threads",
+            "1",
+            "--out",
+            s(&adapter),
+        ])
+    };
+    let long = train(context + 1);
+    let stderr = String::from_utf8_lossy(&long.stderr);
+    assert!(!long.status.success() && stderr.contains(&format!("at most {context}")), "{stderr}");
+    let out = train(context / 4);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let store = tinygpt_ckpt::AdapterStore::new(tinygpt_ckpt::DirStore::open(&adapter).unwrap());
+    assert_eq!(block_on(store.config()).unwrap().context_length, Some(context / 4));
+    // It loads on the full base (the hash it names is the full base's) and samples there.
+    ok(&["sample", "--model", s(&base), "--adapter", "short", "--prompt", "fn", "--tokens", "20"]);
 }
 
 #[test]

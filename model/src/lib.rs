@@ -33,7 +33,7 @@ pub use memory::{
     adapter_training_memory_bytes, check_adapter_training_memory, check_training_memory, largest_tensor,
     training_memory_bytes,
 };
-pub use params::Params;
+pub use params::{windowed_weights, Params};
 pub use sample::{pick_token, pick_token_id, Generation, SampleConfig};
 /// The architecture, dataset manifest and adapter config as plain data (they live in
 /// `tinygpt-run` so that the checkpoint format reads them without the training crates).

@@ -90,3 +90,21 @@ impl<B: Backend> Params<B> {
         &self.tensors[i]
     }
 }
+
+/// `full`'s config at a context of `window` (at most its own), and `weights` cut to it: every
+/// tensor as it is but the position table, `[context, d_model]` row-major, whose first
+/// `window` rows are its first `window · d_model` values.
+///
+/// Why: an adapter on a GPT-2 base trains on windows shorter than its 1,024 tokens (memory
+/// grows with the window), and with learned positions and causal attention the cut model's
+/// logits on a window are the full model's, so what trains on the cut model adapts the full
+/// one (the CLI's `lora train --context` and the page's `trainAdapter.context`).
+pub fn windowed_weights(full: &ModelConfig, weights: &[f32], window: usize) -> (ModelConfig, Vec<f32>) {
+    let config = ModelConfig { context_length: window.min(full.context_length), ..full.clone() };
+    let mut out = Vec::with_capacity(config.param_count());
+    for (from, to) in full.tensor_specs().iter().zip(config.tensor_specs()) {
+        debug_assert_eq!(from.name, to.name);
+        out.extend_from_slice(&weights[from.offset..from.offset + to.numel()]);
+    }
+    (config, out)
+}

@@ -12,17 +12,7 @@ use tinygpt_worker::incoming::is_a_sentence_for_people;
 
 /// GPT-2-124M's shape: what `loadBase` makes of `GPT2LMHeadModel(GPT2Config())`.
 fn gpt2_124m() -> ModelConfig {
-    ModelConfig {
-        model_name: "gpt2".into(),
-        vocab_size: 50257,
-        tokenizer: "bpe-0000000000000000".into(),
-        context_length: 1024,
-        n_layers: 12,
-        n_heads: 12,
-        d_model: 768,
-        d_mlp: 3072,
-        ..ModelConfig::reference()
-    }
+    ModelConfig { tokenizer: "bpe-0000000000000000".into(), ..ModelConfig::gpt2_124m_shape() }
 }
 
 #[test]

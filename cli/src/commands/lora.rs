@@ -20,7 +20,7 @@ use tinygpt_ckpt::{
     check_placement, export_adapter_safetensors, import_adapter_safetensors, AdapterCheckpoint, AdapterStore,
     BaseRef, Checkpoint, CheckpointDir, DirStore, StoreRole,
 };
-use tinygpt_model::{count_model_losses, Dataset, Gpt, LoraConfig, Params, Split};
+use tinygpt_model::{count_model_losses, windowed_weights, Dataset, Gpt, LoraConfig, Params, Split};
 use tinygpt_optim::{
     adapter_training_config, ResumeState, RunEvent, TrainedSet, Trainer, TrainingConfig, TrainingRun,
     Unhurried, DEFAULT_ADAPTER_STEPS,
@@ -35,7 +35,10 @@ use crate::{memory, run_config, text, tokenizer};
 
 struct TrainAdapter {
     args: LoraTrainArgs,
+    /// The base cut to the run's window.
     base: Base,
+    /// The full base, which the adapter names.
+    base_ref: BaseRef,
     lora: LoraConfig,
     resume: Option<AdapterCheckpoint>,
     dataset: Dataset,
@@ -79,19 +82,9 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
         }
         (false, false) => None,
     };
+    let window = adapter_window(&args, &base, resume.as_ref())?;
     let (lora, training) = match &resume {
         Some(ckpt) => {
-            // `lora train` trains at the base's context: an adapter trained on shorter
-            // windows (in the page) would not continue as it trained.
-            let context = base.ckpt.model_config.context_length;
-            if let Some(window) = ckpt.context_length.filter(|&w| w != context) {
-                return Err(CliError::Usage(format!(
-                    "--resume: {} was trained on windows of {window} tokens, and `lora train` trains at the \
-                     base's context ({context} tokens), so it cannot continue it as it trained: train a new \
-                     adapter with another --out",
-                    args.out.display()
-                )));
-            }
             let mut training = ckpt.training_config.clone();
             training.max_steps =
                 args.steps.map_or(Ok(training.max_steps), |s| run_config::positive("--steps", s))?;
@@ -126,21 +119,55 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
             (lora, training)
         }
     };
+    // The adapter names the full base (its weights' hash); it trains on the base cut to the
+    // window, which gives the full base's logits on a window (`windowed_weights`).
+    let base_ref = BaseRef { name: base.name.clone(), weights_sha256: base.weights_sha256() };
+    let mut base = base;
+    if window < base.ckpt.model_config.context_length {
+        let (config, weights) = windowed_weights(&base.ckpt.model_config, &base.ckpt.weights, window);
+        (base.ckpt.model_config, base.ckpt.weights) = (config, weights);
+    }
     memory::check_fits(&base.ckpt.model_config, training.batch_size)?;
     // The base's own tokens: bytes for byte-v1, its BPE for an imported GPT-2.
     let tokenizer = tokenizer::for_model(&base.ckpt.model_config, base.dir.as_deref())?;
-    let context = base.ckpt.model_config.context_length;
-    let dataset = Dataset::with_tokenizer(&name, &bytes, &tokenizer, context, training.seed)?;
+    let dataset = Dataset::with_tokenizer(&name, &bytes, &tokenizer, window, training.seed)?;
     let compute = args.compute.clone();
     let precision = training.precision;
-    dispatch_at(&compute, precision, TrainAdapter { args, base, lora, resume, dataset, training })
+    dispatch_at(&compute, precision, TrainAdapter { args, base, base_ref, lora, resume, dataset, training })
+}
+
+/// The window `lora train` trains on: `--context`, else the one a resumed adapter recorded,
+/// else the base's context. A resumed adapter continues only on its own window (on another,
+/// its batches would differ from the run it continues); one recorded before windows were
+/// (no `context_length`) took the base's context.
+fn adapter_window(
+    args: &LoraTrainArgs,
+    base: &Base,
+    resume: Option<&AdapterCheckpoint>,
+) -> Result<usize, CliError> {
+    let context = base.ckpt.model_config.context_length;
+    let recorded = resume.map(|ckpt| ckpt.context_length.unwrap_or(context));
+    let window = args.context.or(recorded).unwrap_or(context);
+    if window > context {
+        return Err(CliError::Usage(format!(
+            "--context {window} is longer than the base's context ({context} tokens): give at most {context}"
+        )));
+    }
+    if let Some(trained) = recorded.filter(|&w| w != window) {
+        return Err(CliError::Usage(format!(
+            "--resume: {} was trained on windows of {trained} tokens, not the {window} asked for, so it cannot \
+             continue as it trained: leave --context out to continue it, or train a new adapter with another --out",
+            args.out.display()
+        )));
+    }
+    Ok(window)
 }
 
 impl WithBackend for TrainAdapter {
     type Output = ();
 
     fn run<B: Backend>(self, backend: B, _threads: usize) -> Result<(), CliError> {
-        let TrainAdapter { args, base, lora, resume, dataset, training } = self;
+        let TrainAdapter { args, base, base_ref, lora, resume, dataset, training } = self;
         let model_config = base.ckpt.model_config.clone();
         let model =
             Gpt::new(model_config.clone(), Params::from_flat(&backend, &model_config, &base.ckpt.weights)?)?;
@@ -155,7 +182,6 @@ impl WithBackend for TrainAdapter {
                 Trainer::new(trained, training, dataset, None)?
             }
         };
-        let base_ref = BaseRef { name: base.name.clone(), weights_sha256: base.weights_sha256() };
         let store = AdapterStore::new(DirStore::open(&args.out)?);
         let start_val = trainer.evaluate(Split::Val)?;
         // What any model learns from this text's token counts alone: the bar the adapter's

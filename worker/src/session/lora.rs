@@ -14,7 +14,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 use tinygpt_ckpt::AdapterCheckpoint;
-use tinygpt_model::{ConfigError, Dataset, Gpt, LoraConfig, ModelConfig, Params, Tokenizer};
+use tinygpt_model::{windowed_weights, ConfigError, Dataset, Gpt, LoraConfig, Params, Tokenizer};
 use tinygpt_optim::{adapter_training_config, ResumeState, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::Backend;
 
@@ -287,19 +287,6 @@ fn windowed_base_on<B: Backend>(backend: &B, base: &BaseModel, window: usize) ->
     Ok(Gpt::new(config.clone(), Params::from_flat(backend, &config, &weights)?)?)
 }
 
-/// `full`'s config at a context of `window` (at most its own), and `weights` cut to it: every
-/// tensor as it is but the position table, `[context, d_model]` row-major, whose first
-/// `window` rows are its first `window · d_model` values.
-pub fn windowed_weights(full: &ModelConfig, weights: &[f32], window: usize) -> (ModelConfig, Vec<f32>) {
-    let config = ModelConfig { context_length: window.min(full.context_length), ..full.clone() };
-    let mut out = Vec::with_capacity(config.param_count());
-    for (from, to) in full.tensor_specs().iter().zip(config.tensor_specs()) {
-        debug_assert_eq!(from.name, to.name);
-        out.extend_from_slice(&weights[from.offset..from.offset + to.numel()]);
-    }
-    (config, out)
-}
-
 /// The base as a model on `backend` (an adapter run's: f32 or mixed, see
 /// `Session::backend_for`).
 fn base_model_on<B: Backend>(backend: &B, base: &BaseModel, weights: &[f32]) -> Result<Gpt<B>, WorkerError> {
@@ -338,33 +325,6 @@ pub async fn adapter_snapshot<B: Backend>(
 mod tests {
     use super::*;
     use crate::incoming::is_a_sentence_for_people;
-    use tinygpt_autograd::Tape;
-    use tinygpt_kernels_cpu::CpuBackend;
-    use tinygpt_tensor::{block_on, Indices, Rng};
-
-    /// A model cut to a window gives the full model's logits on that many tokens (learned
-    /// positions, causal attention), so an adapter trained on windows adapts the full base.
-    #[test]
-    fn a_windowed_base_gives_the_full_bases_logits_on_a_window() {
-        let full = ModelConfig { context_length: 64, ..ModelConfig::reference() };
-        let mut rng = Rng::new(5);
-        let weights: Vec<f32> = (0..full.param_count()).map(|_| (rng.normal() * 0.3) as f32).collect();
-        let (config, cut) = windowed_weights(&full, &weights, 16);
-        assert_eq!(config.context_length, 16);
-        assert_eq!(cut.len(), config.param_count());
-        assert_eq!(full.param_count() - cut.len(), 48 * full.d_model);
-        let backend = CpuBackend::new(1);
-        let logits = |config: &ModelConfig, weights: &[f32]| {
-            let model =
-                Gpt::new(config.clone(), Params::from_flat(&backend, config, weights).unwrap()).unwrap();
-            let ids: Vec<u32> = b"a window of 16 b".iter().map(|&b| b as u32).collect();
-            let tape = Tape::no_grad();
-            block_on(model.forward(&tape, &Indices::new(&backend, &ids), 1, 16).logits.value().read())
-                .unwrap()
-        };
-        assert_eq!(logits(&full, &weights), logits(&config, &cut));
-        assert_eq!(windowed_weights(&full, &weights, 64).1, weights);
-    }
 
     /// `trainAdapter`'s shape refusals are sentences for people that say what to change.
     #[test]
