@@ -7,7 +7,7 @@ use tinygpt_tensor::block_on;
 
 mod common;
 
-use common::{ok, s, scratch, tinygpt};
+use common::{ok, s, scratch, tiny_base_and_code, tinygpt};
 
 #[test]
 fn adapter_train_resume_list_sample_eval_merge_and_transfer() {
@@ -126,12 +126,8 @@ fn adapter_train_resume_list_sample_eval_merge_and_transfer() {
 /// longer than the base's context is one clear line.
 #[test]
 fn lora_train_context_trains_on_windows_of_the_base() {
-    let dir = scratch("window");
-    let base = dir.join("base");
-    ok(&["train", "--preset", "tiny", "--steps", "3", "--threads", "1", "--out", s(&base)]);
+    let (base, data) = tiny_base_and_code(&scratch("window"));
     let context = tinygpt_model::Preset::by_name("tiny").unwrap().model.context_length;
-    let data = dir.join("code.txt");
-    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
     let adapter = base.join("adapters").join("short");
     let train = |window: usize| {
         let window = window.to_string();

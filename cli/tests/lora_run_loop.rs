@@ -7,7 +7,7 @@ use tinygpt_tensor::block_on;
 
 mod common;
 
-use common::{ok, s, scratch, stderr, steps_of, tinygpt};
+use common::{ok, s, scratch, stderr, steps_of, tiny_base_and_code, tinygpt};
 
 #[test]
 fn lora_train_honours_early_stop_patience_and_checkpoint_interval() {
@@ -142,13 +142,4 @@ fn lora_train_compare_full_fine_tunes_the_whole_base_on_the_same_steps() {
     ]);
     let line: serde_json::Value = serde_json::from_slice(&without.stdout).unwrap();
     assert!(line["full_val_loss"].is_null());
-}
-
-/// A `tiny` base trained 2 steps in `dir`, and a Rust-like text to adapt it to.
-fn tiny_base_and_code(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let base = dir.join("base");
-    ok(&["train", "--preset", "tiny", "--steps", "2", "--threads", "1", "--out", s(&base)]);
-    let data = dir.join("code.txt");
-    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
-    (base, data)
 }

@@ -63,7 +63,7 @@ fn lora_config(args: &LoraTrainArgs) -> Result<LoraConfig, CliError> {
 
 pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
     crate::compute::threads(&args.compute)?;
-    let base = load_base(&args.base, None)?;
+    let mut base = load_base(&args.base, None)?;
     let (name, bytes) = text::load(Some(&args.data))?;
     // The folder is checked before a step is trained: never inside a run or a generation,
     // never over a base, and holding nothing but this adapter's generations.
@@ -122,7 +122,6 @@ pub fn train(args: LoraTrainArgs) -> Result<(), CliError> {
     // The adapter names the full base (its weights' hash); it trains on the base cut to the
     // window, which gives the full base's logits on a window (`windowed_weights`).
     let base_ref = BaseRef { name: base.name.clone(), weights_sha256: base.weights_sha256() };
-    let mut base = base;
     if window < base.ckpt.model_config.context_length {
         let (config, weights) = windowed_weights(&base.ckpt.model_config, &base.ckpt.weights, window);
         (base.ckpt.model_config, base.ckpt.weights) = (config, weights);

@@ -75,3 +75,12 @@ pub fn steps_of(text: &str, before: &str, after: &str) -> Vec<usize> {
         })
         .collect()
 }
+
+/// A `tiny` base trained 2 steps in `dir`, and a Rust-like text to adapt it to.
+pub fn tiny_base_and_code(dir: &Path) -> (PathBuf, PathBuf) {
+    let base = dir.join("base");
+    ok(&["train", "--preset", "tiny", "--steps", "2", "--threads", "1", "--out", s(&base)]);
+    let data = dir.join("code.txt");
+    std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
+    (base, data)
+}
