@@ -122,8 +122,13 @@ fn handle(mut stream: TcpStream, site: &Site) -> std::io::Result<()> {
         return respond(&mut stream, 200, "application/json", site.counts_json().as_bytes(), !head_only);
     }
     let (root, target) = site.locate(target);
+    // Mounted folders stand for files fetched over a network: their bodies go out in paced
+    // pieces, so a page sees a large download arrive part by part (its progress) rather than
+    // in the one read a loopback copy of a small file often is.
+    let paced = root != site.root.as_path();
     match resolve(root, &target) {
         Ok(path) => match std::fs::read(&path) {
+            Ok(body) if paced && !head_only => respond_paced(&mut stream, mime_type(&path), &body),
             Ok(body) => respond(&mut stream, 200, mime_type(&path), &body, !head_only),
             Err(_) => respond(&mut stream, 404, "text/plain; charset=utf-8", b"not found\n", !head_only),
         },
@@ -136,12 +141,37 @@ fn handle(mut stream: TcpStream, site: &Site) -> std::io::Result<()> {
     }
 }
 
+/// A 200 whose body goes out in 64 KiB pieces a millisecond apart (see `handle`).
+fn respond_paced(stream: &mut TcpStream, mime: &str, body: &[u8]) -> std::io::Result<()> {
+    let (first, rest) = body.split_at(body.len().min(PACED_PIECE));
+    respond_with_length(stream, 200, mime, body.len(), first)?;
+    for piece in rest.chunks(PACED_PIECE) {
+        std::thread::sleep(Duration::from_millis(1));
+        stream.write_all(piece)?;
+        stream.flush()?;
+    }
+    Ok(())
+}
+
+const PACED_PIECE: usize = 64 * 1024;
+
 fn respond(
     stream: &mut TcpStream,
     status: u16,
     mime: &str,
     body: &[u8],
     send_body: bool,
+) -> std::io::Result<()> {
+    respond_with_length(stream, status, mime, body.len(), if send_body { body } else { &[] })
+}
+
+/// The head (announcing `len` bytes) and `first`, the body or its first part.
+fn respond_with_length(
+    stream: &mut TcpStream,
+    status: u16,
+    mime: &str,
+    len: usize,
+    first: &[u8],
 ) -> std::io::Result<()> {
     let reason = match status {
         200 => "OK",
@@ -150,16 +180,13 @@ fn respond(
         _ => "Method Not Allowed",
     };
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {mime}\r\nContent-Length: {}\r\n\
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {mime}\r\nContent-Length: {len}\r\n\
          Cross-Origin-Opener-Policy: same-origin\r\nCross-Origin-Embedder-Policy: require-corp\r\n\
          Cross-Origin-Resource-Policy: same-origin\r\nX-Content-Type-Options: nosniff\r\n\
-         Cache-Control: no-cache\r\nConnection: close\r\n\r\n",
-        body.len()
+         Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(head.as_bytes())?;
-    if send_body {
-        stream.write_all(body)?;
-    }
+    stream.write_all(first)?;
     stream.flush()
 }
 
