@@ -7,7 +7,7 @@ use tinygpt_tensor::block_on;
 
 mod common;
 
-use common::{ok, s, scratch, tiny_base_and_code, tinygpt};
+use common::{assert_ok, lora_train, ok, s, scratch, tiny_base_and_code, tinygpt};
 
 #[test]
 fn adapter_train_resume_list_sample_eval_merge_and_transfer() {
@@ -18,13 +18,11 @@ fn adapter_train_resume_list_sample_eval_merge_and_transfer() {
     std::fs::write(&data, "fn main() { println!(\"hello\"); }\n".repeat(200)).unwrap();
     let adapter = base.join("adapters").join("code");
     let train = |steps: &str, extra: &[&str]| {
-        let mut args = vec!["lora", "train", "--base", s(&base), "--data", s(&data), "--steps", steps];
-        args.extend(["--eval-interval", "2", "--lr", "0.03", "--threads", "1", "--out", s(&adapter)]);
-        args.extend(extra);
-        tinygpt(&args)
+        let args = [&["--steps", steps, "--eval-interval", "2", "--lr", "0.03"][..], extra].concat();
+        lora_train(&base, &data, &adapter, &args)
     };
     let out = train("10", &["--preset", "qvo-r8"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_ok(&out);
     let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
     assert_eq!(line["steps"], 10);
     assert!(line["adapter_val_loss"].as_f64().unwrap() < line["base_val_loss"].as_f64().unwrap(), "{line}");
@@ -42,7 +40,7 @@ fn adapter_train_resume_list_sample_eval_merge_and_transfer() {
     let again = train("10", &[]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("--resume"));
     let resumed = train("12", &["--resume"]);
-    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert_ok(&resumed);
     let line: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
     assert_eq!(line["steps"], 12);
 
@@ -117,7 +115,7 @@ fn adapter_train_resume_list_sample_eval_merge_and_transfer() {
         && stderr.contains(&format!("the {} asked for", tiny.context_length));
     assert!(names_both, "{stderr}");
     let resumed = train("14", &["--resume"]);
-    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert_ok(&resumed);
     assert_eq!(recorded(), Some(half), "continued on its own window");
 }
 
@@ -131,30 +129,13 @@ fn lora_train_context_trains_on_windows_of_the_base() {
     let adapter = base.join("adapters").join("short");
     let train = |window: usize| {
         let window = window.to_string();
-        tinygpt(&[
-            "lora",
-            "train",
-            "--base",
-            s(&base),
-            "--data",
-            s(&data),
-            "--steps",
-            "4",
-            "--eval-interval",
-            "2",
-            "--context",
-            &window,
-            "--threads",
-            "1",
-            "--out",
-            s(&adapter),
-        ])
+        lora_train(&base, &data, &adapter, &["--steps", "4", "--eval-interval", "2", "--context", &window])
     };
     let long = train(context + 1);
     let stderr = String::from_utf8_lossy(&long.stderr);
     assert!(!long.status.success() && stderr.contains(&format!("at most {context}")), "{stderr}");
     let out = train(context / 4);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_ok(&out);
     let store = tinygpt_ckpt::AdapterStore::new(tinygpt_ckpt::DirStore::open(&adapter).unwrap());
     assert_eq!(block_on(store.config()).unwrap().context_length, Some(context / 4));
     // It loads on the full base (the hash it names is the full base's) and samples there.
@@ -173,9 +154,7 @@ fn bad_adapter_options_are_one_line_errors() {
         (vec!["--preset", "qv-r4", "--rank", "2"], "not both"),
         (vec!["--rank", "0"], "rank"),
     ] {
-        let mut args = vec!["lora", "train", "--base", "builtin", "--data", s(&data), "--out", s(&out_dir)];
-        args.extend(extra);
-        let out = tinygpt(&args);
+        let out = lora_train(Path::new("builtin"), &data, &out_dir, &extra);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");

@@ -7,16 +7,15 @@ use tinygpt_tensor::block_on;
 
 mod common;
 
-use common::{ok, s, scratch, stderr, steps_of, tiny_base_and_code, tinygpt};
+use common::{assert_ok, lora_train, scratch, stderr, steps_of, tiny_base_and_code};
 
 #[test]
 fn lora_train_honours_early_stop_patience_and_checkpoint_interval() {
     let (base, data) = tiny_base_and_code(&scratch("honours"));
     let adapter = base.join("adapters").join("code");
-    let common = ["--base", s(&base), "--data", s(&data), "--threads", "1", "--out", s(&adapter)];
     // One step, saved: an adapter at step 1 whose config we then change as a page would
     // have set it (a new generation, so every checksum holds).
-    ok(&[&["lora", "train", "--steps", "1"][..], &common[..]].concat());
+    assert_ok(&lora_train(&base, &data, &adapter, &["--steps", "1"]));
     let store = AdapterStore::new(DirStore::open(&adapter).unwrap());
     let model =
         serde_json::from_str(&std::fs::read_to_string(base_file(&base, "model_config.json")).unwrap())
@@ -29,8 +28,8 @@ fn lora_train_honours_early_stop_patience_and_checkpoint_interval() {
     (c.eval_interval, c.eval_batches, c.checkpoint_interval, c.early_stop_patience) = (2, 2, 3, Some(2));
     block_on(store.save(&ckpt)).unwrap();
 
-    let out = tinygpt(&[&["lora", "train", "--resume"][..], &common[..]].concat());
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = lora_train(&base, &data, &adapter, &["--resume"]);
+    assert_ok(&out);
     let err = stderr(&out);
     let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
     let steps = line["steps"].as_u64().unwrap() as usize;
@@ -63,28 +62,9 @@ fn lora_train_takes_early_stop_patience_and_checkpoint_interval_as_flags() {
     let adapter = base.join("adapters").join("code");
     // A learning rate this small leaves the adapter as it is, so no evaluation improves on
     // the first (at step 2): patience 2 ends the run at the evaluation of step 6.
-    let out = ok(&[
-        "lora",
-        "train",
-        "--base",
-        s(&base),
-        "--data",
-        s(&data),
-        "--threads",
-        "1",
-        "--out",
-        s(&adapter),
-        "--steps",
-        "200",
-        "--lr",
-        "1e-12",
-        "--eval-interval",
-        "2",
-        "--checkpoint-interval",
-        "5",
-        "--early-stop-patience",
-        "2",
-    ]);
+    let flags = ["--steps", "200", "--lr", "1e-12", "--eval-interval", "2", "--checkpoint-interval", "5"];
+    let out = lora_train(&base, &data, &adapter, &[&flags[..], &["--early-stop-patience", "2"]].concat());
+    assert_ok(&out);
     let err = stderr(&out);
     let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
     assert_eq!(line["steps"], 6, "{err}");
@@ -97,25 +77,9 @@ fn lora_train_takes_early_stop_patience_and_checkpoint_interval_as_flags() {
 fn lora_train_compare_full_fine_tunes_the_whole_base_on_the_same_steps() {
     let (base, data) = tiny_base_and_code(&scratch("compare_full"));
     let adapter = base.join("adapters").join("code");
-    let out = ok(&[
-        "lora",
-        "train",
-        "--base",
-        s(&base),
-        "--data",
-        s(&data),
-        "--threads",
-        "1",
-        "--out",
-        s(&adapter),
-        "--steps",
-        "4",
-        "--eval-interval",
-        "2",
-        "--compare-full",
-        "--full-lr",
-        "3e-4",
-    ]);
+    let flags = ["--steps", "4", "--eval-interval", "2", "--compare-full", "--full-lr", "3e-4"];
+    let out = lora_train(&base, &data, &adapter, &flags);
+    assert_ok(&out);
     let err = stderr(&out);
     let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
     let full = line["full_val_loss"].as_f64().expect("full_val_loss");
@@ -126,20 +90,8 @@ fn lora_train_compare_full_fine_tunes_the_whole_base_on_the_same_steps() {
     assert!(params > 10 * line["adapter_file_bytes"].as_u64().unwrap() / 4, "{line}");
     // The same evaluations as the adapter run (steps 2 and 4), and nothing saved for it.
     assert_eq!(steps_of(&err, "full   ", "  train"), vec![2, 4], "{err}");
-    let without = ok(&[
-        "lora",
-        "train",
-        "--base",
-        s(&base),
-        "--data",
-        s(&data),
-        "--threads",
-        "1",
-        "--out",
-        s(&base.join("adapters").join("plain")),
-        "--steps",
-        "2",
-    ]);
+    let without = lora_train(&base, &data, &base.join("adapters").join("plain"), &["--steps", "2"]);
+    assert_ok(&without);
     let line: serde_json::Value = serde_json::from_slice(&without.stdout).unwrap();
     assert!(line["full_val_loss"].is_null());
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{assert_clean_error, ok, s, scratch, tinygpt};
+use common::{assert_clean_error, assert_ok, lora_train, ok, s, scratch, tinygpt};
 use safetensors::SafeTensors;
 
 fn fixtures() -> PathBuf {
@@ -87,25 +87,8 @@ fn an_adapter_trained_here_goes_to_peft_and_back_unchanged() {
     let data = dir.join("text.txt");
     std::fs::write(&data, "Now is the winter of our discontent, made glorious summer. ".repeat(80)).unwrap();
     let trained = base.join("adapters/trained");
-    let train = [
-        "lora",
-        "train",
-        "--base",
-        s(&base),
-        "--data",
-        s(&data),
-        "--steps",
-        "3",
-        "--batch",
-        "2",
-        "--threads",
-        "1",
-        "--preset",
-        "qvo-r8",
-        "--lr",
-        "0.05",
-    ];
-    ok(&[&train[..], &["--out", s(&trained)]].concat());
+    let flags = ["--steps", "3", "--batch", "2", "--preset", "qvo-r8", "--lr", "0.05"];
+    assert_ok(&lora_train(&base, &data, &trained, &flags));
     let folder = dir.join("peft");
     let export = ["lora", "export", "--format", "peft", "--base", s(&base), "--adapter", s(&trained)];
     ok(&[&export[..], &["--out", s(&folder)]].concat());

@@ -76,6 +76,16 @@ pub fn steps_of(text: &str, before: &str, after: &str) -> Vec<usize> {
         .collect()
 }
 
+/// `tinygpt lora train` of `base` (a run folder, or `builtin`) on `data` into `out`, on one
+/// thread, with `extra` after: each test passes only what it is about (steps, rates,
+/// presets, resume) and asserts on the output itself, since some expect a refusal.
+pub fn lora_train(base: &Path, data: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args =
+        vec!["lora", "train", "--base", s(base), "--data", s(data), "--threads", "1", "--out", s(out)];
+    args.extend(extra);
+    tinygpt(&args)
+}
+
 /// A `tiny` base trained 2 steps in `dir`, and a Rust-like text to adapt it to.
 pub fn tiny_base_and_code(dir: &Path) -> (PathBuf, PathBuf) {
     let base = dir.join("base");
