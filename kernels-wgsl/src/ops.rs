@@ -57,36 +57,36 @@ const K_EMBEDDING_BACKWARD: Kernel =
     Kernel { parts: &[EMBEDDING], entry: "embedding_backward", bindings: &[(4, R), (5, W), (3, W)] };
 /// Rows per workgroup of layernorm.wgsl's row passes (its `ROWS`).
 const LAYER_NORM_ROWS: usize = 8;
+/// layernorm.wgsl's `dx_onto`: dx as it is, or added onto binding 11. Every entry point of
+/// the module is compiled with one of them (the module must declare what `layer_norm_dx`
+/// calls); only `layer_norm_dx` itself ever takes `LN_DX_ONTO`, whose binding 11 tells
+/// its pipeline from the plain one's (see `Pipelines::get`).
+const LN_DX_PLAIN: &str = "fn dx_onto(i: u32, v: f32) -> f32 { return v; }";
+const LN_DX_ONTO: &str = "@group(0) @binding(11) var<storage, read> onto: array<f32>;\n\
+    fn dx_onto(i: u32, v: f32) -> f32 { return onto[i] + v; }";
 const K_LAYER_NORM: Kernel = Kernel {
-    parts: &[LAYERNORM],
+    parts: &[LAYERNORM, LN_DX_PLAIN],
     entry: "layer_norm",
     bindings: &[(1, R), (2, R), (3, R), (4, W), (5, W), (6, W)],
 };
 const K_LAYER_NORM_DX: Kernel = Kernel {
-    parts: &[LAYERNORM],
+    parts: &[LAYERNORM, LN_DX_PLAIN],
     entry: "layer_norm_dx",
     bindings: &[(7, R), (1, R), (2, R), (8, R), (9, R), (4, W)],
 };
 const K_LAYER_NORM_DX_ONTO: Kernel = Kernel {
-    parts: &[LAYERNORM],
+    parts: &[LAYERNORM, LN_DX_ONTO],
     entry: "layer_norm_dx",
     bindings: &[(7, R), (1, R), (2, R), (8, R), (9, R), (11, R), (4, W)],
+};
+const K_LAYER_NORM_DPARAMS: Kernel = Kernel {
+    parts: &[LAYERNORM, LN_DX_PLAIN],
+    entry: "layer_norm_dparams",
+    bindings: &[(7, R), (1, R), (8, R), (9, R), (4, W), (10, W)],
 };
 // The row kernels (LayerNorm's row passes, the attention softmax, cross-entropy) take
 // their reductions from the defines: `self.rows.lanes()` or `self.rows.block()`
 // (reductions.rs).
-
-/// layernorm.wgsl's `dx_onto`: dx as it is, or added onto binding 11. Every entry point of
-/// the module is compiled with one of them (the module must declare what `layer_norm_dx`
-/// calls); only `layer_norm_dx` itself ever takes `LN_DX_ONTO`.
-const LN_DX_PLAIN: &str = "fn dx_onto(i: u32, v: f32) -> f32 { return v; }";
-const LN_DX_ONTO: &str = "@group(0) @binding(11) var<storage, read> onto: array<f32>;\n\
-    fn dx_onto(i: u32, v: f32) -> f32 { return onto[i] + v; }";
-const K_LAYER_NORM_DPARAMS: Kernel = Kernel {
-    parts: &[LAYERNORM],
-    entry: "layer_norm_dparams",
-    bindings: &[(7, R), (1, R), (8, R), (9, R), (4, W), (10, W)],
-};
 const K_ATTENTION_CACHED: Kernel = Kernel {
     parts: &[BLOCK_REDUCE, ATTENTION_CACHED],
     entry: "attention_cached",
@@ -397,8 +397,7 @@ impl Backend for WgpuBackend {
         let params = [u(rows), u(dim), f(eps)];
         let bufs = [x.bind(), gamma.bind(), beta.bind(), out.bind(), mean.bind(), rstd.bind()];
         let grid = self.recorder().grid_1d(rows.div_ceil(LAYER_NORM_ROWS));
-        let defines = format!("{}\n{LN_DX_PLAIN}", self.rows.lanes());
-        self.run(&K_LAYER_NORM, &defines, &params, &bufs, grid);
+        self.run(&K_LAYER_NORM, self.rows.lanes(), &params, &bufs, grid);
         LayerNormOut { out, mean, rstd }
     }
 
@@ -746,16 +745,15 @@ impl WgpuBackend {
         let (mean, rstd) = (&saved.mean, &saved.rstd);
         let grid = self.recorder().grid_1d(rows.div_ceil(LAYER_NORM_ROWS));
         let mut bufs = vec![dout.bind(), x.bind(), gamma.bind(), mean.bind(), rstd.bind()];
-        let (kernel, defines) = match onto {
+        let kernel = match onto {
             Some(onto) => {
                 bufs.push(onto.bind());
-                (&K_LAYER_NORM_DX_ONTO, LN_DX_ONTO)
+                &K_LAYER_NORM_DX_ONTO
             }
-            None => (&K_LAYER_NORM_DX, LN_DX_PLAIN),
+            None => &K_LAYER_NORM_DX,
         };
         bufs.push(dx.bind());
-        let defines = format!("{}\n{defines}", self.rows.lanes());
-        self.run(kernel, &defines, &params, &bufs, grid);
+        self.run(kernel, self.rows.lanes(), &params, &bufs, grid);
         let chunks = rows.div_ceil(COLUMN_SUM_CHUNK).max(1);
         let (partial_g, partial_b) = if chunks > 1 {
             (self.alloc(chunks * dim), self.alloc(chunks * dim))
@@ -763,8 +761,8 @@ impl WgpuBackend {
             (dgamma.clone(), dbeta.clone())
         };
         let bufs = [dout.bind(), x.bind(), mean.bind(), rstd.bind(), partial_g.bind(), partial_b.bind()];
-        let defines = format!("{}\n{LN_DX_PLAIN}", RowReductions::Workgroup.lanes());
-        self.run(&K_LAYER_NORM_DPARAMS, &defines, &params, &bufs, [u(dim.div_ceil(64)), u(chunks), 1]);
+        let grid = [u(dim.div_ceil(64)), u(chunks), 1];
+        self.run(&K_LAYER_NORM_DPARAMS, RowReductions::Workgroup.lanes(), &params, &bufs, grid);
         self.sum_row_chunks(&partial_g, &dgamma, chunks, dim);
         self.sum_row_chunks(&partial_b, &dbeta, chunks, dim);
         LayerNormGrads { dx, dgamma, dbeta }

@@ -48,10 +48,17 @@ pub(crate) struct Pipeline {
 /// A bind-group layout (with its cache id) and the pipeline layout made of it.
 type Layout = (u64, Arc<wgpu::BindGroupLayout>, Arc<wgpu::PipelineLayout>);
 
+/// What names a kernel's pipelines, with their defines: its entry point and its bindings.
+/// Kernels that share an entry point differ in their defines or in their bindings (and
+/// the parts that declare them: LayerNorm's dx with and without `onto`).
+type KernelKey = (&'static str, &'static [(u32, Access)]);
+
 pub(crate) struct Pipelines {
     device: wgpu::Device,
     counters: Arc<Counters>,
-    pipelines: Mutex<HashMap<(&'static str, String), Arc<Pipeline>>>,
+    /// Per kernel, its pipelines by defines: a dispatch looks its pipeline up without
+    /// building a key.
+    pipelines: Mutex<HashMap<KernelKey, HashMap<String, Arc<Pipeline>>>>,
     layouts: Mutex<HashMap<Vec<(u32, Access)>, Layout>>,
     next_layout: AtomicU64,
 }
@@ -69,8 +76,10 @@ impl Pipelines {
 
     /// The pipeline for `kernel` with `defines` (WGSL declarations) in front, compiled once.
     pub fn get(&self, kernel: &Kernel, defines: &str) -> Arc<Pipeline> {
-        let key = (kernel.entry, defines.to_string());
-        if let Some(p) = self.pipelines.lock().expect("pipeline cache lock").get(&key) {
+        let key = (kernel.entry, kernel.bindings);
+        if let Some(p) =
+            self.pipelines.lock().expect("pipeline cache lock").get(&key).and_then(|by| by.get(defines))
+        {
             return Arc::clone(p);
         }
         let (layout_id, layout, pipeline_layout) = self.layout(kernel.bindings);
@@ -108,7 +117,8 @@ impl Pipelines {
         });
         Counters::bump(&self.counters.pipelines);
         let p = Arc::new(Pipeline { pipeline, layout, layout_id, bindings: kernel.bindings });
-        self.pipelines.lock().expect("pipeline cache lock").insert(key, Arc::clone(&p));
+        let mut cache = self.pipelines.lock().expect("pipeline cache lock");
+        cache.entry(key).or_default().insert(defines.to_string(), Arc::clone(&p));
         p
     }
 

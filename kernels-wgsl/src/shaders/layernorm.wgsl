@@ -10,7 +10,7 @@
 // for mixed precision, see reductions.rs). xhat =
 // (x - mean) · rstd always uses the saved f32 mean and rstd. With dxhat = dout · gamma:
 // dx = rstd (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)).
-// The host's defines give `dx_onto(i, v)`: v, or onto[i] + v (binding 11) for
+// The host's last part gives `dx_onto(i, v)`: v, or onto[i] + v (binding 11) for
 // layer_norm_backward with onto (dx added onto the gradient x already has, as `add` would).
 // dgamma and dbeta are column sums made like sum_rows.wgsl's: per chunk of CHUNK rows
 // (64 columns × 4 row lanes per workgroup), then, when there are several chunks, added up
