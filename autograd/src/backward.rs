@@ -103,6 +103,14 @@ fn input_grads<B: Backend>(
                 out.push((*x, dout.reshape(value(*x).shape().clone())));
             }
         }
+        Op::Rows { x, start } => {
+            if wants(*x) {
+                let x_val = value(*x);
+                let dx = Tensor::zeros(x_val.backend(), x_val.shape().clone());
+                dout.copy_into(0, &dx, start * x_val.shape().last(), dout.numel());
+                out.push((*x, dx));
+            }
+        }
         Op::Matmul { a, b, bias, onto, trans_a, trans_b } => {
             // C[m,n] = [onto +] op(A)[m,k] · op(B)[k,n] + bias; A may carry leading dims (folded
             // into m). `onto` gets C's gradient as it is, as an `add`'s input would.
@@ -136,11 +144,13 @@ fn input_grads<B: Backend>(
                 }
                 (wants_b, bias) => {
                     if wants_b {
-                        // dB = op(A)ᵀ · dC, or its transpose when B is stored transposed.
-                        let db = if tb {
-                            dc.matmul(&a2, None, true, ta)
-                        } else {
-                            a2.matmul(&dc, None, !ta, false)
+                        // dB = op(A)ᵀ · dC, or its transpose when B is stored transposed (onto
+                        // what B's gradient holds already: the tied head's earlier row chunks).
+                        let (lhs, rhs, t1, t2) =
+                            if tb { (&dc, &a2, true, ta) } else { (&a2, &dc, !ta, false) };
+                        let db = match grads.take_prior(*b) {
+                            Some(prior) => lhs.matmul_onto(rhs, None, t1, t2, &prior),
+                            None => lhs.matmul(rhs, None, t1, t2),
                         };
                         out.push((*b, db));
                     }

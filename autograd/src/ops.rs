@@ -61,6 +61,13 @@ impl<B: Backend> Tape<B> {
         }
     }
 
+    /// Rows `start .. start + n` of `x` seen as `[rows, last]` → `[n, last]` (a copy; see
+    /// [`Tensor::rows`]). Its gradient is `dout` in those rows and zeros elsewhere.
+    pub fn rows(&self, x: &Var<B>, start: usize, n: usize) -> Var<B> {
+        let value = x.value.rows(start, n);
+        self.record(Op::Rows { x: x.id, start }, value, &[x])
+    }
+
     /// Rows of `table` picked by `ids`.
     pub fn embedding(&self, table: &Var<B>, ids: &Indices<B>) -> Var<B> {
         let value = table.value.embedding(ids);

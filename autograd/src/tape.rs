@@ -42,6 +42,11 @@ pub(crate) enum Op<B: Backend> {
     Reshape {
         x: usize,
     },
+    /// Rows `start ..` of `x` (as many as the value has).
+    Rows {
+        x: usize,
+        start: usize,
+    },
     Matmul {
         a: usize,
         b: usize,

@@ -155,3 +155,17 @@ fn no_grad_tape_records_nothing() {
     assert!(!y.requires_grad());
     assert_eq!(y.value().dims(), &[2, 3]);
 }
+
+#[test]
+fn rows_of_a_batch_taken_apart_and_summed() {
+    let b = backend();
+    let inputs = [randn(&b, &[2, 3, 4], 21, 1.0), randn(&b, &[5, 4], 22, 1.0)];
+    // Overlapping and disjoint parts of the same var, each through a product: the gradient
+    // of every row is the sum of its parts'.
+    let m = GradCheck::default().run(&inputs, |t, v| {
+        let head = t.matmul(&t.rows(&v[0], 0, 4), &v[1], None, false, true);
+        let tail = t.matmul(&t.rows(&v[0], 2, 4), &v[1], None, false, true);
+        t.add(&head, &t.scale(&tail, 0.5))
+    });
+    assert_passes("rows", m);
+}

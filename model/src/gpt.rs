@@ -7,6 +7,7 @@ use tinygpt_tensor::{Backend, Indices, Rng};
 
 use crate::dropout::{DropoutDraw, Site};
 use crate::error::ModelError;
+use crate::head_loss::head_cross_entropy;
 use crate::lora::Lora;
 use crate::params::Params;
 use crate::ModelConfig;
@@ -167,6 +168,23 @@ impl<B: Backend> Gpt<B> {
         draw: Option<DropoutDraw>,
         delta: Option<&dyn LinearDelta<B>>,
     ) -> Var<B> {
+        let x = self.hidden(tape, params, tokens, batch, seq, draw, delta);
+        // Tied output head: logits = x · wteᵀ → [B, T, V].
+        tape.matmul(&x, &params[self.parts.token_embedding], None, false, true)
+    }
+
+    /// [`Gpt::forward_adapted`] up to the head: the final LayerNorm's output `[B, T, C]`.
+    #[allow(clippy::too_many_arguments)]
+    fn hidden(
+        &self,
+        tape: &Tape<B>,
+        params: &[Var<B>],
+        tokens: &Indices<B>,
+        batch: usize,
+        seq: usize,
+        draw: Option<DropoutDraw>,
+        delta: Option<&dyn LinearDelta<B>>,
+    ) -> Var<B> {
         let c = &self.config;
         let draw = draw.filter(|_| c.dropout > 0.0 && tape.is_recording());
         let mask = |site: Site, row_elements: usize| draw.map(|d| d.mask(c.dropout, site, row_elements));
@@ -209,9 +227,7 @@ impl<B: Backend> Gpt<B> {
         }
 
         let LayerNorm { weight, bias } = &parts.ln_final;
-        let x = tape.layer_norm(&x, &params[*weight], &params[*bias], LN_EPS);
-        // Tied output head: logits = x · wteᵀ → [B, T, V].
-        tape.matmul(&x, &params[parts.token_embedding], None, false, true)
+        tape.layer_norm(&x, &params[*weight], &params[*bias], LN_EPS)
     }
 
     /// Mean next-token cross-entropy of `inputs` against `targets` (both `[batch, seq]`),
@@ -229,36 +245,41 @@ impl<B: Backend> Gpt<B> {
     }
 
     /// The training loss, the one place that adds an adapter or not: mean next-token
-    /// cross-entropy of `inputs` against `targets` (`[batch, seq]`) with `adapter`'s term on
-    /// its linears (or the model alone), dropping out as in [`Gpt::forward_dropout`]. `trained`
-    /// (emptied first; a list a caller keeps from step to step, so a steady step allocates
-    /// nothing) gets the vars of what trains: the adapter's (the base going on the tape frozen,
-    /// without gradient buffers), or the model's parameters (frozen ones without gradient).
+    /// cross-entropy of `inputs` against `targets` (`[batch, seq]`, the targets as host ids
+    /// because the head takes them a chunk at a time: [`head_cross_entropy`]) with `adapter`'s
+    /// term on its linears (or the model alone), dropping out as in [`Gpt::forward_dropout`].
+    /// `trained` (emptied first; a list a caller keeps from step to step, so a steady step
+    /// allocates nothing) gets the vars of what trains: the adapter's (the base going on the
+    /// tape frozen, without gradient buffers), or the model's parameters (frozen ones without
+    /// gradient).
     #[allow(clippy::too_many_arguments)]
     pub fn loss_into(
         &self,
         tape: &Tape<B>,
         adapter: Option<&Lora<B>>,
         inputs: &Indices<B>,
-        targets: &Indices<B>,
+        targets: &[u32],
         batch: usize,
         seq: usize,
         draw: Option<DropoutDraw>,
         trained: &mut Vec<Var<B>>,
     ) -> Var<B> {
-        let logits = match adapter {
+        let table = self.parts.token_embedding;
+        match adapter {
             Some(adapter) => {
                 let base: Vec<Var<B>> = self.params.tensors().iter().map(|t| tape.leaf(t, false)).collect();
                 trained.clear();
                 trained.extend(adapter.tensors().iter().map(|t| tape.leaf(t, true)));
-                adapter.forward_with(self, tape, &base, trained, inputs, batch, seq, draw)
+                let delta = adapter.delta(trained);
+                let x = self.hidden(tape, &base, inputs, batch, seq, draw, Some(&delta));
+                head_cross_entropy(tape, &x, &base[table], targets)
             }
             None => {
                 self.leaves_into(tape, trained);
-                self.forward_with_dropout(tape, trained, inputs, batch, seq, draw)
+                let x = self.hidden(tape, trained, inputs, batch, seq, draw, None);
+                head_cross_entropy(tape, &x, &trained[table], targets)
             }
-        };
-        tape.cross_entropy(&logits, targets)
+        }
     }
 }
 

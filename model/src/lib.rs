@@ -15,6 +15,7 @@ pub mod data;
 pub mod dropout;
 mod error;
 mod gpt;
+pub mod head_loss;
 mod kv_cache;
 pub mod lora;
 pub mod memory;

@@ -152,9 +152,13 @@ impl<B: Backend> Lora<B> {
         seq: usize,
         draw: Option<DropoutDraw>,
     ) -> Var<B> {
+        model.forward_adapted(tape, base, tokens, batch, seq, draw, Some(&self.delta(adapter)))
+    }
+
+    /// This adapter's term over `adapter`, its vars on a tape (canonical adapter order).
+    pub(crate) fn delta<'a>(&'a self, adapter: &'a [Var<B>]) -> impl LinearDelta<B> + 'a {
         assert_eq!(adapter.len(), self.tensors.len(), "one var per adapter tensor");
-        let delta = LoraDelta { vars: adapter, places: &self.places, scale: self.config.scale() };
-        model.forward_adapted(tape, base, tokens, batch, seq, draw, Some(&delta))
+        LoraDelta { vars: adapter, places: &self.places, scale: self.config.scale() }
     }
 }
 

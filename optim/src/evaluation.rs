@@ -80,8 +80,7 @@ impl Evaluation {
         let backend = trainer.model().params().tensors()[0].backend().clone();
         let tape = Tape::no_grad();
         let inputs = Indices::new(&backend, &data.inputs[tokens.clone()]);
-        let targets = Indices::new(&backend, &data.targets[tokens]);
-        let loss = trainer.loss(&tape, &inputs, &targets, rows, seq, None);
+        let loss = trainer.loss(&tape, &inputs, &data.targets[tokens], rows, seq, None);
         if give_up() {
             return Ok(RowPart::GivenUp);
         }

@@ -120,7 +120,7 @@ impl<B: Backend> Trainer<B> {
         &self,
         tape: &Tape<B>,
         inputs: &Indices<B>,
-        targets: &Indices<B>,
+        targets: &[u32],
         batch: usize,
         seq: usize,
         draw: Option<DropoutDraw>,

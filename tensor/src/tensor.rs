@@ -133,6 +133,19 @@ impl<B: Backend> Tensor<B> {
         self.backend.copy(&[CopyRange::new(&self.storage, offset, &dst.storage, dst_offset, len)]);
     }
 
+    /// Rows `start .. start + n` of `self` seen as `[rows, last]`, copied into a fresh
+    /// `[n, last]` tensor (a snapshot, as [`Backend::copy`] makes): a part of a batch that the
+    /// ops after it take on their own, as the tied head's row chunks do.
+    pub fn rows(&self, start: usize, n: usize) -> Self {
+        let width = self.shape.last();
+        check("rows", start + n <= self.shape.rows(), || {
+            format!("rows {start}..{} of {}", start + n, self.shape)
+        });
+        let part = Tensor::zeros(&self.backend, [n, width]);
+        self.copy_into(start * width, &part, 0, n * width);
+        part
+    }
+
     /// [`Tensor::read`] for synchronous callers; see [`block_on`] for where that is valid.
     pub fn to_vec(&self) -> Result<Vec<f32>, TensorError> {
         block_on(self.read())

@@ -158,7 +158,7 @@ impl<B: Backend> Trainer<B> {
         let rows = rows.clamp(1, batch - partial.rows_done);
         let tokens = partial.rows_done * seq..(partial.rows_done + rows) * seq;
         let inputs = Indices::new(&backend, &partial.data.inputs[tokens.clone()]);
-        let targets = Indices::new(&backend, &partial.data.targets[tokens]);
+        let targets = &partial.data.targets[tokens];
 
         let tape = &scratch.tape;
         // Dropout masks are a function of (seed, step, site, element): a resumed run and a
@@ -170,7 +170,7 @@ impl<B: Backend> Trainer<B> {
         };
         let params = &mut scratch.params;
         let adapter = self.adapter.as_ref().map(|(lora, _)| lora);
-        let loss = self.model.loss_into(tape, adapter, &inputs, &targets, rows, seq, Some(draw), params);
+        let loss = self.model.loss_into(tape, adapter, &inputs, targets, rows, seq, Some(draw), params);
         // d(batch mean)/d(part mean) = rows / batch: exactly 1 for a whole-batch part (the
         // mean loss is one value). At mixed precision, times the loss scale (see `loss_scale`).
         let mut scale = [rows as f32 / batch as f32];
