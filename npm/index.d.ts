@@ -151,9 +151,11 @@ export class TinyGPT {
   /** LoRA: selects an adapter for `sample({adapter: true})`; with `dataset`, it becomes the paused run,
    * on the window it was trained on (a `context` other than that one rejects with `contextMismatch`). */
   loadAdapter(name: string, dataset?: Dataset, options?: { context?: number }): Promise<AdapterLoadedMessage>;
-  /** LoRA: the GPT-2 folders `loadBase({url})` kept in browser storage. */
+  /** LoRA: the GPT-2 folders `loadBase({url})` kept in browser storage, and downloads cut short while they were
+   * being written (`complete: false`: never read, they only take space until deleted or downloaded again). */
   listBases(): Promise<CachedBase[]>;
-  /** LoRA: deletes a kept GPT-2 folder (the next `loadBase({url})` downloads it again; a loaded base stays loaded). */
+  /** LoRA: deletes a kept GPT-2 folder, complete or cut short (the next `loadBase({url})` downloads it again; a
+   * loaded base stays loaded). */
   deleteBase(url: string): Promise<BaseDeletedMessage>;
 
   /** Ends the worker. */

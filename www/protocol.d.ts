@@ -585,14 +585,21 @@ export type CachedBase = {
    */
   url: string,
   /**
-   * What it takes in storage: its four files and their pointer, in bytes.
+   * What it takes in storage: its files, marker and pointer, in bytes.
    */
   bytes: number,
   /**
-   * When it was downloaded, in milliseconds since 1970 (`Date.now()`); absent for a copy
-   * kept before this was recorded.
+   * When it was downloaded (for an incomplete one: when its write began), in
+   * milliseconds since 1970 (`Date.now()`); absent for a copy kept before this was
+   * recorded.
    */
   fetchedMs?: number,
+  /**
+   * False for a download cut short (the tab closed while it was being written): it is
+   * never read, only takes space, until `deleteBase` of its URL or the next download of
+   * that URL replaces it.
+   */
+  complete: boolean,
 };
 
 /**

@@ -560,13 +560,18 @@ pub struct AdapterInfo {
 pub struct CachedBase {
     /// The folder's address, ending in `/` (as `loadBase` was given it, resolved).
     pub url: String,
-    /// What it takes in storage: its four files and their pointer, in bytes.
+    /// What it takes in storage: its files, marker and pointer, in bytes.
     pub bytes: u64,
-    /// When it was downloaded, in milliseconds since 1970 (`Date.now()`); absent for a copy
-    /// kept before this was recorded.
+    /// When it was downloaded (for an incomplete one: when its write began), in
+    /// milliseconds since 1970 (`Date.now()`); absent for a copy kept before this was
+    /// recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(test, ts(optional))]
     pub fetched_ms: Option<f64>,
+    /// False for a download cut short (the tab closed while it was being written): it is
+    /// never read, only takes space, until `deleteBase` of its URL or the next download of
+    /// that URL replaces it.
+    pub complete: bool,
 }
 
 /// The adapter an adapter run trains.

@@ -240,6 +240,7 @@ fn out_samples() -> Vec<OutMessage> {
                 url: "https://example.org/gpt2/".into(),
                 bytes: 548_000_000,
                 fetched_ms: Some(1.7e12),
+                complete: true,
             }],
             storage: StoreKind::Opfs,
         },

@@ -3,7 +3,7 @@
 //! weights are fetched, and kept for the next time once it imported. Every failure names
 //! the file and the URL: an HTTP status (404: no such file there), a network error, a body
 //! shorter than the server announced, a folder that is not GPT-2, a full storage. And the
-//! kept copies: `listBases` and `deleteBase`.
+//! kept copies: `listBases` and `deleteBase`, downloads cut short included.
 
 use tinygpt_model::ModelConfig;
 
@@ -121,19 +121,21 @@ impl<S: Storage, L: LockManager> Router<S, L> {
         Ok(bytes)
     }
 
-    /// `bases`: the GPT-2 folders kept in browser storage (none without storage).
+    /// `bases`: the GPT-2 folders kept in browser storage, downloads cut short among them
+    /// (none without storage). Listed holding the store lock, so another tab's download
+    /// being written is not taken for one cut short.
     pub(super) async fn post_bases(&self) -> Result<(), WorkerError> {
         let Some(cache) = self.stores.borrow().bases() else {
             self.post(&OutMessage::Bases { items: Vec::new(), storage: StoreKind::None });
             return Ok(());
         };
-        let items = cache.list().await?;
+        let items = self.with_store_lock(cache.list()).await?;
         self.post(&OutMessage::Bases { items, storage: cache.kind() });
         Ok(())
     }
 
-    /// `deleteBase`: drops the kept copy of the folder at `url` (a loaded base stays
-    /// loaded: it is in memory), then `baseDeleted` and `bases`.
+    /// `deleteBase`: drops the kept copy of the folder at `url`, complete or cut short (a
+    /// loaded base stays loaded: it is in memory), then `baseDeleted` and `bases`.
     pub(super) async fn delete_base(&self, url: &str) -> Result<(), WorkerError> {
         if url.trim().is_empty() {
             return Err(WorkerError::new(

@@ -1,13 +1,17 @@
 //! A fake browser for the router tests that drive the worker as a page does: a server that
 //! counts requests ([`Server`], serving ckpt's GPT-2 fixture), named stores kept across tabs
-//! with an optional quota ([`Stores`]), and [`Tab`], a page load with its worker. Each test
-//! file uses part of it.
+//! with an optional quota ([`Stores`]), [`Tab`], a page load with its worker, and
+//! [`worker`], the worker a tab builds, for tests with storage or locks of their own. Each
+//! test file uses part of it.
 
 #![allow(dead_code)]
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::pin;
 use std::rc::Rc;
+use std::task::{Context, Waker};
 
 use serde_json::{json, Value};
 use tinygpt_ckpt::{BlobInfo, BlobStore, CkptError, MemoryStore};
@@ -96,11 +100,13 @@ impl Fetch for Server {
     }
 }
 
-/// A memory store that refuses to hold more than `quota` bytes in all.
+/// A memory store that refuses to hold more than `quota` bytes in all, and whose `put` of a
+/// key ending in `stall` never finishes (a write the tab closed during).
 #[derive(Clone)]
 pub struct Limited {
     inner: MemoryStore,
     pub quota: Option<u64>,
+    pub stall: Option<String>,
 }
 
 impl BlobStore for Limited {
@@ -111,6 +117,9 @@ impl BlobStore for Limited {
         let used: u64 = self.inner.snapshot().values().map(|b| b.len() as u64).sum();
         if self.quota.is_some_and(|q| used + bytes.len() as u64 > q) {
             return Err(CkptError::QuotaExceeded { needed_bytes: bytes.len() as u64 });
+        }
+        if self.stall.as_ref().is_some_and(|s| key.ends_with(s.as_str())) {
+            std::future::pending::<()>().await;
         }
         self.inner.put(key, bytes).await
     }
@@ -128,11 +137,13 @@ impl BlobStore for Limited {
     }
 }
 
-/// The browser's storage: stores by name, kept across tabs; `quota` limits each.
+/// The browser's storage: stores by name, kept across tabs; `quota` limits each, `stall`
+/// stalls their writes of keys ending so ([`Limited`]).
 #[derive(Clone, Default)]
 pub struct Stores {
     pub opened: Rc<RefCell<BTreeMap<String, MemoryStore>>>,
     pub quota: Option<u64>,
+    pub stall: Option<String>,
 }
 
 impl Storage for Stores {
@@ -140,7 +151,7 @@ impl Storage for Stores {
 
     async fn open(&self, _kind: StoreKind, name: &str) -> Result<Limited, CkptError> {
         let inner = self.opened.borrow_mut().entry(name.to_string()).or_default().clone();
-        Ok(Limited { inner, quota: self.quota })
+        Ok(Limited { inner, quota: self.quota, stall: self.stall.clone() })
     }
 
     async fn estimate(&self) -> Option<(f64, f64)> {
@@ -163,23 +174,46 @@ pub struct Tab {
     pub posted: Rc<RefCell<Vec<Value>>>,
 }
 
+/// A worker as a page starts it (wasm CPU, the system clock, never abandoning a step) on
+/// `storage`, `locks` and `fetch`, and the messages it posts, as the page reads them (JSON).
+pub fn worker<S: Storage, L: LockManager>(
+    storage: S,
+    locks: L,
+    fetch: Box<dyn Fetch>,
+) -> (Router<S, L>, Rc<RefCell<Vec<Value>>>) {
+    let posted = Rc::new(RefCell::new(Vec::new()));
+    let sink = Rc::clone(&posted);
+    let platform = Platform {
+        outbox: Box::new(move |m: &OutMessage| sink.borrow_mut().push(serde_json::to_value(m).unwrap())),
+        clock: Box::new(SystemClock::default()),
+        storage,
+        locks,
+        abandon: Rc::new(Abandon::never()),
+        fetch,
+    };
+    let env = Environment { cpu: EngineKind::Wasm, threads: None, browser: BrowserFacts::default() };
+    (Router::new(platform, env), posted)
+}
+
 impl Tab {
     /// A tab (a page load) on `stores` and `server`, after `init`.
     pub fn open(stores: &Stores, server: &Server) -> Self {
-        let posted = Rc::new(RefCell::new(Vec::new()));
-        let sink = Rc::clone(&posted);
-        let platform = Platform {
-            outbox: Box::new(move |m: &OutMessage| sink.borrow_mut().push(serde_json::to_value(m).unwrap())),
-            clock: Box::new(SystemClock::default()),
-            storage: stores.clone(),
-            locks: NoContention,
-            abandon: Rc::new(Abandon::never()),
-            fetch: Box::new(server.clone()),
-        };
-        let env = Environment { cpu: EngineKind::Wasm, threads: None, browser: BrowserFacts::default() };
-        let tab = Tab { router: Router::new(platform, env), posted };
+        let (router, posted) = worker(stores.clone(), NoContention, Box::new(server.clone()));
+        let tab = Tab { router, posted };
         tab.send(json!({"type": "init", "backend": "wasm", "storage": "opfs"}));
         tab
+    }
+
+    /// Sends `message` and closes the tab while the worker still handles it (waiting on a
+    /// [`Stores::stall`]ed write, say): the worker stops where it waits, as when the page
+    /// goes away, and nothing after that point runs.
+    pub fn close_during(self, message: Value) {
+        let message: InMessage = serde_json::from_value(message).unwrap();
+        let mut handled = pin!(self.router.handle(message));
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..100 {
+            assert!(handled.as_mut().poll(&mut cx).is_pending(), "handled whole before the tab closed");
+        }
     }
 
     pub fn send(&self, message: Value) -> Vec<Value> {
