@@ -3,6 +3,8 @@
 //! in-memory stores that stand for OPFS, IndexedDB and memory, and a lock manager shared
 //! by several "tabs".
 
+mod fake_browser;
+
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -10,11 +12,10 @@ use std::rc::Rc;
 use serde_json::{json, Value};
 use tinygpt_ckpt::{CkptError, MemoryStore};
 use tinygpt_tensor::block_on;
-use tinygpt_worker::abandon::Abandon;
-use tinygpt_worker::clock::SystemClock;
+use tinygpt_worker::fetch::NoFetch;
 use tinygpt_worker::locks::LockManager;
-use tinygpt_worker::protocol::{EngineKind, ErrorCode, InMessage, OutMessage, StoreKind};
-use tinygpt_worker::router::{BrowserFacts, Environment, Platform, Router, Storage};
+use tinygpt_worker::protocol::{ErrorCode, InMessage, StoreKind};
+use tinygpt_worker::router::{Router, Storage};
 use tinygpt_worker::WorkerError;
 
 /// Stores by kind and name, created on first open; the kinds in `unavailable` refuse to open.
@@ -100,18 +101,8 @@ struct Tab {
 
 impl Tab {
     fn new(stores: &Stores, browser: &Browser) -> Self {
-        let posted = Rc::new(RefCell::new(Vec::new()));
-        let sink = Rc::clone(&posted);
-        let platform = Platform {
-            outbox: Box::new(move |m: &OutMessage| sink.borrow_mut().push(serde_json::to_value(m).unwrap())),
-            clock: Box::new(SystemClock::default()),
-            storage: stores.clone(),
-            locks: browser.clone(),
-            abandon: Rc::new(Abandon::never()),
-            fetch: Box::new(tinygpt_worker::fetch::NoFetch),
-        };
-        let env = Environment { cpu: EngineKind::Wasm, threads: None, browser: BrowserFacts::default() };
-        Tab { router: Router::new(platform, env), posted }
+        let (router, posted) = fake_browser::worker(stores.clone(), browser.clone(), Box::new(NoFetch));
+        Tab { router, posted }
     }
 
     /// A tab on its own storage and locks, after `init` with `storage`.
