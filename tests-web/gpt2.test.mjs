@@ -6,7 +6,8 @@
 // Context field's window (64 tokens of the fixture's 128), which the page remembers and the
 // saved adapter records. On the SIMD WASM build and on WebGPU (SwiftShader). The kept copy is
 // listed with its size and deleted from the LoRA card, after which the next load downloads
-// it again. And the misuse: a folder that is not there is named, and the page still loads a
+// it again; a download cut short while it was written is listed as incomplete and deleted
+// there too. And the misuse: a folder that is not there is named, and the page still loads a
 // good one.
 
 import { test } from 'node:test';
@@ -36,6 +37,30 @@ async function loadBase(page, url) {
   await page.click('#lora-load-base');
   await page.waitForFunction(() => window.tinygpt.lora.state.base?.source === 'url', null, { timeout: 60_000 });
   return page.evaluate(() => ({ base: window.tinygpt.lora.state.base, downloads: window.tinygpt.lora.state.downloads }));
+}
+
+/**
+ * In the page: writes the OPFS group of the download of `url` cut short while written (the
+ * worker's `started.json` marker and a 2000-byte `config.json`, no pointer) and returns how
+ * many groups the bases store holds; with `url` null, only counts them.
+ */
+async function plantCutShort(url) {
+  const top = await navigator.storage.getDirectory();
+  const store = await top.getDirectoryHandle('tinygpt-bases', { create: true });
+  if (url) {
+    const sha = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(url)));
+    const hex = [...sha].map((b) => b.toString(16).padStart(2, '0')).join('');
+    const group = await store.getDirectoryHandle(`url-${hex.slice(0, 32)}`, { create: true });
+    const files = { 'started.json': JSON.stringify({ url, started_ms: Date.now() }), 'config.json': '{}'.padEnd(2000) };
+    for (const [name, text] of Object.entries(files)) {
+      const writable = await (await group.getFileHandle(name, { create: true })).createWritable();
+      await writable.write(text);
+      await writable.close();
+    }
+  }
+  let groups = 0;
+  for await (const entry of store.values()) groups += entry.kind === 'directory' ? 1 : 0;
+  return groups;
 }
 
 /** Samples the base alone and base + adapter (greedy, `length` tokens) with "Sample both". */
@@ -172,6 +197,26 @@ test('GPT-2 base kept in the browser: listed with its size in the LoRA card, del
     const after = await requests();
     for (const file of FILES) assert.equal(counted(after, file) - counted(before, file), 1, `${file} downloaded again`);
     await page.waitForFunction(() => window.tinygpt.lora.state.bases.length === 1, null, { timeout: 30_000 });
+    assert.equal((await page.evaluate(() => window.tinygpt.lora.state.bases))[0].complete, true);
+    assert.doesNotMatch(await row.textContent(), /incomplete/);
+
+    // A download whose write was cut short (the tab closed): its marker and a file, as the
+    // worker writes them in OPFS, are listed as an incomplete download with their size and
+    // deleted with the same button.
+    const cut = new URL('/fixtures/cut-short/', BASE_URL).href;
+    await page.evaluate(plantCutShort, cut);
+    await page.evaluate(() => window.tinygpt.client.send({ type: 'listBases' }));
+    await page.waitForFunction(() => window.tinygpt.lora.state.bases.length === 2, null, { timeout: 30_000 });
+    const incomplete = (await page.evaluate(() => window.tinygpt.lora.state.bases)).find((b) => b.url === cut);
+    assert.equal(incomplete?.complete, false, JSON.stringify(incomplete));
+    assert.ok(incomplete.bytes >= 2000 && incomplete.bytes < 2200, `${incomplete.bytes} bytes`);
+    const cutRow = page.locator(`#base-rows tr[data-url="${cut}"]`);
+    assert.match(await cutRow.textContent(), /incomplete download/);
+    assert.match(await cutRow.textContent(), /\d+(\.\d)? KB/);
+    page.once('dialog', (dialog) => dialog.accept());
+    await cutRow.locator('button.base-delete').click();
+    await page.waitForFunction(() => window.tinygpt.lora.state.bases.length === 1, null, { timeout: 30_000 });
+    assert.equal(await page.evaluate(plantCutShort, null), 1, 'only the complete copy is left in OPFS');
     assert.deepEqual(page.pageErrors, []);
     assert.deepEqual(page.consoleErrors, []);
   } finally {

@@ -6,6 +6,7 @@
 
 import { renderBases } from './bases.js';
 import { forWorker } from './dataset.js';
+import { renderRows } from './rows.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -56,7 +57,8 @@ export class LoraPanel {
       this.state.bases = m.items;
       renderBases($('base-rows'), m.items, {
         onDelete: (item) => {
-          if (confirm(`Delete the downloaded copy of ${item.url}? Loading it again downloads it.`)) {
+          const what = item.complete ? 'the downloaded copy' : 'the incomplete download';
+          if (confirm(`Delete ${what} of ${item.url}? Loading it again downloads it.`)) {
             this.client().send({ type: 'deleteBase', url: item.url });
           }
         },
@@ -282,53 +284,45 @@ export class LoraPanel {
   }
 
   render() {
-    const tbody = $('adapter-rows');
-    if (!this.state.adapters.length) {
-      tbody.innerHTML = '<tr class="empty"><td colspan="4">No adapters yet.</td></tr>';
-      this.update();
-      return;
-    }
-    tbody.replaceChildren(
-      ...this.state.adapters.map((a) => {
-        const row = document.createElement('tr');
-        row.dataset.name = a.name;
-        const cells = [
-          a.name,
-          `rank ${a.rank}, alpha ${a.alpha}: ${a.targetModules.join(', ')}` +
-            (a.context === undefined ? '' : `; windows of ${a.context} tokens`),
-          `${a.baseName}${a.fitsBase ? '' : ' (not the loaded base)'}`,
-        ];
-        for (const [i, text] of cells.entries()) {
-          const td = document.createElement('td');
-          td.textContent = text;
-          if (i === 0 && a.name === this.currentAdapter()) td.insertAdjacentHTML('beforeend', '<span class="tag">current</span>');
-          row.append(td);
-        }
-        const actions = document.createElement('td');
-        const button = (label, title, handler) => {
-          const b = document.createElement('button');
-          b.textContent = label;
-          b.title = title;
-          b.className = `adapter-${label.toLowerCase().split(' ')[0]}`;
-          b.disabled = !this.state.base;
-          b.onclick = handler;
-          actions.append(b);
-        };
-        button('Use', 'Sample with this adapter on the loaded base', () =>
-          this.client().send({ type: 'loadAdapter', name: a.name }),
-        );
-        button('Continue training', 'Make it the run (the Dataset card must hold the text it trained on)', () => {
-          // It continues on the window it was trained on; one saved before windows were
-          // recorded takes the Context field's (empty: the default).
-          const context = a.context === undefined ? this.context() : undefined;
-          if (context === null) return;
-          const { dataset, transfer } = forWorker(this.page.dataset);
-          this.client().send({ type: 'loadAdapter', name: a.name, dataset, ...(context === undefined ? {} : { context }) }, transfer);
-        });
-        row.append(actions);
-        return row;
-      }),
-    );
+    renderRows($('adapter-rows'), this.state.adapters, { empty: 'No adapters yet.', columns: 4 }, (a) => {
+      const row = document.createElement('tr');
+      row.dataset.name = a.name;
+      const cells = [
+        a.name,
+        `rank ${a.rank}, alpha ${a.alpha}: ${a.targetModules.join(', ')}` +
+          (a.context === undefined ? '' : `; windows of ${a.context} tokens`),
+        `${a.baseName}${a.fitsBase ? '' : ' (not the loaded base)'}`,
+      ];
+      for (const [i, text] of cells.entries()) {
+        const td = document.createElement('td');
+        td.textContent = text;
+        if (i === 0 && a.name === this.currentAdapter()) td.insertAdjacentHTML('beforeend', '<span class="tag">current</span>');
+        row.append(td);
+      }
+      const actions = document.createElement('td');
+      const button = (label, title, handler) => {
+        const b = document.createElement('button');
+        b.textContent = label;
+        b.title = title;
+        b.className = `adapter-${label.toLowerCase().split(' ')[0]}`;
+        b.disabled = !this.state.base;
+        b.onclick = handler;
+        actions.append(b);
+      };
+      button('Use', 'Sample with this adapter on the loaded base', () =>
+        this.client().send({ type: 'loadAdapter', name: a.name }),
+      );
+      button('Continue training', 'Make it the run (the Dataset card must hold the text it trained on)', () => {
+        // It continues on the window it was trained on; one saved before windows were
+        // recorded takes the Context field's (empty: the default).
+        const context = a.context === undefined ? this.context() : undefined;
+        if (context === null) return;
+        const { dataset, transfer } = forWorker(this.page.dataset);
+        this.client().send({ type: 'loadAdapter', name: a.name, dataset, ...(context === undefined ? {} : { context }) }, transfer);
+      });
+      row.append(actions);
+      return row;
+    });
     this.update();
   }
 
