@@ -446,7 +446,7 @@ impl<B: Backend> Session<Abandonable<B>> {
     /// [`crate::abandon`]): whole steps when the page shares its message counter.
     pub fn abandonable(inner: B, kind: EngineKind, abandon: Rc<Abandon>) -> Self {
         let mut session =
-            Session::new(Abandonable::with_hook(inner, SkipWhenAbandoned(Rc::clone(&abandon))), kind);
+            Session::new(Abandonable::with_hook(inner, SkipWhenAbandoned::new(Rc::clone(&abandon))), kind);
         session.abandon = Some(abandon);
         session
     }

@@ -71,7 +71,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| vec![In::finite("a", a, len), In::finite("b", b, len)],
             &|| format!("len {len}"),
             |be| be.add(a, b, len),
-            |be| be.zeros(len),
+            |placeholder| placeholder(len),
             |y| vec![In::finite("out", y, len)],
         )
     }
@@ -81,7 +81,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| vec![In::finite("a", a, len)],
             &|| format!("len {len}, alpha {alpha}"),
             |b| b.scale(a, alpha, len),
-            |b| b.zeros(len),
+            |placeholder| placeholder(len),
             |y| vec![In::finite("out", y, len)],
         )
     }
@@ -91,7 +91,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| vec![In::finite("x", x, rows * cols)],
             &|| format!("rows {rows}, cols {cols}"),
             |b| b.sum_rows(x, rows, cols),
-            |b| b.zeros(cols),
+            |placeholder| placeholder(cols),
             |y| vec![In::finite("out", y, cols)],
         )
     }
@@ -101,7 +101,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| vec![In::finite("x", x, len)],
             &|| format!("len {len}"),
             |b| b.sum_squares(x, len),
-            |b| b.zeros(1),
+            |placeholder| placeholder(1),
             |y| vec![In::ruled("out", y, 1, Rule::NonNegative)],
         )
     }
@@ -121,7 +121,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             },
             &|| format!("len {len}, {}", mask_shape(mask)),
             |b| b.dropout(x, mask, len, onto),
-            |b| b.zeros(len),
+            |placeholder| placeholder(len),
             |y| vec![In::finite("out", y, len)],
         )
     }
@@ -141,7 +141,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| matmul_inputs(a, b, dims, fused),
             &|| matmul_shape(&dims, fused),
             |be| be.matmul(a, b, dims, fused),
-            |be| MatmulOut { out: be.zeros(m * n), sums: fused.sum_rows.then(|| be.zeros(m)) },
+            |placeholder| MatmulOut { out: placeholder(m * n), sums: fused.sum_rows.then(|| placeholder(m)) },
             |y| {
                 let mut outs = vec![In::finite("out", &y.out, m * n)];
                 outs.extend(y.sums.iter().map(|sums| In::finite("sums", sums, m)));
@@ -155,7 +155,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| vec![In::whole("table", table)],
             &|| format!("n {n}, dim {dim}"),
             |b| b.embedding(table, ids, n, dim),
-            |b| b.zeros(n * dim),
+            |placeholder| placeholder(n * dim),
             |y| vec![In::finite("out", y, n * dim)],
         )
     }
@@ -172,7 +172,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| vec![In::finite("dout", dout, n * dim)],
             &|| format!("n {n}, table_rows {table_rows}, dim {dim}"),
             |b| b.embedding_backward(dout, ids, n, table_rows, dim),
-            |b| b.zeros(table_rows * dim),
+            |placeholder| placeholder(table_rows * dim),
             |y| vec![In::finite("dtable", y, table_rows * dim)],
         )
     }
@@ -199,7 +199,11 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             },
             &|| format!("rows {rows}, dim {dim}, eps {eps}"),
             |b| b.layer_norm(x, gamma, beta, rows, dim, eps),
-            |b| LayerNormOut { out: b.zeros(rows * dim), mean: b.zeros(rows), rstd: b.zeros(rows) },
+            |placeholder| LayerNormOut {
+                out: placeholder(rows * dim),
+                mean: placeholder(rows),
+                rstd: placeholder(rows),
+            },
             |y| {
                 vec![
                     In::finite("out", &y.out, rows * dim),
@@ -224,7 +228,11 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| layer_norm_backward_inputs(dout, x, gamma, saved, rows, dim, onto),
             &|| format!("rows {rows}, dim {dim}{}", if onto.is_some() { ", onto" } else { "" }),
             |b| b.layer_norm_backward(dout, x, gamma, saved, rows, dim, onto),
-            |b| LayerNormGrads { dx: b.zeros(rows * dim), dgamma: b.zeros(dim), dbeta: b.zeros(dim) },
+            |placeholder| LayerNormGrads {
+                dx: placeholder(rows * dim),
+                dgamma: placeholder(dim),
+                dbeta: placeholder(dim),
+            },
             |g| {
                 vec![
                     In::finite("dx", &g.dx, rows * dim),
@@ -240,7 +248,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| vec![In::finite("x", x, len)],
             &|| format!("len {len}"),
             |b| b.gelu(x, len),
-            |b| b.zeros(len),
+            |placeholder| placeholder(len),
             |y| vec![In::finite("out", y, len)],
         )
     }
@@ -250,7 +258,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| vec![In::finite("x", x, len), In::finite("dout", dout, len)],
             &|| format!("len {len}"),
             |b| b.gelu_backward(x, dout, len),
-            |b| b.zeros(len),
+            |placeholder| placeholder(len),
             |y| vec![In::finite("dx", y, len)],
         )
     }
@@ -277,9 +285,9 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             },
             &|| attention_shape(&dims, keep),
             |b| b.attention(q, k, v, dims, keep),
-            |b| AttentionOut {
-                out: b.zeros(values),
-                saved: (keep != AttentionKeep::Nothing).then(|| b.zeros(scores)),
+            |placeholder| AttentionOut {
+                out: placeholder(values),
+                saved: (keep != AttentionKeep::Nothing).then(|| placeholder(scores)),
             },
             |y| {
                 let saved = y.saved.iter().map(|saved| attention_saved(saved, keep, scores));
@@ -307,7 +315,11 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             },
             &|| attention_shape(&dims, keep),
             |b| b.attention_backward(dout, q, k, v, saved, dims, keep),
-            |b| AttentionGrads { dq: b.zeros(values), dk: b.zeros(values), dv: b.zeros(values) },
+            |placeholder| AttentionGrads {
+                dq: placeholder(values),
+                dk: placeholder(values),
+                dv: placeholder(values),
+            },
             |g| {
                 vec![
                     In::finite("dq", &g.dq, values),
@@ -332,7 +344,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             &|| vec![In::finite("logits", logits, rows * vocab)],
             &|| format!("rows {rows}, vocab {vocab}{}", if save { ", saving" } else { "" }),
             |b| b.cross_entropy(logits, targets, rows, vocab, save),
-            |b| CrossEntropyOut { loss: b.zeros(1), saved: None },
+            |placeholder| CrossEntropyOut { loss: placeholder(1), saved: None },
             |y| {
                 let mut outs = vec![In::ruled("loss", &y.loss, 1, Rule::NonNegative)];
                 outs.extend(y.saved.iter().map(|saved| In::whole("saved", saved)));
@@ -358,7 +370,7 @@ impl<B: Backend, H: Hook<B>> Backend for Hooked<B, H> {
             },
             &|| format!("rows {rows}, vocab {vocab}"),
             |b| b.cross_entropy_backward(logits, targets, saved, dloss, rows, vocab),
-            |b| b.zeros(rows * vocab),
+            |placeholder| placeholder(rows * vocab),
             |y| vec![In::finite("dlogits", y, rows * vocab)],
         )
     }

@@ -48,8 +48,8 @@ pub enum Effect {
 pub enum Flow {
     /// Run the op on the inner backend.
     Run,
-    /// Do not run it: its outputs are zeros of their documented sizes (a skipped
-    /// `attention` keeping state keeps a softmax's worth of zeros). Honoured for
+    /// Do not run it: its outputs are [`Hook::placeholder`]s of their documented sizes (a
+    /// skipped `attention` keeping state keeps a softmax's worth). Honoured for
     /// [`Effect::Computes`] ops only; any other op runs.
     Skip,
 }
@@ -102,6 +102,15 @@ pub trait Hook<B: Backend>: Clone + Debug + 'static {
     /// returned or wrote, built when called.
     fn after(&self, inner: &B, op: &Op<'_, B::Storage>, outputs: &dyn Fn() -> Vec<Operand<B::Storage>>) {
         let _ = (inner, op, outputs);
+    }
+
+    /// The output of `len` values of an op the hook skipped ([`Flow::Skip`]): by default
+    /// fresh zeros. Nothing may rely on its values (they belong to work being given up),
+    /// so a hook may hand the same buffer out again: the worker's does, because zeroing a
+    /// fresh buffer for every skipped op of a GPT-2-sized step takes longer in a tab than
+    /// the 200 ms that skipping is meant to keep a pause within.
+    fn placeholder(&self, inner: &B, len: usize) -> B::Storage {
+        inner.zeros(len)
     }
 
     /// An error that `read` and `flush` return instead of their own result
@@ -167,20 +176,21 @@ impl<B: Backend, H: Hook<B>> Hooked<B, H> {
         self.hook.after(&self.inner, &op, outputs);
     }
 
-    /// An op that returns fresh buffers (`Effect::Computes`): `skipped` makes its zeros when
-    /// the hook says [`Flow::Skip`].
+    /// An op that returns fresh buffers (`Effect::Computes`): `skipped` assembles its
+    /// result from the hook's placeholders ([`Hook::placeholder`], by length) when the hook
+    /// says [`Flow::Skip`].
     fn computes<R>(
         &self,
         name: &'static str,
         inputs: &dyn Fn() -> Vec<Operand<B::Storage>>,
         shape: &dyn Fn() -> String,
         run: impl FnOnce(&B) -> R,
-        skipped: impl FnOnce(&B) -> R,
+        skipped: impl FnOnce(&dyn Fn(usize) -> B::Storage) -> R,
         outputs: impl Fn(&R) -> Vec<Operand<B::Storage>>,
     ) -> R {
         let op = Op { name, effect: Effect::Computes, inputs, shape };
         if self.hook.before(&self.inner, &op) == Flow::Skip {
-            return skipped(&self.inner);
+            return skipped(&|len| self.hook.placeholder(&self.inner, len));
         }
         let result = run(&self.inner);
         self.hook.after(&self.inner, &op, &|| outputs(&result));
