@@ -276,7 +276,8 @@ export class TinyGPT {
 
   /**
    * LoRA: the GPT-2 folders `loadBase({url})` kept in this origin's storage: `{url, bytes,
-   * fetchedMs}` each.
+   * fetchedMs, complete}` each (`complete: false`: a write cut short, never read, listed so
+   * that `deleteBase(url)` can free its space).
    * @returns {Promise<import('./protocol.js').CachedBase[]>}
    */
   listBases() {
