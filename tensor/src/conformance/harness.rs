@@ -57,25 +57,6 @@ pub(crate) fn assert_same_bits(what: &str, got: &[f32], want: &[f32]) {
     }
 }
 
-/// [`assert_same_bits`] for a fused `onto + v` whose `v` ends in a product: WGSL lets a
-/// compiler contract that add into the multiply before it (NVIDIA's Vulkan driver does, on
-/// the H200 of issue 38; lavapipe and the CPU kernels do not), which changes the sum by at
-/// most one rounding of the larger addend. So each element must have the unfused bits or
-/// lie within `f32::EPSILON` of the larger of `|onto|` and `|v|` from them.
-pub(crate) fn assert_same_bits_or_contracted(what: &str, got: &[f32], want: &[f32], onto: &[f32]) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
-    let off = |(i, (&g, &w)): (usize, (&f32, &f32))| {
-        let larger = (onto[i] as f64).abs().max((w as f64 - onto[i] as f64).abs());
-        g.to_bits() != w.to_bits() && (g as f64 - w as f64).abs() > f32::EPSILON as f64 * larger
-    };
-    if let Some((i, _)) = got.iter().zip(want).enumerate().find(|&pair| off(pair)) {
-        panic!(
-            "{what}: [{i}] is {}, the unfused ops give {} (more than a contracted multiply-add)",
-            got[i], want[i]
-        );
-    }
-}
-
 /// [`assert_unchanged`] for each `(buffer, uploaded values, operand name)` of one op call,
 /// named `what` (the op and its shape).
 pub(crate) async fn assert_inputs_unchanged<B: Backend>(

@@ -1,9 +1,7 @@
 //! LayerNorm forward (output and saved statistics) and backward.
 
 use crate::conformance::finite_diff::check_gradient;
-use crate::conformance::harness::{
-    assert_inputs_unchanged, assert_same_bits, assert_same_bits_or_contracted, normal, read, weighted_sum,
-};
+use crate::conformance::harness::{assert_inputs_unchanged, assert_same_bits, normal, read, weighted_sum};
 use crate::conformance::reference::layers;
 use crate::conformance::Tolerance;
 use crate::{Backend, Precision, Rng};
@@ -99,9 +97,13 @@ pub async fn layer_norm_backward<B: Backend>(backend: &B, _precision: Precision)
     }
 }
 
-/// `layer_norm_backward_onto`: `dx` added onto `onto`, bit for bit what
-/// `layer_norm_backward` then `add` give on the same backend (and `dgamma`, `dbeta`
-/// unchanged), and close to the f64 reference.
+/// A handful of f32 roundings of terms of order one, for a fused result against the ops it
+/// fuses where a compiler may round their multiply-adds differently.
+const REROUNDED: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };
+
+/// `layer_norm_backward_onto`: `dx` added onto `onto`, what `layer_norm_backward` then
+/// `add` give on the same backend to a few roundings (see [`REROUNDED`]; `dgamma`, `dbeta`
+/// unchanged, bit for bit), and close to the f64 reference.
 pub async fn layer_norm_backward_onto<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0x1A70);
     for (rows, dim) in CASES {
@@ -115,7 +117,13 @@ pub async fn layer_norm_backward_onto<B: Backend>(backend: &B, _precision: Preci
         let plain = backend.layer_norm_backward(&udout, &ux, &ug, &saved, rows, dim, None);
         let dx = read(backend, &fused.dx, "dx").await;
         let unfused = read(backend, &backend.add(&uonto, &plain.dx, rows * dim), "dx then add").await;
-        assert_same_bits_or_contracted(&format!("{what} dx"), &dx, &unfused, &onto);
+        // A GPU compiler may contract dx's multiply-adds differently in the fused and the
+        // plain pipeline (WGSL allows it; NVIDIA's Vulkan driver does, on H100 and H200: a
+        // few units in the last place, e.g. 0.1297639 against 0.12976396), so dx must match
+        // its composition to a few roundings, not to the bit; lavapipe and the CPU kernels
+        // give the same bits. dgamma and dbeta, plain sums, stay bit for bit.
+        let unfused: Vec<f64> = unfused.iter().map(|&v| v as f64).collect();
+        REROUNDED.assert_close(&format!("{what} dx against dx then add"), &dx, &unfused);
         for (got, want, name) in
             [(&fused.dgamma, &plain.dgamma, "dgamma"), (&fused.dbeta, &plain.dbeta, "dbeta")]
         {
