@@ -39,6 +39,7 @@ mod compat;
 mod decode;
 mod encode;
 mod error;
+mod fallback;
 /// Fault injection for tests of stores and of code that saves (feature `test-util`).
 #[cfg(feature = "test-util")]
 mod fault;
@@ -73,6 +74,7 @@ pub use compat::check_compatible;
 pub use decode::LoadOptions;
 pub use encode::EncodedFile;
 pub use error::{CkptError, Result};
+pub use fallback::opfs_else_indexed_db;
 #[cfg(feature = "test-util")]
 pub use fault::{Fault, FaultyStore};
 pub use generations::{

@@ -21,6 +21,7 @@ pub use opfs::OpfsStore;
 pub use quota::{estimate, request_persistence, StorageEstimate};
 
 use crate::error::{CkptError, Result};
+use crate::fallback::opfs_else_indexed_db;
 use crate::memory::MemoryStore;
 use crate::store::{BlobInfo, BlobStore};
 
@@ -54,17 +55,10 @@ impl WebStore {
     /// `opfs` if it opened, else IndexedDB with the OPFS error; if neither opened, one error
     /// naming both reasons.
     async fn or_indexed_db(opfs: Result<OpfsStore>, name: &str) -> Result<(Self, Option<CkptError>)> {
-        let opfs_error = match opfs {
-            Ok(store) => return Ok((WebStore::Opfs(store), None)),
-            Err(e) => e,
-        };
-        match IdbStore::open(name).await {
-            Ok(store) => Ok((WebStore::Idb(store), Some(opfs_error))),
-            Err(idb_error) => Err(CkptError::Unavailable {
-                what: "browser storage".into(),
-                reason: format!("OPFS: {opfs_error}; IndexedDB: {idb_error}"),
-            }),
-        }
+        opfs_else_indexed_db(async { opfs.map(WebStore::Opfs) }, || async {
+            IdbStore::open(name).await.map(WebStore::Idb)
+        })
+        .await
     }
 
     /// OPFS directory `name` only, with no fallback.

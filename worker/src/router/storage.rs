@@ -5,7 +5,7 @@
 
 use std::rc::Rc;
 
-use tinygpt_ckpt::{BlobStore, CkptError};
+use tinygpt_ckpt::{opfs_else_indexed_db, BlobStore, CkptError};
 
 use crate::adapters::Adapters;
 use crate::base_cache::BaseCache;
@@ -51,16 +51,14 @@ pub async fn open<S: Storage>(
         StoreChoice::Memory => only(StoreKind::Memory).await,
         StoreChoice::Idb => only(StoreKind::Indexeddb).await,
         StoreChoice::Opfs => only(StoreKind::Opfs).await,
-        StoreChoice::Auto => match storage.open(StoreKind::Opfs, name).await {
-            Ok(store) => Ok((store, StoreKind::Opfs, None)),
-            Err(opfs_error) => match storage.open(StoreKind::Indexeddb, name).await {
-                Ok(store) => Ok((store, StoreKind::Indexeddb, Some(opfs_error))),
-                Err(idb_error) => Err(CkptError::Unavailable {
-                    what: "browser storage".into(),
-                    reason: format!("OPFS: {opfs_error}; IndexedDB: {idb_error}"),
-                }),
-            },
-        },
+        StoreChoice::Auto => opfs_else_indexed_db(storage.open(StoreKind::Opfs, name), || {
+            storage.open(StoreKind::Indexeddb, name)
+        })
+        .await
+        .map(|(store, passed_over)| {
+            let kind = if passed_over.is_some() { StoreKind::Indexeddb } else { StoreKind::Opfs };
+            (store, kind, passed_over)
+        }),
     };
     match opened {
         Ok((store, kind, passed_over)) => (Some((store, kind)), passed_over.map(|e| e.to_string())),
