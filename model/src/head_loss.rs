@@ -11,8 +11,10 @@
 use tinygpt_autograd::{Tape, Var};
 use tinygpt_tensor::{Backend, Indices};
 
-/// The most multiply-adds one chunk's head product may take: 2³¹, about 4.3 GFLOP, some
-/// 60–70 ms on two tab threads at the 128-bit SIMD kernel's speed, and under 30 ms natively.
+/// The most multiply-adds one chunk's head product may take: 2³¹, about 4.3 GFLOP. At the
+/// speed of a whole LoRA step at the GPT-2-124M shape (about 520 GFLOP: 7.8 s in the tab
+/// and 2.6 s natively on two threads, BENCHMARKS.md) that is some 65 ms and 21 ms: worked
+/// out from those steps, not timed chunk by chunk.
 pub const CHUNK_MULTIPLY_ADDS: usize = 1 << 31;
 
 /// Rows per chunk for a head of `vocab × width` over `rows` rows: as many as

@@ -97,13 +97,9 @@ pub async fn layer_norm_backward<B: Backend>(backend: &B, _precision: Precision)
     }
 }
 
-/// A handful of f32 roundings of terms of order one, for a fused result against the ops it
-/// fuses where a compiler may round their multiply-adds differently.
-const REROUNDED: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };
-
 /// `layer_norm_backward_onto`: `dx` added onto `onto`, what `layer_norm_backward` then
-/// `add` give on the same backend to a few roundings (see [`REROUNDED`]; `dgamma`, `dbeta`
-/// unchanged, bit for bit), and close to the f64 reference.
+/// `add` give on the same backend to a few roundings ([`Tolerance::REROUNDED`]; `dgamma`
+/// and `dbeta` unchanged, bit for bit), and close to the f64 reference.
 pub async fn layer_norm_backward_onto<B: Backend>(backend: &B, _precision: Precision) {
     let mut rng = Rng::new(0x1A70);
     for (rows, dim) in CASES {
@@ -123,7 +119,7 @@ pub async fn layer_norm_backward_onto<B: Backend>(backend: &B, _precision: Preci
         // its composition to a few roundings, not to the bit; lavapipe and the CPU kernels
         // give the same bits. dgamma and dbeta, plain sums, stay bit for bit.
         let unfused: Vec<f64> = unfused.iter().map(|&v| v as f64).collect();
-        REROUNDED.assert_close(&format!("{what} dx against dx then add"), &dx, &unfused);
+        Tolerance::REROUNDED.assert_close(&format!("{what} dx against dx then add"), &dx, &unfused);
         for (got, want, name) in
             [(&fused.dgamma, &plain.dgamma, "dgamma"), (&fused.dbeta, &plain.dbeta, "dbeta")]
         {
