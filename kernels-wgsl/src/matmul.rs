@@ -296,7 +296,7 @@ fn matmul_defines(v: Variant, g: &Gemm) -> String {
          const TN: u32 = {}u;\nconst TRANS_A: bool = {};\nconst TRANS_B: bool = {};\n\
          const CHECKED: bool = {checked};\nconst SPLIT_K: u32 = {split}u;\nconst CAUSAL: u32 = {}u;\n\
          const DOUBLE_BUFFER: bool = {double_buffer};\nconst VEC4: bool = {vec4};\n\
-         const ROW_SUMS: bool = {row_sums};\n{bias_fn}\n{row_sum_fns}\n{operands}\n{narrow_fns}",
+         const ROW_SUMS: bool = {row_sums};\nconst NARROWS: bool = {narrow};\n{bias_fn}\n{row_sum_fns}\n{operands}\n{narrow_fns}",
         tile.bm, tile.bn, tile.bk, tile.tm, tile.tn, g.trans_a, g.trans_b, g.causal as u32,
     )
 }

@@ -98,7 +98,11 @@ fn every_path_rounds_exactly_the_inputs_of_the_products() {
                             x.matmul(&ua, &ub, dims, MatmulFused { sum_rows: true, ..MatmulFused::none() });
                         (o.out, o.sums.unwrap())
                     };
-                    tol.assert_close(&format!("{what} matmul_sum_rows"), &read(&x, &out), &want);
+                    let with_sums = read(&x, &out);
+                    tol.assert_close(&format!("{what} matmul_sum_rows"), &with_sums, &want);
+                    // The workgroups that sum rows stage op(A) as stored and narrow it after
+                    // the sums: the product must still be the plain one's, bit for bit.
+                    assert_eq!(with_sums, plain, "{what}: the product with row sums must be the plain one's");
                     let f_sums = read(
                         &f,
                         &{

@@ -26,7 +26,7 @@
 //   prior [m, n] at binding 4 for `matmul` with `onto`, or v) and the operands' bindings a (1) and b
 //   (2) with their readers `a_at(i)`, `b_at(i)` (the value at i) and `a4_at(v)`,
 //   `b4_at(v)` (values 4v..4v+3): arrays of f32, or of vec4 with VEC4; and the precision's
-//   `narrow(v: vec4<f32>)`, `narrow1(v: f32)` (below).
+//   `narrow(v: vec4<f32>)`, `narrow1(v: f32)` (below), with NARROWS whether they round.
 //
 // Precision: `narrow` and `narrow1` are the identity in f32 (the f32 variants compute what
 // they always did, bit for bit) and round to the nearest f16 in mixed (on the f32's bits:
@@ -187,28 +187,33 @@ const B_VLOADS: u32 = max((B_VECS + THREADS - 1u) / THREADS, 1u);
 // vec4s along one stored row's depths (at least 1: matmul_direct's constants have BK = 1).
 const BK4: u32 = max(BK / 4u, 1u);
 
-// op(A) as it goes into a stage: narrowed there, except with ROW_SUMS, whose sums read the
-// stage and must add the stored values; then the product narrows op(A) as it reads it
-// (`product_a`), after the sums took theirs. op(B) is always narrowed at the stage.
-fn stage_a(v: vec4<f32>) -> vec4<f32> {
-    if (ROW_SUMS) {
+// op(A) as it goes into a stage: narrowed there, except in a workgroup that sums rows of
+// a product that narrows (`raw`: ROW_SUMS and NARROWS, the first column of tiles), whose
+// sums read the stage and must add the stored values; that workgroup narrows its stage in
+// place once the sums took theirs (`narrow_a_tile`), so every product reads the same
+// narrowed values and none narrows in its hot loop (which made mixed's weight gradients,
+// `tn` with the bias gradient's row sums, a third of f32's speed on the H200). op(B) is
+// always narrowed at the stage.
+fn stage_a(v: vec4<f32>, raw: bool) -> vec4<f32> {
+    if (raw) {
         return v;
     }
     return narrow(v);
 }
 
-fn stage_a1(v: f32) -> f32 {
-    if (ROW_SUMS) {
+fn stage_a1(v: f32, raw: bool) -> f32 {
+    if (raw) {
         return v;
     }
     return narrow1(v);
 }
 
-fn product_a(v: vec4<f32>) -> vec4<f32> {
-    if (ROW_SUMS) {
-        return narrow(v);
+// Narrows the half of op(A)'s tile at a_half in place, the workgroup's invocations taking
+// every THREADS-th vec4 (the pads too: nothing reads them).
+fn narrow_a_tile(lid: u32, a_half: u32) {
+    for (var i = lid; i < BK * A_ROW; i += THREADS) {
+        a_tile[a_half + i] = narrow(a_tile[a_half + i]);
     }
-    return v;
 }
 
 // (row i, depth kk) of the first value of op(A)'s stage vec4 e.
@@ -235,7 +240,8 @@ struct Stage {
     b4: array<vec4<f32>, B_VLOADS>,
 }
 
-fn fetch_stage(lid: u32, m0: u32, n0: u32, k0: u32) -> Stage {
+// `raw_a`: op(A) staged as stored (see `stage_a`).
+fn fetch_stage(lid: u32, m0: u32, n0: u32, k0: u32, raw_a: bool) -> Stage {
     var st: Stage;
     if (VEC4) {
         for (var l = 0u; l < A_VLOADS; l++) {
@@ -245,9 +251,9 @@ fn fetch_stage(lid: u32, m0: u32, n0: u32, k0: u32) -> Stage {
                 let i = m0 + s.x;
                 let kk = k0 + s.y;
                 if (TRANS_A) {
-                    st.a4[l] = stage_a(a4_at((a_base + kk * p.lda + i) / 4u));
+                    st.a4[l] = stage_a(a4_at((a_base + kk * p.lda + i) / 4u), raw_a);
                 } else {
-                    st.a4[l] = stage_a(a4_at((a_base + i * p.lda + kk) / 4u));
+                    st.a4[l] = stage_a(a4_at((a_base + i * p.lda + kk) / 4u), raw_a);
                 }
             }
         }
@@ -268,7 +274,7 @@ fn fetch_stage(lid: u32, m0: u32, n0: u32, k0: u32) -> Stage {
     }
     for (var l = 0u; l < A_LOADS; l++) {
         let s = a_slot(lid + l * THREADS);
-        st.a[l] = stage_a1(load_a(m0 + s.x, k0 + s.y));
+        st.a[l] = stage_a1(load_a(m0 + s.x, k0 + s.y), raw_a);
     }
     for (var l = 0u; l < B_LOADS; l++) {
         let s = b_slot(lid + l * THREADS);
@@ -344,8 +350,11 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     }
     // ROW_SUMS (see the top): invocation lid of the first column tile adds up rows
     // lid + s·THREADS of each stage of op(A) from workgroup memory, outside the product's
-    // own loop (a register or two, no branch in the hot loop).
+    // own loop (a register or two, no branch in the hot loop). Where products narrow, that
+    // workgroup stages op(A) as stored (`raw_a`, the same for all its invocations) and
+    // narrows it after the sums.
     let sums_here = ROW_SUMS && wid.x == 0u && lid < BM;
+    let raw_a = ROW_SUMS && NARROWS && wid.x == 0u;
     var row_sum: array<f32, SUM_ROWS>;
     for (var s = 0u; s < SUM_ROWS; s++) {
         row_sum[s] = 0.0;
@@ -354,7 +363,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     // This invocation's share of the stage at k_begin (none when k is empty).
     var next: Stage;
     if (k_begin < k_end) {
-        next = fetch_stage(lid, m0, n0, k_begin);
+        next = fetch_stage(lid, m0, n0, k_begin, raw_a);
     }
 
     // The half of the tiles this stage uses (always 0 without DOUBLE_BUFFER).
@@ -367,7 +376,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         // The next stage's loads are in flight while this one is multiplied.
         let k1 = k0 + BK;
         if (k1 < k_end) {
-            next = fetch_stage(lid, m0, n0, k1);
+            next = fetch_stage(lid, m0, n0, k1, raw_a);
         }
         if (sums_here) {
             for (var s = 0u; s < SUM_ROWS; s++) {
@@ -379,12 +388,17 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
                 }
             }
         }
+        if (raw_a) {
+            workgroupBarrier();
+            narrow_a_tile(lid, a_half);
+            workgroupBarrier();
+        }
 
         for (var kk = 0u; kk < BK; kk++) {
             var av: array<vec4<f32>, RM>;
             var bv: array<vec4<f32>, RN>;
             for (var r4 = 0u; r4 < RM; r4++) {
-                av[r4] = product_a(a_tile[a_half + kk * A_ROW + r4 * TY_N + ty]);
+                av[r4] = a_tile[a_half + kk * A_ROW + r4 * TY_N + ty];
             }
             for (var c4 = 0u; c4 < RN; c4++) {
                 bv[c4] = b_tile[b_half + kk * B_ROW + c4 * TX_N + tx];
