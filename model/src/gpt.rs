@@ -25,6 +25,9 @@ pub struct Gpt<B: Backend> {
     trainable: Vec<bool>,
     /// Each parameter's position in the canonical list, by its typed place (built once).
     parts: GptParts<usize>,
+    /// The most multiply-adds one head product of the training loss may take (None: the
+    /// head whole); see [`crate::head_loss`].
+    head_chunk_budget: Option<usize>,
 }
 
 /// Adds a learned term to chosen linears' outputs (LoRA: `(alpha/r)·(x·Aᵀ)·Bᵀ`), composed
@@ -57,7 +60,7 @@ impl<B: Backend> Gpt<B> {
         }
         let trainable = vec![true; params.len()];
         let parts = GptParts::indices(&config);
-        Ok(Gpt { config, params, trainable, parts })
+        Ok(Gpt { config, params, trainable, parts, head_chunk_budget: None })
     }
 
     /// A freshly initialised model (see [`Params::init`]); the config is validated first.
@@ -85,6 +88,18 @@ impl<B: Backend> Gpt<B> {
     /// Which parameters train (one flag per tensor, canonical order).
     pub fn trainable(&self) -> &[bool] {
         &self.trainable
+    }
+
+    /// Cuts the training loss's head into row chunks of at most `multiply_adds` each (None:
+    /// the head whole, the default): for a caller that can give a step up only between ops,
+    /// as the worker does for `pause` and `stop` ([`crate::head_loss`]).
+    pub fn set_head_chunk_budget(&mut self, multiply_adds: Option<usize>) {
+        self.head_chunk_budget = multiply_adds;
+    }
+
+    /// The head's chunk budget ([`Gpt::set_head_chunk_budget`]).
+    pub fn head_chunk_budget(&self) -> Option<usize> {
+        self.head_chunk_budget
     }
 
     /// Freezes (`false`) or unfreezes the named parameter. Unknown names are an error.
@@ -272,12 +287,12 @@ impl<B: Backend> Gpt<B> {
                 trained.extend(adapter.tensors().iter().map(|t| tape.leaf(t, true)));
                 let delta = adapter.delta(trained);
                 let x = self.hidden(tape, &base, inputs, batch, seq, draw, Some(&delta));
-                head_cross_entropy(tape, &x, &base[table], targets)
+                head_cross_entropy(tape, &x, &base[table], targets, self.head_chunk_budget)
             }
             None => {
                 self.leaves_into(tape, trained);
                 let x = self.hidden(tape, trained, inputs, batch, seq, draw, None);
-                head_cross_entropy(tape, &x, &trained[table], targets)
+                head_cross_entropy(tape, &x, &trained[table], targets, self.head_chunk_budget)
             }
         }
     }

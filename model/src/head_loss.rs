@@ -1,35 +1,46 @@
 //! The loss at the end of the forward pass: the tied output head `logits = x · wteᵀ` and the
-//! mean next-token cross-entropy, computed a chunk of rows at a time when the head is large.
+//! mean next-token cross-entropy, computed whole or a chunk of rows at a time.
 //!
 //! Why chunks: with GPT-2's vocabulary the head is by far the largest op of a step (1,024
 //! rows × 768 × 50,257 is 79 GFLOP forward and as much again backward: over a second each in
 //! a tab), and the worker can give a step up for `pause` or `stop` only between ops (its
 //! `abandon` module). Cut into chunks of at most [`CHUNK_MULTIPLY_ADDS`], every head op ends
-//! within tens of milliseconds. A byte-vocabulary model's head is small enough to be one
-//! chunk, so it takes exactly the ops it took before (one product, one cross-entropy).
+//! within tens of milliseconds. The chunks are the caller's choice ([`crate::Gpt::set_head_chunk_budget`]):
+//! the worker asks for them; a native run, which gives no step up, takes the head whole,
+//! because a chunk of a few dozen rows re-reads the whole table for few rows and ran the
+//! GPT-2-124M LoRA step some 10% slower on two native threads (docs/benchmarks-log.md).
+//! A byte-vocabulary model's head is one chunk either way.
 
 use tinygpt_autograd::{Tape, Var};
 use tinygpt_tensor::{Backend, Indices};
 
-/// The most multiply-adds one chunk's head product may take: 2³¹, about 4.3 GFLOP. At the
-/// speed of a whole LoRA step at the GPT-2-124M shape (about 520 GFLOP: 7.8 s in the tab
-/// and 2.6 s natively on two threads, BENCHMARKS.md) that is some 65 ms and 21 ms: worked
-/// out from those steps, not timed chunk by chunk.
+/// The chunk budget the worker sets: at most 2³¹ multiply-adds (about 4.3 GFLOP) a chunk's
+/// head product. At the speed of a whole LoRA step at the GPT-2-124M shape (about 520 GFLOP:
+/// 7.8 s in the tab, BENCHMARKS.md) that is some 65 ms: worked out from that step, not timed
+/// chunk by chunk.
 pub const CHUNK_MULTIPLY_ADDS: usize = 1 << 31;
 
-/// Rows per chunk for a head of `vocab × width` over `rows` rows: as many as
-/// [`CHUNK_MULTIPLY_ADDS`] allows, at least one, at most all.
-pub fn head_chunk_rows(rows: usize, width: usize, vocab: usize) -> usize {
-    (CHUNK_MULTIPLY_ADDS / (width * vocab).max(1)).clamp(1, rows.max(1))
+/// Rows per chunk for a head of `vocab × width` over `rows` rows: as many as `budget`
+/// multiply-adds allow, at least one, at most all.
+pub fn head_chunk_rows(rows: usize, width: usize, vocab: usize, budget: usize) -> usize {
+    (budget / (width * vocab).max(1)).clamp(1, rows.max(1))
 }
 
 /// Mean cross-entropy of `x · tableᵀ` (`x` `[.., C]` with one row per target, `table`
-/// `[V, C]`) against `targets`, in chunks of [`head_chunk_rows`] rows: each chunk's mean,
-/// weighted by its share of the rows, summed. The same value and gradients as one product
-/// and one cross-entropy, up to the order of the sums.
-pub fn head_cross_entropy<B: Backend>(tape: &Tape<B>, x: &Var<B>, table: &Var<B>, targets: &[u32]) -> Var<B> {
-    let (vocab, width) = (table.value().dims()[0], table.value().dims()[1]);
-    head_cross_entropy_in_chunks(tape, x, table, targets, head_chunk_rows(targets.len(), width, vocab))
+/// `[V, C]`) against `targets`: whole (`budget` None), or in chunks of [`head_chunk_rows`]
+/// rows within `budget` multiply-adds, each chunk's mean weighted by its share of the rows
+/// and summed. The same value and gradients as one product and one cross-entropy, up to the
+/// order of the sums.
+pub fn head_cross_entropy<B: Backend>(
+    tape: &Tape<B>,
+    x: &Var<B>,
+    table: &Var<B>,
+    targets: &[u32],
+    budget: Option<usize>,
+) -> Var<B> {
+    let (vocab, width, rows) = (table.value().dims()[0], table.value().dims()[1], targets.len());
+    let chunk = budget.map_or(rows, |budget| head_chunk_rows(rows, width, vocab, budget));
+    head_cross_entropy_in_chunks(tape, x, table, targets, chunk)
 }
 
 /// [`head_cross_entropy`] in chunks of `chunk` rows (the last may have fewer); one chunk of

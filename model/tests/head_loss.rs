@@ -44,18 +44,62 @@ fn chunks_give_the_value_and_gradients_of_one_product() {
 }
 
 #[test]
-fn only_a_large_head_is_cut() {
+fn only_a_large_head_is_cut_by_the_workers_budget() {
     // Every preset's byte vocabulary, and nanoGPT's Shakespeare recipe (65 characters):
     // one chunk, the ops as before.
     for p in Preset::all() {
         let rows = p.batch_size * p.model.context_length;
-        assert_eq!(head_chunk_rows(rows, p.model.d_model, p.model.vocab_size), rows, "{}", p.name);
+        assert_eq!(
+            head_chunk_rows(rows, p.model.d_model, p.model.vocab_size, CHUNK_MULTIPLY_ADDS),
+            rows,
+            "{}",
+            p.name
+        );
     }
-    assert_eq!(head_chunk_rows(64 * 256, 384, 65), 64 * 256);
+    assert_eq!(head_chunk_rows(64 * 256, 384, 65, CHUNK_MULTIPLY_ADDS), 64 * 256);
     // GPT-2-124M at batch 4 × 256: 55 rows of 768 × 50,257 a chunk, each under the bound.
-    let rows = head_chunk_rows(4 * 256, 768, 50_257);
+    let rows = head_chunk_rows(4 * 256, 768, 50_257, CHUNK_MULTIPLY_ADDS);
     assert_eq!(rows, 55);
     assert!(rows * 768 * 50_257 <= CHUNK_MULTIPLY_ADDS);
     assert!((rows + 1) * 768 * 50_257 > CHUNK_MULTIPLY_ADDS);
-    assert_eq!(head_chunk_rows(3, 1 << 20, 1 << 20), 1, "at least a row");
+    assert_eq!(head_chunk_rows(3, 1 << 20, 1 << 20, CHUNK_MULTIPLY_ADDS), 1, "at least a row");
+}
+
+/// A model takes its head whole unless a caller sets a budget, and a budget changes the
+/// chunks, not the loss or the gradients (the tolerance of the test above).
+#[test]
+fn a_models_chunk_budget_changes_no_loss_or_gradient() {
+    let b = CpuBackend::new(1);
+    let config = tinygpt_model::ModelConfig {
+        context_length: 5,
+        n_layers: 1,
+        n_heads: 2,
+        d_model: 8,
+        d_mlp: 16,
+        ..tinygpt_model::ModelConfig::reference()
+    };
+    let mut model = tinygpt_model::Gpt::init(&b, config, &mut Rng::new(3)).unwrap();
+    assert_eq!(model.head_chunk_budget(), None, "native callers take the head whole");
+    let inputs: Vec<u32> = (0..10).map(|i| (i * 37 % 256) as u32).collect();
+    let targets: Vec<u32> = (0..10).map(|i| (i * 91 % 256) as u32).collect();
+    let run = |model: &tinygpt_model::Gpt<CpuBackend>| {
+        let tape = Tape::new();
+        let mut vars = Vec::new();
+        let ids = tinygpt_tensor::Indices::new(&b, &inputs);
+        let loss = model.loss_into(&tape, None, &ids, &targets, 2, 5, None, &mut vars);
+        let grads = tape.backward(&loss);
+        let mut out = loss.value().to_vec().unwrap();
+        for v in &vars {
+            out.extend(grads.get(v).unwrap().to_vec().unwrap());
+        }
+        out
+    };
+    let whole = run(&model);
+    // 3 rows of 8 × 256 a chunk: chunks of 3, 3, 3 and 1 rows.
+    model.set_head_chunk_budget(Some(3 * 8 * 256));
+    let chunked = run(&model);
+    assert_eq!(whole.len(), chunked.len());
+    for (i, (a, c)) in whole.iter().zip(&chunked).enumerate() {
+        assert!((a - c).abs() <= 1e-6 + 1e-5 * a.abs(), "value {i}: whole {a}, chunked {c}");
+    }
 }

@@ -28,6 +28,7 @@ use std::rc::Rc;
 
 use serde_json::{Map, Value};
 use tinygpt_ckpt::{AdapterCheckpoint, BaseRef};
+use tinygpt_model::head_loss::CHUNK_MULTIPLY_ADDS;
 use tinygpt_model::{Dataset, Gpt, ModelConfig, SampleConfig, Tokenizer};
 use tinygpt_optim::{Overrides, Recipe, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Backend, Precision};
@@ -227,11 +228,14 @@ impl<B: Backend> Session<B> {
     /// `runStarted` (with the history so far), `status`.
     pub fn install(
         &mut self,
-        trainer: Trainer<B>,
+        mut trainer: Trainer<B>,
         checkpoint_id: Option<String>,
         state: RunState,
         now_ms: f64,
     ) -> Vec<OutMessage> {
+        // A step is given up only between ops: a GPT-2 vocabulary's head takes tens of
+        // milliseconds a chunk rather than seconds whole (`tinygpt_model::head_loss`).
+        trainer.model_mut().set_head_chunk_budget(Some(CHUNK_MULTIPLY_ADDS));
         let rows_per_part =
             unit_rows(trainer.model().config(), trainer.config().batch_size, self.abandons_units());
         let step = trainer.progress().step;

@@ -143,6 +143,20 @@ fn a_message_waiting_before_a_tick_is_answered_before_any_work() {
     assert_eq!(s.run().unwrap().step(), 1);
 }
 
+/// The worker gives steps up only between ops, so every run it installs (`Session::install`)
+/// take a large vocabulary's head in chunks (`tinygpt_model::head_loss`); a model on its own
+/// takes it whole.
+#[test]
+fn the_worker_cuts_the_head_into_chunks() {
+    let page = Rc::new(Page::default());
+    let mut s = session(&page);
+    s.start(request(), shakespeare(), 0.0).unwrap();
+    let model = s.run().unwrap().trainer().model();
+    assert_eq!(model.head_chunk_budget(), Some(tinygpt_model::head_loss::CHUNK_MULTIPLY_ADDS));
+    let alone = tinygpt_model::Gpt::new(model.config().clone(), model.params().clone()).unwrap();
+    assert_eq!(alone.head_chunk_budget(), None);
+}
+
 #[test]
 fn without_a_counter_steps_are_taken_in_row_parts() {
     let s = Session::abandonable(CpuBackend::new(1), EngineKind::Wasm, Rc::new(Abandon::never()));
