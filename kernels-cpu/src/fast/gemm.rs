@@ -64,9 +64,15 @@ const MAX_TILE: usize = 512;
 /// the FMA peak) and `1024x256x1024:tn` from 94 to 104. Other strides (m = 192, 256, 576,
 /// 768) were level or slower packed (`matmul_bench`, docs/benchmarks-log.md).
 const ALIASED_STRIDE: usize = 512;
-/// Rows and columns of a [`Split::Deep`] piece: a multiple of every variant's `mr` and `nr`
-/// (and so is its half, which [`deep_piece`] takes to make at least [`DEEP_PIECES`]).
-const DEEP_SIDE: usize = 192;
+/// Rows and columns of a [`Split::Deep`] piece: multiples of every variant's `mr` and `nr`,
+/// and so are the halves [`deep_piece`] takes (down to [`DEEP_COLS`] rows) to make at least
+/// [`DEEP_PIECES`]. 384 rows, not 192: B, packed per piece and k slice, is read and packed
+/// half as often, and A's 384-row slice (384 KiB) and C's block (288 KiB) still sit in a
+/// 1-2 MiB L2 beside it. GPT-2's head ran 6-13% faster that way on two threads (1024 rows ×
+/// 768 × 50,257, both ways round; `matmul_bench`, alternated, docs/benchmarks-log.md), its
+/// blocks' products level within the noise.
+const DEEP_ROWS: usize = 384;
+const DEEP_COLS: usize = 192;
 const DEEP_PIECES: usize = 4;
 /// Past this many values of op(B) (2 MiB: a core's L2 on the dev VM's Xeon), a long-k
 /// matmul takes [`Split::Deep`] rather than sharing one packed B that L2 cannot hold.
@@ -140,13 +146,13 @@ enum Split {
     /// `MC`-row pieces of `NC` (or `NC_WIDE`) columns, all reading op(B) packed once per
     /// call: the packed B stays in L2 and its packing is shared by every row block.
     Rows,
-    /// Pieces of up to `DEEP_SIDE`² (see [`deep_piece`]), each packing its own block of op(B)
+    /// Pieces of up to `DEEP_ROWS × DEEP_COLS` (see [`deep_piece`]), each packing its own block of op(B)
     /// per k slice. For a long k and a wide B (a wide layer's weight gradient, k = batch ×
     /// context), whose packed copy L2 cannot hold: `MC`-row pieces then streamed all of it
     /// from L3 once per 48 rows, after a pass that packed (and zero-filled) it, and two
     /// threads scaled poorly (fc_out's weight gradient at `large`, 192×768×1536, ran at 0.38
-    /// of the 2-core FMA peak). A deep piece reads op(B) once per `DEEP_SIDE` rows of C and
-    /// op(A) once per `DEEP_SIDE` columns, packing each block just before using it from L2.
+    /// of the 2-core FMA peak). A deep piece reads op(B) once per `DEEP_ROWS` rows of C and
+    /// op(A) once per `DEEP_COLS` columns, packing each block just before using it from L2.
     Deep,
 }
 
@@ -273,12 +279,13 @@ fn few_rows_piece(m: usize, n: usize, nc: usize, nr: usize) -> (usize, usize) {
     (rows, cols)
 }
 
-/// Rows × columns of a deep piece: [`DEEP_SIDE`] square, the longer side (rows first)
-/// halved while C would have fewer than [`DEEP_PIECES`] pieces.
+/// Rows × columns of a deep piece: [`DEEP_ROWS`] × [`DEEP_COLS`], the rows halved (down to
+/// `DEEP_COLS / 2`) and then the columns halved once while C would have fewer than
+/// [`DEEP_PIECES`] pieces.
 fn deep_piece(m: usize, n: usize) -> (usize, usize) {
-    let (mut rows, mut cols) = (DEEP_SIDE, DEEP_SIDE);
+    let (mut rows, mut cols) = (DEEP_ROWS, DEEP_COLS);
     let pieces = |rows: usize, cols: usize| m.div_ceil(rows) * n.div_ceil(cols);
-    if pieces(rows, cols) < DEEP_PIECES && m > DEEP_SIDE / 2 {
+    while pieces(rows, cols) < DEEP_PIECES && rows > DEEP_COLS / 2 && m > DEEP_COLS / 2 {
         rows /= 2;
     }
     if pieces(rows, cols) < DEEP_PIECES {
@@ -759,6 +766,7 @@ mod tests {
                 (37, 1000, 45),
                 (70, 300, 96),
                 (512, 300, 40),
+                (800, 300, 200),
             ] {
                 let a: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
                 let b: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
