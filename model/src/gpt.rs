@@ -33,9 +33,16 @@ pub struct Gpt<B: Backend> {
 /// Adds a learned term to chosen linears' outputs (LoRA: `(alpha/r)·(x·Aᵀ)·Bᵀ`), composed
 /// from tape ops so it runs, and back-propagates, on every backend.
 pub trait LinearDelta<B: Backend> {
-    /// The term added to `kind`'s output in block `layer` for input `x` (`[B, T, in]` →
-    /// `[B, T, out]`), or `None` where this linear is left as it is.
-    fn delta(&self, tape: &Tape<B>, layer: usize, kind: LinearKind, x: &Var<B>) -> Option<Var<B>>;
+    /// `y` (`kind`'s output in block `layer`, `[B, T, out]`) plus the term for its input `x`
+    /// (`[B, T, in]`), or `None` where this linear is left as it is.
+    fn add_onto(
+        &self,
+        tape: &Tape<B>,
+        layer: usize,
+        kind: LinearKind,
+        x: &Var<B>,
+        y: &Var<B>,
+    ) -> Option<Var<B>>;
 }
 
 /// One forward pass on a tape: the logits and the tape vars of every parameter
@@ -330,21 +337,19 @@ impl<B: Backend> BlockVars<'_, B> {
     fn linear(&self, x: &Var<B>, kind: LinearKind) -> Var<B> {
         let Linear { weight, bias } = self.block.linear(kind);
         let y = self.tape.linear(x, &self.params[*weight], Some(&self.params[*bias]));
-        match self.delta.and_then(|d| d.delta(self.tape, self.layer, kind, x)) {
-            Some(term) => self.tape.add(&y, &term),
-            None => y,
-        }
+        self.adapted(x, y, kind)
     }
 
-    /// `stream + linear(x)`: without adapters, added in the product's last pass
-    /// ([`Tape::linear_onto`]: a whole pass over the stream fewer, twice a block, with the
-    /// same bits). With them, [`BlockVars::linear`] then an add, so the adapter's ops keep
-    /// their place on the tape and its gradients their order of additions.
+    /// `stream + linear(x)`, added in the product's last pass ([`Tape::linear_onto`]: a
+    /// whole pass over the stream fewer, twice a block, with the same bits).
     fn linear_onto(&self, stream: &Var<B>, x: &Var<B>, kind: LinearKind) -> Var<B> {
-        if self.delta.is_some() {
-            return self.tape.add(stream, &self.linear(x, kind));
-        }
         let Linear { weight, bias } = self.block.linear(kind);
-        self.tape.linear_onto(stream, x, &self.params[*weight], Some(&self.params[*bias]))
+        let y = self.tape.linear_onto(stream, x, &self.params[*weight], Some(&self.params[*bias]));
+        self.adapted(x, y, kind)
+    }
+
+    /// `y` plus the adapter's term for `kind`'s input `x`, where it has one.
+    fn adapted(&self, x: &Var<B>, y: Var<B>, kind: LinearKind) -> Var<B> {
+        self.delta.and_then(|d| d.add_onto(self.tape, self.layer, kind, x, &y)).unwrap_or(y)
     }
 }
