@@ -137,6 +137,8 @@ thread_local! {
     static PACKED_A: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// Each thread's packed `KC ×` piece-width block of op(B), for [`PanelsOfB::Own`].
     static PIECE_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The transposed C of [`thin_matmul`], kept for the same reason.
+    static THIN_C: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// How [`matmul`] cuts C into parallel pieces. Either way every output gets the same sums in
@@ -179,7 +181,42 @@ pub(crate) fn matmul(
     onto: Option<&[f32]>,
     dims: MatmulDims,
 ) {
+    if bias.is_none() && dims.n < kernel.nr && dims.m >= kernel.nr {
+        return thin_matmul(kernel, par, c, a, b, onto, dims);
+    }
     matmul_split(kernel, par, c, a, b, bias, onto, dims, Split::for_dims(dims))
+}
+
+/// A C narrower than one `nr`-column panel but with many rows (a LoRA adapter's rank-8
+/// products: `x · Aᵀ` and the gradients of `x · Aᵀ` and of B, 1,024 × 8 at GPT-2's shape),
+/// computed as its transpose `Cᵀ = op(B)ᵀ · op(A)ᵀ` into a scratch and then transposed
+/// into C. Every tile of C itself would be an edge tile using `n` of its `nr` columns (8 of
+/// 32 with AVX-512); Cᵀ's `m` columns fill whole panels. The same bits as [`matmul_split`]:
+/// each output is the same multiply-adds (`b·a` for `a·b`, the same exact product) from
+/// zero in ascending `p`, and `onto` is added once to the finished sum.
+fn thin_matmul(
+    kernel: &Microkernel,
+    par: &Parallel,
+    c: &mut [f32],
+    a: &[f32],
+    b: &[f32],
+    onto: Option<&[f32]>,
+    dims: MatmulDims,
+) {
+    let MatmulDims { m, k, n, trans_a, trans_b } = dims;
+    crate::kernels::matmul::check_operands(c, a, b, None, dims);
+    assert!(onto.is_none_or(|onto| onto.len() == m * n));
+    let flipped = MatmulDims { m: n, k, n: m, trans_a: !trans_b, trans_b: !trans_a };
+    let mut c_t = THIN_C.take();
+    let c_t_slice = at_least(&mut c_t, n * m);
+    matmul_split(kernel, par, c_t_slice, b, a, None, None, flipped, Split::for_dims(flipped));
+    for (i, row) in c.chunks_exact_mut(n).enumerate() {
+        for (j, out) in row.iter_mut().enumerate() {
+            let sum = c_t_slice[j * m + i];
+            *out = onto.map_or(sum, |onto| onto[i * n + j] + sum);
+        }
+    }
+    THIN_C.set(c_t);
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -794,6 +831,34 @@ mod tests {
                                 "{dims:?} [{i}]: {got} against {want}"
                             );
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A thin C (fewer columns than a panel, many rows) computed as its transpose has the
+    /// bits of the plain split, with and without `onto`, in every layout and across k slices.
+    #[test]
+    fn thin_products_give_the_bits_of_the_plain_split() {
+        let par = Parallel::Inline;
+        let mut rng = tinygpt_tensor::Rng::new(13);
+        for kernel in kernels() {
+            for (m, k, n) in [(1024, 768, 8), (100, 300, 3), (kernel.nr, 5, kernel.nr - 1), (70, 0, 4)] {
+                if n >= kernel.nr || m < kernel.nr {
+                    continue;
+                }
+                let a: Vec<f32> = (0..m * k).map(|_| rng.normal() as f32).collect();
+                let b: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
+                let onto: Vec<f32> = (0..m * n).map(|_| rng.normal() as f32).collect();
+                for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
+                    let dims = MatmulDims { m, k, n, trans_a, trans_b };
+                    for onto in [None, Some(&onto[..])] {
+                        let (mut thin, mut plain) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+                        matmul(kernel, &par, &mut thin, &a, &b, None, onto, dims);
+                        matmul_split(kernel, &par, &mut plain, &a, &b, None, onto, dims, Split::Rows);
+                        let same = thin.iter().zip(&plain).all(|(x, y)| x.to_bits() == y.to_bits());
+                        assert!(same, "{dims:?} onto {}: the thin product differs", onto.is_some());
                     }
                 }
             }
