@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use tinygpt_kernels_wgsl::{KernelTime, WgpuBackend};
 use tinygpt_model::{Dataset, ModelConfig, Preset};
-use tinygpt_optim::{Overrides, Recipe, TrainedSet, Trainer, TrainingConfig};
+use tinygpt_optim::{Recipe, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{block_on, Precision};
 
 const TEXT: &[u8] = include_bytes!("../../data/tinyshakespeare.txt");
@@ -94,19 +94,7 @@ fn preset_run(name: &str) -> Result<(String, ModelConfig, TrainingConfig), Strin
 /// sections, by `Recipe`'s rules).
 fn config_file(path: &str) -> Result<(String, ModelConfig, TrainingConfig), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let mut file: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(&text).map_err(|e| format!("{path}: not a JSON object: {e}"))?;
-    let model = match file.remove("model") {
-        Some(m) => Some(serde_json::from_value(m).map_err(|e| format!("{path}: model: {e}"))?),
-        None => None,
-    };
-    let training = match file.remove("training") {
-        Some(serde_json::Value::Object(t)) => t,
-        Some(_) => return Err(format!("{path}: training is not an object")),
-        None => Default::default(),
-    };
-    let preset = file.remove("preset").and_then(|p| p.as_str().map(String::from));
-    let recipe = Recipe { preset, model, training, overrides: Overrides::default() };
+    let recipe = Recipe::from_config_json(&text).map_err(|e| format!("{path}: {e}"))?;
     let (model, training) = recipe.build().map_err(|e| format!("{path}: {e}"))?;
     Ok((model.model_name.clone(), model, training))
 }

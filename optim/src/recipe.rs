@@ -47,7 +47,24 @@ pub struct Overrides {
     pub seed: Option<u64>,
 }
 
+/// A `--config` file: `{"preset"?, "model"?, "training"?}`.
+#[derive(serde::Deserialize)]
+struct ConfigFile {
+    preset: Option<String>,
+    model: Option<ModelConfig>,
+    #[serde(default)]
+    training: Map<String, Value>,
+}
+
 impl Recipe {
+    /// The recipe of a `tinygpt train --config` file's text (`preset`, `model` and
+    /// `training`, no overrides), for the tools that time such a run (the step profiles).
+    /// The CLI reads its files more strictly, refusing unknown fields.
+    pub fn from_config_json(text: &str) -> Result<Recipe, serde_json::Error> {
+        let ConfigFile { preset, model, training } = serde_json::from_str(text)?;
+        Ok(Recipe { preset, model, training, overrides: Overrides::default() })
+    }
+
     /// The run's model and training configs, validated (see the module docs for the rules).
     pub fn build(self) -> Result<(ModelConfig, TrainingConfig), TrainError> {
         let preset = self.preset.as_deref().map(Preset::by_name).transpose()?;
@@ -151,6 +168,19 @@ mod tests {
         };
         let (_, t) = recipe.build().unwrap();
         assert_eq!((t.max_steps, t.batch_size), (9, 2));
+    }
+
+    #[test]
+    fn a_config_files_text_is_its_preset_model_and_training_fields() {
+        let recipe =
+            Recipe::from_config_json(r#"{"preset": "large", "training": {"max_steps": 7}}"#).unwrap();
+        let (m, t) = recipe.build().unwrap();
+        assert_eq!((m, t.max_steps), (Preset::by_name("large").unwrap().model, 7));
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/gpt2-124m-lora.json");
+        let (m, t) =
+            Recipe::from_config_json(&std::fs::read_to_string(path).unwrap()).unwrap().build().unwrap();
+        assert_eq!((m.vocab_size, m.n_layers, t.batch_size), (50_257, 12, 4));
+        assert!(Recipe::from_config_json(r#"{"preset": 3}"#).is_err());
     }
 
     #[test]
