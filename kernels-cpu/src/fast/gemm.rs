@@ -65,14 +65,15 @@ const MAX_TILE: usize = 512;
 /// 768) were level or slower packed (`matmul_bench`, docs/benchmarks-log.md).
 const ALIASED_STRIDE: usize = 512;
 /// Rows and columns of a [`Split::Deep`] piece: multiples of every variant's `mr` and `nr`,
-/// and so are the halves [`deep_piece`] takes (down to [`DEEP_COLS`] rows) to make at least
-/// [`DEEP_PIECES`]. 384 rows, not 192: B, packed per piece and k slice, is read and packed
-/// half as often, and A's 384-row slice (384 KiB) and C's block (288 KiB) still sit in a
-/// 1-2 MiB L2 beside it. GPT-2's head ran 6-13% faster that way on two threads (1024 rows ×
-/// 768 × 50,257, both ways round; `matmul_bench`, alternated, docs/benchmarks-log.md), its
-/// blocks' products level within the noise.
+/// and so are the halves [`deep_piece`] takes (rows down to [`DEEP_MIN_ROWS`]) to make at
+/// least [`DEEP_PIECES`]. 384 rows, not 192: B, packed per piece and k slice, is read and
+/// packed half as often, and A's 384-row slice (384 KiB) and C's block (288 KiB) still sit
+/// in a 1-2 MiB L2 beside it. GPT-2's head products (1024 rows × 768 × 50,257, both ways
+/// round) ran 1.04× and 1.05× as fast on two threads, the median of five alternated pairs
+/// (`matmul_bench`, docs/benchmarks-log.md); the blocks' products level within the noise.
 const DEEP_ROWS: usize = 384;
 const DEEP_COLS: usize = 192;
+const DEEP_MIN_ROWS: usize = 96;
 const DEEP_PIECES: usize = 4;
 /// Past this many values of op(B) (2 MiB: a core's L2 on the dev VM's Xeon), a long-k
 /// matmul takes [`Split::Deep`] rather than sharing one packed B that L2 cannot hold.
@@ -148,13 +149,14 @@ enum Split {
     /// `MC`-row pieces of `NC` (or `NC_WIDE`) columns, all reading op(B) packed once per
     /// call: the packed B stays in L2 and its packing is shared by every row block.
     Rows,
-    /// Pieces of up to `DEEP_ROWS × DEEP_COLS` (see [`deep_piece`]), each packing its own block of op(B)
-    /// per k slice. For a long k and a wide B (a wide layer's weight gradient, k = batch ×
-    /// context), whose packed copy L2 cannot hold: `MC`-row pieces then streamed all of it
-    /// from L3 once per 48 rows, after a pass that packed (and zero-filled) it, and two
-    /// threads scaled poorly (fc_out's weight gradient at `large`, 192×768×1536, ran at 0.38
-    /// of the 2-core FMA peak). A deep piece reads op(B) once per `DEEP_ROWS` rows of C and
-    /// op(A) once per `DEEP_COLS` columns, packing each block just before using it from L2.
+    /// Pieces of up to `DEEP_ROWS × DEEP_COLS` (see [`deep_piece`]), each packing its own
+    /// block of op(B) per k slice. For a long k and a wide B (a wide layer's weight
+    /// gradient, k = batch × context), whose packed copy L2 cannot hold: `MC`-row pieces
+    /// then streamed all of it from L3 once per 48 rows, after a pass that packed (and
+    /// zero-filled) it, and two threads scaled poorly (fc_out's weight gradient at `large`,
+    /// 192×768×1536, ran at 0.38 of the 2-core FMA peak). A deep piece reads op(B) once per
+    /// `DEEP_ROWS` rows of C and op(A) once per `DEEP_COLS` columns, packing each block just
+    /// before using it from L2.
     Deep,
 }
 
@@ -193,7 +195,8 @@ pub(crate) fn matmul(
 /// into C. Every tile of C itself would be an edge tile using `n` of its `nr` columns (8 of
 /// 32 with AVX-512); Cᵀ's `m` columns fill whole panels. The same bits as [`matmul_split`]:
 /// each output is the same multiply-adds (`b·a` for `a·b`, the same exact product) from
-/// zero in ascending `p`, and `onto` is added once to the finished sum.
+/// zero in ascending `p`, and `onto` is added once to the finished sum. Only without a
+/// bias: the microkernel starts a tile's columns from it, and Cᵀ's would be its rows.
 fn thin_matmul(
     kernel: &Microkernel,
     par: &Parallel,
@@ -317,12 +320,12 @@ fn few_rows_piece(m: usize, n: usize, nc: usize, nr: usize) -> (usize, usize) {
 }
 
 /// Rows × columns of a deep piece: [`DEEP_ROWS`] × [`DEEP_COLS`], the rows halved (down to
-/// `DEEP_COLS / 2`) and then the columns halved once while C would have fewer than
+/// [`DEEP_MIN_ROWS`]) and then the columns halved once while C would have fewer than
 /// [`DEEP_PIECES`] pieces.
 fn deep_piece(m: usize, n: usize) -> (usize, usize) {
     let (mut rows, mut cols) = (DEEP_ROWS, DEEP_COLS);
     let pieces = |rows: usize, cols: usize| m.div_ceil(rows) * n.div_ceil(cols);
-    while pieces(rows, cols) < DEEP_PIECES && rows > DEEP_COLS / 2 && m > DEEP_COLS / 2 {
+    while pieces(rows, cols) < DEEP_PIECES && rows > DEEP_MIN_ROWS && m > DEEP_MIN_ROWS {
         rows /= 2;
     }
     if pieces(rows, cols) < DEEP_PIECES {
