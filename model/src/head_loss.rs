@@ -5,10 +5,11 @@
 //! rows × 768 × 50,257 is 79 GFLOP forward and as much again backward: over a second each in
 //! a tab), and the worker can give a step up for `pause` or `stop` only between ops (its
 //! `abandon` module). Cut into chunks of at most [`CHUNK_MULTIPLY_ADDS`], every head op ends
-//! within tens of milliseconds. The chunks are the caller's choice ([`crate::Gpt::set_head_chunk_budget`]):
-//! the worker asks for them; a native run, which gives no step up, takes the head whole,
-//! because a chunk of a few dozen rows re-reads the whole table for few rows and ran the
-//! GPT-2-124M LoRA step some 10% slower on two native threads (docs/benchmarks-log.md).
+//! within tens of milliseconds. The chunks are the caller's choice
+//! ([`crate::Gpt::set_head_chunk_budget`]): the worker asks for them; a native run, which
+//! gives no step up, takes the head whole, because a chunk of a few dozen rows re-reads the
+//! whole table for few rows and ran the GPT-2-124M LoRA step some 10% slower on two native
+//! threads (docs/benchmarks-log.md).
 //! A byte-vocabulary model's head is one chunk either way.
 
 use tinygpt_autograd::{Tape, Var};
@@ -39,7 +40,7 @@ pub fn head_cross_entropy<B: Backend>(
     budget: Option<usize>,
 ) -> Var<B> {
     let (vocab, width, rows) = (table.value().dims()[0], table.value().dims()[1], targets.len());
-    let chunk = budget.map_or(rows, |budget| head_chunk_rows(rows, width, vocab, budget));
+    let chunk = budget.map_or(rows.max(1), |budget| head_chunk_rows(rows, width, vocab, budget));
     head_cross_entropy_in_chunks(tape, x, table, targets, chunk)
 }
 

@@ -2,9 +2,10 @@
 //! `y = x·Wᵀ + b + (alpha/r)·(x·Aᵀ)·Bᵀ`, A `[r, in]`, B `[out, r]`.
 //!
 //! The term is composed from existing tape ops (a `linear` without bias, a `scale`, and a
-//! `linear_onto` that adds it to the base's output, see [`crate::LinearDelta`]), so adapters train and sample on every backend
-//! (cpu, wgpu, WASM) with no kernel of their own. A starts small and random, B at zero, so
-//! an untrained adapter adds exactly zero and the model's logits are the base's, bit for bit.
+//! `linear_onto` that adds it to the base's output, see [`crate::LinearDelta`]), so adapters
+//! train and sample on every backend (cpu, wgpu, WASM) with no kernel of their own. A
+//! starts small and random, B at zero, so an untrained adapter adds exactly zero and the
+//! model's logits are the base's, bit for bit.
 //!
 //! Tensor names follow PEFT's (`blocks.{i}.attn.q_proj.lora_A.weight`), in canonical order:
 //! block by block, within a block the targets in [`LinearKind::ALL`] order, A before B.

@@ -144,7 +144,7 @@ fn a_message_waiting_before_a_tick_is_answered_before_any_work() {
 }
 
 /// The worker gives steps up only between ops, so every run it installs (`Session::install`)
-/// take a large vocabulary's head in chunks (`tinygpt_model::head_loss`); a model on its own
+/// takes a large vocabulary's head in chunks (`tinygpt_model::head_loss`); a model on its own
 /// takes it whole.
 #[test]
 fn the_worker_cuts_the_head_into_chunks() {
