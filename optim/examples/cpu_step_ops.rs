@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tinygpt_kernels_cpu::CpuBackend;
-use tinygpt_model::{Dataset, Gpt, LoraConfig, Preset};
+use tinygpt_model::{Dataset, Gpt, LoraConfig};
 use tinygpt_optim::{Recipe, TrainedSet, Trainer, TrainingConfig};
 use tinygpt_tensor::{Backend, Flow, Hook, Hooked, Op, Operand, Rng};
 
@@ -96,17 +96,15 @@ fn options() -> Result<Options, String> {
 fn main() -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let o = options()?;
-    let (model, training) = match &o.config {
+    // A preset's run as `tinygpt train --preset` makes it (its batch size), or a --config file's.
+    let recipe = match &o.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-            let recipe = Recipe::from_config_json(&text).map_err(|e| format!("{path}: {e}"))?;
-            recipe.build().map_err(|e| format!("{path}: {e}"))?
+            Recipe::from_config_json(&text).map_err(|e| format!("{path}: {e}"))?
         }
-        None => {
-            let preset = Preset::by_name(&o.preset).map_err(|e| err(&e))?;
-            (preset.model, TrainingConfig { batch_size: preset.batch_size, ..TrainingConfig::default() })
-        }
+        None => Recipe { preset: Some(o.preset.clone()), ..Recipe::default() },
     };
+    let (model, training) = recipe.build().map_err(|e| err(&e))?;
     let training = TrainingConfig { max_steps: training.max_steps.max(WARMUP_STEPS + o.steps), ..training };
     let cpu = CpuBackend::try_new_on_this_thread(o.threads).map_err(|e| err(&e))?;
     let kernels = cpu.variant().name();
